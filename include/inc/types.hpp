@@ -1,0 +1,99 @@
+// Public value types shared by the whole stack: element types, reduction operations,
+// collective kinds and the library's error type. Header-only, no dependencies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace inc {
+
+enum class DataType : std::uint8_t { f64, f32, f16, bf16, i8, u8, i32, u32, i64, u64 };
+inline constexpr int kNumDataTypes = 10;
+
+enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
+inline constexpr int kNumReduceOps = 5;
+
+enum class Collective : std::uint8_t {
+  allreduce,
+  reduce_scatter,
+  allgather,
+  broadcast,
+  alltoall,
+  barrier
+};
+inline constexpr int kNumCollectives = 6;
+
+constexpr std::size_t size_of(DataType t) noexcept {
+  switch (t) {
+    case DataType::f64:
+    case DataType::i64:
+    case DataType::u64:
+      return 8;
+    case DataType::f32:
+    case DataType::i32:
+    case DataType::u32:
+      return 4;
+    case DataType::f16:
+    case DataType::bf16:
+      return 2;
+    case DataType::i8:
+    case DataType::u8:
+      return 1;
+  }
+  return 0;
+}
+
+constexpr bool is_floating(DataType t) noexcept {
+  return t == DataType::f64 || t == DataType::f32 || t == DataType::f16 || t == DataType::bf16;
+}
+
+constexpr std::string_view name(DataType t) noexcept {
+  constexpr std::string_view names[] = {"f64", "f32", "f16", "bf16", "i8",
+                                        "u8",  "i32", "u32", "i64",  "u64"};
+  auto i = static_cast<unsigned>(t);
+  return i < kNumDataTypes ? names[i] : std::string_view("?");
+}
+
+constexpr std::string_view name(ReduceOp op) noexcept {
+  constexpr std::string_view names[] = {"sum", "prod", "min", "max", "avg"};
+  auto i = static_cast<unsigned>(op);
+  return i < kNumReduceOps ? names[i] : std::string_view("?");
+}
+
+constexpr std::string_view name(Collective c) noexcept {
+  constexpr std::string_view names[] = {"allreduce", "reduce_scatter", "allgather",
+                                        "broadcast", "alltoall",       "barrier"};
+  auto i = static_cast<unsigned>(c);
+  return i < kNumCollectives ? names[i] : std::string_view("?");
+}
+
+// Parsers accept the canonical names above plus common aliases (float, half, int32, ...).
+std::optional<DataType> parse_data_type(std::string_view s) noexcept;
+std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept;
+std::optional<Collective> parse_collective(std::string_view s) noexcept;
+
+// Every failure the library reports is an inc::Error with a category and a message that
+// names the collective, the step, the peer and what was expected.
+class Error : public std::runtime_error {
+ public:
+  enum class Kind {
+    invalid_argument,  // bad call: null buffer, unknown algorithm, bad option
+    config,            // bad environment or configuration file
+    mismatch,          // ranks called different collectives / counts / types / ops
+    timeout,           // a deadline passed
+    peer_failure,      // a peer closed its connection or aborted
+    network,           // socket-level failure
+    internal
+  };
+  Error(Kind kind, std::string message) : std::runtime_error(std::move(message)), kind_(kind) {}
+  Kind kind() const noexcept { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+}  // namespace inc

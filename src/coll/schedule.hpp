@@ -1,0 +1,111 @@
+// A collective algorithm written once, as a schedule: for one rank, a program-ordered list of
+// operations on byte regions of three logical buffers. The runtime executor runs it on real
+// buffers over a transport, the simulator runs it on a network model, and the analytical model
+// reads its step and byte counts (ENGINEERING.md section 2).
+//
+// Ordering rules, shared by every executor:
+//  * Dependencies are not written by hand: `infer_dependencies` derives them from the regions
+//    (read-after-write, write-after-read, write-after-write). Ops with no hazard between them
+//    run concurrently; this is what makes a segmented ring or chain pipelined.
+//  * Matching: the k-th `send` from rank a to rank b is received by the k-th `recv` or
+//    `recv_reduce` that rank b posts with peer a. Sizes must agree (executors check it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inc/types.hpp"
+
+namespace inc::coll {
+
+enum class BufferId : std::uint8_t { input, output, scratch };
+
+struct Region {
+  BufferId buf = BufferId::output;
+  std::uint64_t offset = 0;  // bytes
+  std::uint64_t bytes = 0;
+  friend bool operator==(const Region&, const Region&) = default;
+};
+
+enum class OpKind : std::uint8_t {
+  send,         // send `src` to `peer`
+  recv,         // receive from `peer` into `dst`
+  recv_reduce,  // dst = src (op) received-from-peer; src may equal dst
+  copy,         // dst = src (local)
+  reduce,       // dst = dst (op) src (local)
+};
+
+struct Op {
+  OpKind kind = OpKind::send;
+  std::int32_t peer = -1;  // rank within the communicator, for send/recv/recv_reduce
+  Region src{};
+  Region dst{};
+};
+
+// Which algorithm produced a schedule. `automatic` is resolved by `select_algorithm`.
+enum class Algorithm : std::uint8_t {
+  automatic,
+  ring,                // pipelined ring (allreduce, reduce_scatter, allgather)
+  recursive_doubling,  // allreduce, allgather
+  rabenseifner,        // allreduce: recursive-halving reduce-scatter + recursive-doubling allgather
+  binomial_tree,       // broadcast
+  pipelined_chain,     // broadcast
+  pairwise,            // alltoall
+  dissemination,       // barrier
+  inc,                 // Core-INC switch aggregation (issue 3)
+};
+inline constexpr int kNumAlgorithms = 9;
+
+std::string_view name(Algorithm a) noexcept;
+// Accepts the names above and aliases ("rd", "rabenseifner", "tree", "chain", "auto").
+bool parse_algorithm(std::string_view s, Algorithm& out) noexcept;
+
+struct CollectiveParams {
+  Collective coll = Collective::allreduce;
+  Algorithm algo = Algorithm::automatic;
+  int nranks = 1;
+  int rank = 0;
+  // Element count with NCCL semantics: allreduce/broadcast: elements of the buffer;
+  // reduce_scatter: elements of each rank's output shard (input is nranks x count);
+  // allgather: elements each rank contributes (output is nranks x count);
+  // alltoall: elements sent to each peer (buffers are nranks x count).
+  std::uint64_t count = 0;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;  // broadcast
+  bool in_place = false;
+  // Largest message the schedule issues; larger transfers are segmented so that the
+  // inferred dependencies pipeline them. 0 = algorithm default.
+  std::uint64_t segment_bytes = 0;
+};
+
+struct RankSchedule {
+  std::vector<Op> ops;
+  std::uint64_t scratch_bytes = 0;
+  Algorithm algo = Algorithm::automatic;
+  // Dependencies in CSR form, filled by infer_dependencies: op i waits for
+  // deps[dep_begin[i] .. dep_begin[i+1]).
+  std::vector<std::uint32_t> dep_begin;
+  std::vector<std::uint32_t> deps;
+};
+
+// Sizes in bytes of the input and output buffers a collective uses on each rank.
+std::uint64_t input_bytes(const CollectiveParams& p) noexcept;
+std::uint64_t output_bytes(const CollectiveParams& p) noexcept;
+
+// True if `algo` implements `coll` (automatic always does).
+bool supports(Collective coll, Algorithm algo) noexcept;
+
+// Resolve `automatic` to the default for this message size and rank count (measured crossovers).
+Algorithm select_algorithm(const CollectiveParams& p) noexcept;
+
+// Build the schedule of one rank. Throws inc::Error(invalid_argument) for unsupported
+// combinations. Calls infer_dependencies before returning.
+RankSchedule build_schedule(const CollectiveParams& p);
+
+// Derive dependencies from region hazards (RAW, WAR, WAW) in program order.
+void infer_dependencies(RankSchedule& s);
+
+}  // namespace inc::coll
