@@ -1,0 +1,8 @@
+#pragma once
+
+namespace inc::tools {
+// Each returns the process exit code; argv[0] is the subcommand name.
+int cmd_launch(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_demo(int argc, char** argv);
+}  // namespace inc::tools
