@@ -7,7 +7,7 @@
 //  * Dependencies are not written by hand: `infer_dependencies` derives them from the regions
 //    (read-after-write, write-after-read, write-after-write). Ops with no hazard between them
 //    run concurrently; this is what makes a segmented ring or chain pipelined.
-//  * Matching: the k-th `send` from rank a to rank b is received by the k-th `recv` or
+//  * Matching (point-to-point): the k-th `send` from rank a to rank b is received by the k-th `recv` or
 //    `recv_reduce` that rank b posts with peer a. Sizes must agree (executors check it).
 #pragma once
 
@@ -35,6 +35,11 @@ enum class OpKind : std::uint8_t {
   recv_reduce,  // dst = src (op) received-from-peer; src may equal dst
   copy,         // dst = src (local)
   reduce,       // dst = dst (op) src (local)
+  // Core-INC (issue 3). Every rank of the communicator issues the same sequence of inc ops;
+  // the k-th inc op of all ranks forms one switch operation on the communicator's tree.
+  inc_reduce,     // contribute src to the switch tree; the aggregate of all ranks' src lands in
+                  // dst (dst.bytes == 0: this rank contributes but does not receive it)
+  inc_broadcast,  // rank `peer` contributes src; the switch replicates it into every rank's dst
 };
 
 struct Op {
