@@ -1,0 +1,426 @@
+// inc::Communicator: joins the job (bootstrap + rendezvous store + TCP mesh), validates every
+// call, resolves the algorithm and hands the collective to the executor engine.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "api/bootstrap.hpp"
+#include "coll/executor.hpp"
+#include "inc/inc.hpp"
+#include "transport/socket.hpp"
+#include "transport/store.hpp"
+
+namespace inc {
+
+namespace {
+
+using coll::Algorithm;
+using coll::CollectiveParams;
+
+std::chrono::milliseconds parse_timeout(const transport::EnvLookup& env) {
+  auto v = env("INC_TIMEOUT");
+  if (!v) return std::chrono::seconds(60);
+  char* end = nullptr;
+  double s = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || !(s > 0) || s > 86400)
+    throw Error(Error::Kind::config,
+                fmt::format("INC_TIMEOUT='{}' is not a time-out in seconds (0 < t <= 86400)", *v));
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+}
+
+std::uint64_t parse_segment(const transport::EnvLookup& env) {
+  auto v = env("INC_SEGMENT_BYTES");
+  if (!v) return 0;
+  char* end = nullptr;
+  unsigned long long b = std::strtoull(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || b < 64 || b > (1ull << 30))
+    throw Error(Error::Kind::config,
+                fmt::format("INC_SEGMENT_BYTES='{}' must be an integer in [64, 2^30]", *v));
+  return b;
+}
+
+Algorithm parse_algo_or_throw(const std::string& s, const char* where) {
+  Algorithm a;
+  if (!coll::parse_algorithm(s, a))
+    throw Error(where[0] == 'I' ? Error::Kind::config : Error::Kind::invalid_argument,
+                fmt::format("{}='{}' is not an algorithm (known: auto, ring, recursive_doubling, "
+                            "rabenseifner, binomial_tree, pipelined_chain, pairwise, "
+                            "dissemination, inc)",
+                            where, s));
+  return a;
+}
+
+std::uint32_t mix32(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x) | 1u;  // never 0: 0 is the world
+}
+
+class StoreAddressBook : public transport::MeshAddressBook {
+ public:
+  StoreAddressBook(transport::StoreClient& s, std::chrono::milliseconds t) : store_(s), timeout_(t) {}
+  void publish(int rank, const std::string& addr) override {
+    store_.set(fmt::format("inc/addr/{}", rank), addr);
+  }
+  std::string lookup(int rank) override {
+    return store_.get(fmt::format("inc/addr/{}", rank), timeout_);
+  }
+
+ private:
+  transport::StoreClient& store_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+namespace detail {
+
+// What all communicators of one process share: the store and the engine (connections).
+struct World {
+  std::unique_ptr<transport::StoreServer> store_server;
+  std::unique_ptr<transport::StoreClient> store;
+  std::unique_ptr<coll::Engine> engine;
+};
+
+struct CommState {
+  std::shared_ptr<World> world;
+  std::uint32_t comm_id = 0;
+  std::vector<int> members;  // comm rank -> world rank
+  int rank = 0;
+  Algorithm algo = Algorithm::automatic;
+  std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
+  std::uint64_t segment_bytes = 0;
+  std::atomic<std::uint64_t> splits{0};
+  std::mutex mu;
+  Report last;
+};
+
+struct RequestState {
+  std::shared_ptr<CommState> comm;
+  std::shared_ptr<coll::CollOp> op;
+  std::vector<std::byte> temp;  // staging for in-place alltoall
+  void* copy_out = nullptr;      // where temp's result goes, if used
+  std::size_t copy_bytes = 0;
+  bool finished = false;
+  Report report;
+  std::string selection;
+  bool in_network = false;
+
+  void complete() {
+    if (finished) return;
+    finished = true;
+    if (copy_out && copy_bytes) std::memcpy(copy_out, temp.data(), copy_bytes);
+    const auto& info = op->info();
+    report.coll = info.coll;
+    report.seq = info.seq;
+    report.algorithm = std::string(coll::name(info.algo));
+    report.in_network = info.in_network;
+    report.reason = info.selection;
+    report.bytes_sent = info.bytes_sent;
+    report.bytes_received = info.bytes_received;
+    report.seconds = info.seconds;
+    std::lock_guard lk(comm->mu);
+    comm->last = report;
+  }
+};
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Request
+
+void Request::wait() {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "wait() on an empty inc::Request");
+  if (!state_->finished) {
+    state_->comm->world->engine->wait(*state_->op);
+    state_->complete();
+  }
+}
+
+bool Request::test() {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "test() on an empty inc::Request");
+  if (state_->finished) return true;
+  if (!state_->comm->world->engine->test(*state_->op)) return false;
+  state_->complete();
+  return true;
+}
+
+Report Request::report() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "report() on an empty inc::Request");
+  return state_->report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Communicator
+
+Communicator Communicator::init(const Options& opts) {
+  auto env = transport::process_env();
+  api::BootstrapInfo boot;
+  bool need_env = opts.rank < 0 || opts.world_size < 0 || opts.store.empty();
+  if (need_env) boot = api::detect_bootstrap(env);
+  if (opts.rank >= 0) boot.rank = opts.rank;
+  if (opts.world_size >= 0) boot.world_size = opts.world_size;
+  if (!opts.store.empty()) {
+    auto hp = transport::parse_host_port(opts.store, "Options::store");
+    boot.store_host = hp.host;
+    boot.store_port = hp.port;
+  }
+  if (opts.host_store >= 0) boot.host_store = opts.host_store == 1;
+  if (boot.world_size < 1 || boot.rank < 0 || boot.rank >= boot.world_size)
+    throw Error(Error::Kind::config, fmt::format("invalid rank {} for world size {}", boot.rank,
+                                                 boot.world_size));
+  auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
+
+  auto world = std::make_shared<detail::World>();
+  if (boot.host_store && boot.rank == 0)
+    world->store_server = std::make_unique<transport::StoreServer>(
+        transport::is_local_host(boot.store_host) ? boot.store_host : std::string("0.0.0.0"),
+        boot.store_port);
+  transport::StoreClient::Options so;
+  so.connect_timeout = timeout;
+  so.request_timeout = timeout;
+  world->store = std::make_unique<transport::StoreClient>(boot.store_host, boot.store_port, so);
+
+  // A job tag keeps connections of another job (or a stale store) out of the mesh.
+  std::random_device rd;
+  std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  world->store->set_if_absent("inc/job_tag", std::to_string(mine));
+  std::uint64_t job_tag = std::stoull(world->store->get("inc/job_tag", timeout));
+
+  std::string listen_host =
+      !opts.listen_host.empty() ? opts.listen_host
+                                : transport::local_address_for_peers(env, boot.store_host);
+  StoreAddressBook book(*world->store, timeout);
+  auto fds = transport::connect_mesh(boot.rank, boot.world_size, listen_host, book, job_tag,
+                                     static_cast<int>(timeout.count()));
+  auto mesh = std::make_unique<transport::TcpMesh>(boot.rank, std::move(fds));
+  world->engine = std::make_unique<coll::Engine>(std::move(mesh), timeout);
+
+  auto st = std::make_shared<detail::CommState>();
+  st->world = world;
+  st->comm_id = 0;
+  st->rank = boot.rank;
+  for (int r = 0; r < boot.world_size; ++r) st->members.push_back(r);
+  std::string algo = opts.algo;
+  std::string source = "Options::algo";
+  if (algo.empty()) {
+    if (auto v = env("INC_ALGO")) algo = *v, source = "INC_ALGO";
+  }
+  if (!algo.empty()) {
+    st->algo = parse_algo_or_throw(algo, source.c_str());
+    st->algo_source = fmt::format("{}={}", source, algo);
+  }
+  st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
+  world->engine->add_comm(0, st->members);
+  return Communicator(std::move(st));
+}
+
+int Communicator::rank() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "rank() on an empty communicator");
+  return state_->rank;
+}
+
+int Communicator::size() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "size() on an empty communicator");
+  return static_cast<int>(state_->members.size());
+}
+
+void Communicator::check_spans(std::size_t send, std::size_t recv) {
+  if (send != recv)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("allreduce: send has {} elements but recv has {}", send, recv));
+}
+
+namespace {
+
+struct Call {
+  Collective coll;
+  const void* send;
+  void* recv;
+  std::size_t count;
+  DataType dtype;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+};
+
+void validate(const detail::CommState& st, const Call& c) {
+  auto what = name(c.coll);
+  if (static_cast<unsigned>(c.dtype) >= kNumDataTypes)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{}: invalid data type {}", what, static_cast<unsigned>(c.dtype)));
+  if (static_cast<unsigned>(c.op) >= kNumReduceOps)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{}: invalid reduction op {}", what, static_cast<unsigned>(c.op)));
+  const int p = static_cast<int>(st.members.size());
+  if (c.count > (std::uint64_t{1} << 48) / static_cast<std::uint64_t>(p))
+    throw Error(Error::Kind::invalid_argument, fmt::format("{}: count {} is too large", what, c.count));
+  if (c.count > 0 && c.coll != Collective::barrier) {
+    bool send_needed = c.coll != Collective::broadcast || st.rank == c.root;
+    if (send_needed && c.send == nullptr)
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: send buffer is null with count {}", what, c.count));
+    if (c.recv == nullptr)
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: recv buffer is null with count {}", what, c.count));
+  }
+  if (c.coll == Collective::broadcast && (c.root < 0 || c.root >= p))
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("broadcast: root {} is not a rank of this {}-rank communicator", c.root, p));
+}
+
+}  // namespace
+
+static Request start_call(const std::shared_ptr<detail::CommState>& st, const Call& c,
+                          const CallOptions& o) {
+  if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
+  validate(*st, c);
+  const int p = static_cast<int>(st->members.size());
+  const std::size_t esz = size_of(c.dtype);
+
+  CollectiveParams params;
+  params.coll = c.coll;
+  params.nranks = p;
+  params.rank = st->rank;
+  params.count = c.count;
+  params.dtype = c.dtype;
+  params.op = c.op;
+  params.root = c.root;
+  params.segment_bytes = st->segment_bytes;
+
+  // Algorithm: per call, else the communicator's, else automatic.
+  std::string selection;
+  Algorithm algo = st->algo;
+  if (!o.algo.empty()) {
+    algo = parse_algo_or_throw(o.algo, "CallOptions::algo");
+    if (algo != Algorithm::automatic && !coll::supports(c.coll, algo))
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: algorithm '{}' does not implement this collective", name(c.coll), o.algo));
+    selection = fmt::format("CallOptions::algo={}", o.algo);
+  } else if (algo != Algorithm::automatic) {
+    if (coll::supports(c.coll, algo)) {
+      selection = st->algo_source;
+    } else {
+      selection = fmt::format("{} does not implement {}; ", st->algo_source, name(c.coll));
+      algo = Algorithm::automatic;
+    }
+  }
+  params.algo = algo;
+  if (algo == Algorithm::automatic) {
+    params.algo = coll::select_algorithm(params);
+    selection += fmt::format("automatic for {} B on {} ranks", coll::input_bytes(params), p);
+  }
+
+  auto rs = std::make_shared<detail::RequestState>();
+  rs->comm = st;
+  const void* in = c.send;
+  void* out = c.recv;
+  switch (c.coll) {
+    case Collective::allreduce:
+      params.in_place = c.send == c.recv;
+      break;
+    case Collective::reduce_scatter:
+      params.in_place = c.count > 0 && static_cast<const std::byte*>(c.send) +
+                                               static_cast<std::size_t>(st->rank) * c.count * esz ==
+                                           c.recv;
+      break;
+    case Collective::allgather:
+      params.in_place = c.count > 0 && static_cast<const std::byte*>(c.recv) +
+                                               static_cast<std::size_t>(st->rank) * c.count * esz ==
+                                           c.send;
+      break;
+    case Collective::broadcast:
+      params.in_place = c.send == c.recv || st->rank != c.root;
+      if (st->rank != c.root) in = c.recv;
+      break;
+    case Collective::alltoall:
+      if (c.send == c.recv && c.count > 0) {
+        // In-place alltoall: stage the result, then copy it over the caller's buffer.
+        rs->temp.resize(c.count * esz * static_cast<std::size_t>(p));
+        out = rs->temp.data();
+        rs->copy_out = c.recv;
+        rs->copy_bytes = rs->temp.size();
+      }
+      break;
+    case Collective::barrier:
+      break;
+  }
+  rs->op = st->world->engine->start(st->comm_id, params, in, out, std::move(selection));
+  if (rs->op->done() && !rs->op->failed()) rs->complete();
+  return Request(rs);
+}
+
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType t,
+                                 ReduceOp op, const CallOptions& o) {
+  return start_call(state_, {Collective::allreduce, send, recv, count, t, op, 0}, o);
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,
+                                      DataType t, ReduceOp op, const CallOptions& o) {
+  return start_call(state_, {Collective::reduce_scatter, send, recv, recv_count, t, op, 0}, o);
+}
+Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DataType t,
+                                 const CallOptions& o) {
+  return start_call(state_, {Collective::allgather, send, recv, send_count, t, ReduceOp::sum, 0}, o);
+}
+Request Communicator::ibroadcast(const void* send, void* recv, std::size_t count, DataType t,
+                                 int root, const CallOptions& o) {
+  return start_call(state_, {Collective::broadcast, send, recv, count, t, ReduceOp::sum, root}, o);
+}
+Request Communicator::ialltoall(const void* send, void* recv, std::size_t count, DataType t,
+                                const CallOptions& o) {
+  return start_call(state_, {Collective::alltoall, send, recv, count, t, ReduceOp::sum, 0}, o);
+}
+Request Communicator::ibarrier() {
+  return start_call(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, {});
+}
+
+Communicator Communicator::split(int color, int key) const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "split() on an empty communicator");
+  const int p = size();
+  std::int32_t mine[2] = {color < 0 ? -1 : color, key};
+  std::vector<std::int32_t> all(static_cast<std::size_t>(2 * p));
+  CallOptions o;
+  // Recursive doubling/ring: whatever the communicator would use; the call is tiny.
+  start_call(state_, {Collective::allgather, mine, all.data(), 2, DataType::i32, ReduceOp::sum, 0}, o).wait();
+  std::uint64_t nth = state_->splits.fetch_add(1);
+  if (color < 0) return Communicator();
+  std::vector<std::pair<std::int32_t, int>> group;  // (key, parent rank)
+  for (int r = 0; r < p; ++r)
+    if (all[2 * r] == color) group.emplace_back(all[2 * r + 1], r);
+  std::sort(group.begin(), group.end());
+  auto st = std::make_shared<detail::CommState>();
+  st->world = state_->world;
+  st->comm_id = mix32((static_cast<std::uint64_t>(state_->comm_id) << 32) ^ (nth << 20) ^
+                      static_cast<std::uint32_t>(color));
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    st->members.push_back(state_->members[group[i].second]);
+    if (group[i].second == state_->rank) st->rank = static_cast<int>(i);
+  }
+  st->algo = state_->algo;
+  st->algo_source = state_->algo_source;
+  st->segment_bytes = state_->segment_bytes;
+  st->world->engine->add_comm(st->comm_id, st->members);
+  return Communicator(std::move(st));
+}
+
+Report Communicator::last_report() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "last_report() on an empty communicator");
+  std::lock_guard lk(state_->mu);
+  return state_->last;
+}
+
+TrafficStats Communicator::traffic() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "traffic() on an empty communicator");
+  auto s = state_->world->engine->stats();
+  return TrafficStats{s.bytes_sent, s.bytes_received, s.payload_sent, s.payload_received,
+                      s.messages_sent, s.messages_received};
+}
+
+}  // namespace inc

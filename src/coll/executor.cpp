@@ -1,0 +1,591 @@
+#include "coll/executor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "numerics/reduce.hpp"
+
+namespace inc::coll {
+
+using transport::RecvTarget;
+using transport::WireHeader;
+using clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor: what every data message says about the collective it belongs to, so that a
+// mismatch between ranks is an error naming both sides rather than a hang or wrong data.
+
+namespace {
+struct PackedDesc {
+  std::uint8_t coll, dtype, op, algo;
+  std::int32_t root;
+  std::uint64_t count;
+  std::uint32_t nranks;
+  std::uint32_t pad;
+  std::uint64_t segment_bytes;
+};
+static_assert(sizeof(PackedDesc) == 32);
+}  // namespace
+
+void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]) {
+  PackedDesc d{static_cast<std::uint8_t>(p.coll),
+               static_cast<std::uint8_t>(p.dtype),
+               static_cast<std::uint8_t>(p.op),
+               static_cast<std::uint8_t>(p.algo),
+               p.root,
+               p.count,
+               static_cast<std::uint32_t>(p.nranks),
+               0,
+               p.segment_bytes};
+  std::memcpy(desc, &d, sizeof d);
+}
+
+CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]) {
+  PackedDesc d;
+  std::memcpy(&d, desc, sizeof d);
+  CollectiveParams p;
+  p.coll = static_cast<Collective>(d.coll);
+  p.dtype = static_cast<DataType>(d.dtype);
+  p.op = static_cast<ReduceOp>(d.op);
+  p.algo = static_cast<Algorithm>(d.algo);
+  p.root = d.root;
+  p.count = d.count;
+  p.nranks = static_cast<int>(d.nranks);
+  p.segment_bytes = d.segment_bytes;
+  return p;
+}
+
+std::string describe_params(const CollectiveParams& p) {
+  std::string s = fmt::format("{} of {} x {}", name(p.coll), p.count, name(p.dtype));
+  if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
+    s += fmt::format(" ({}, {})", name(p.op), name(p.algo));
+  else if (p.coll == Collective::broadcast)
+    s += fmt::format(" (root {}, {})", p.root, name(p.algo));
+  else
+    s += fmt::format(" ({})", name(p.algo));
+  return s;
+}
+
+namespace {
+bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
+  if (a.coll != b.coll || a.count != b.count || a.dtype != b.dtype || a.nranks != b.nranks ||
+      a.algo != b.algo || a.segment_bytes != b.segment_bytes)
+    return false;
+  if ((a.coll == Collective::allreduce || a.coll == Collective::reduce_scatter) && a.op != b.op)
+    return false;
+  if (a.coll == Collective::broadcast && a.root != b.root) return false;
+  return true;
+}
+
+bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Engine::Engine(std::unique_ptr<transport::TcpMesh> mesh, std::chrono::milliseconds timeout)
+    : mesh_(std::move(mesh)), timeout_(timeout) {
+  mesh_->set_sink(this);
+  incoming_.resize(static_cast<std::size_t>(mesh_->size()));
+  dead_.assign(static_cast<std::size_t>(mesh_->size()), 0);
+  dead_why_.resize(static_cast<std::size_t>(mesh_->size()));
+}
+
+Engine::~Engine() { mesh_->set_sink(nullptr); }
+
+void Engine::add_comm(std::uint32_t comm_id, std::vector<int> members) {
+  std::lock_guard lk(mu_);
+  Comm c;
+  c.comm_rank_of.assign(static_cast<std::size_t>(mesh_->size()), -1);
+  for (std::size_t i = 0; i < members.size(); ++i) c.comm_rank_of[members[i]] = static_cast<int>(i);
+  c.members = std::move(members);
+  comms_[comm_id] = std::move(c);
+}
+
+void Engine::remove_comm(std::uint32_t comm_id) {
+  std::lock_guard lk(mu_);
+  comms_.erase(comm_id);
+}
+
+transport::TransportStats Engine::stats() {
+  std::lock_guard lk(mu_);
+  return mesh_->stats();
+}
+
+std::string Engine::describe(const CollOp& op) const {
+  return fmt::format("{} #{}", name(op.params.coll), op.info_.seq);
+}
+
+std::byte* Engine::region_ptr(CollOp& op, const Region& r) {
+  switch (r.buf) {
+    case BufferId::input:
+      return const_cast<std::byte*>(op.input) + r.offset;
+    case BufferId::output:
+      return op.output + r.offset;
+    case BufferId::scratch:
+      return op.scratch.data() + r.offset;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectiveParams& params,
+                                      const void* input, void* output, std::string selection) {
+  std::lock_guard lk(mu_);
+  if (fatal_) throw Error(fatal_->kind(), fmt::format("{} (the communicator is unusable after this error)", fatal_->what()));
+  auto cit = comms_.find(comm_id);
+  if (cit == comms_.end()) throw Error(Error::Kind::invalid_argument, "unknown communicator");
+  Comm& comm = cit->second;
+
+  auto op = std::make_shared<CollOp>();
+  op->uid = next_uid_++;
+  op->comm_id = comm_id;
+  op->members = &comm.members;
+  op->params = params;
+  op->info_.coll = params.coll;
+  op->info_.seq = comm.next_seq++;
+  op->info_.algo = params.algo;
+  op->info_.selection = std::move(selection);
+  op->input = static_cast<const std::byte*>(input);
+  op->output = static_cast<std::byte*>(output);
+  op->start = clock::now();
+  op->deadline = op->start + timeout_;
+  op->sched = build_schedule(params);
+  op->info_.algo = op->sched.algo;
+  op->params.algo = op->sched.algo;
+  op->scratch.resize(op->sched.scratch_bytes);
+
+  const auto n = static_cast<std::uint32_t>(op->sched.ops.size());
+  const int p = params.nranks;
+  op->remaining.resize(n);
+  op->op_state.assign(n, 0);
+  op->msg_index.assign(n, 0);
+  op->recv_arrived.assign(n, 0);
+  op->recv_by_peer.resize(static_cast<std::size_t>(p));
+  std::vector<std::uint32_t> sends_to(static_cast<std::size_t>(p), 0);
+  std::vector<std::uint32_t> count(n + 1, 0);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Op& o = op->sched.ops[i];
+    op->remaining[i] = op->sched.dep_begin[i + 1] - op->sched.dep_begin[i];
+    for (auto d = op->sched.dep_begin[i]; d < op->sched.dep_begin[i + 1]; ++d) ++count[op->sched.deps[d] + 1];
+    if (o.kind == OpKind::send) {
+      op->msg_index[i] = sends_to[o.peer]++;
+      op->info_.bytes_sent += o.src.bytes;
+    } else if (is_recv(o.kind)) {
+      op->msg_index[i] = static_cast<std::uint32_t>(op->recv_by_peer[o.peer].size());
+      op->recv_by_peer[o.peer].push_back(i);
+      op->info_.bytes_received += o.dst.bytes;
+    } else if (o.kind == OpKind::inc_reduce || o.kind == OpKind::inc_broadcast) {
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: algorithm 'inc' needs a Core-INC switch, and this "
+                              "communicator has none configured",
+                              describe(*op)));
+    }
+  }
+  for (std::uint32_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  op->dependents_begin = count;
+  op->dependents.resize(op->sched.deps.size());
+  for (std::uint32_t i = 0; i < n; ++i)
+    for (auto d = op->sched.dep_begin[i]; d < op->sched.dep_begin[i + 1]; ++d)
+      op->dependents[count[op->sched.deps[d]]++] = i;
+
+  by_uid_[op->uid] = op;
+  active_[{comm_id, op->info_.seq}] = op.get();
+
+  // Messages that arrived before this collective started.
+  if (auto eit = early_.find({comm_id, op->info_.seq}); eit != early_.end()) {
+    for (EarlyMsg& m : eit->second) {
+      CollectiveParams theirs = decode_descriptor(m.h.desc);
+      if (!same_call(theirs, op->params)) {
+        Error e(Error::Kind::mismatch,
+                fmt::format("{}: rank {} called {}, rank {} called {}", describe(*op), m.peer,
+                            describe_params(theirs), params.rank, describe_params(op->params)));
+        early_.erase(eit);
+        fail(*op, e, true);
+        throw e;
+      }
+      auto& list = op->recv_by_peer[m.peer];
+      if (m.h.msg_index >= list.size() || op->sched.ops[list[m.h.msg_index]].dst.bytes != m.h.bytes) {
+        Error e(Error::Kind::mismatch,
+                fmt::format("{}: rank {} sent message {} of {} B that rank {} does not expect "
+                            "(mismatched calls or schedules?)",
+                            describe(*op), m.peer, m.h.msg_index, m.h.bytes, params.rank));
+        early_.erase(eit);
+        fail(*op, e, true);
+        throw e;
+      }
+      std::uint32_t idx = list[m.h.msg_index];
+      op->parked[idx] = std::move(m.payload);  // the heap block (and any pointer into it) stays
+      if (m.complete) {
+        op->recv_arrived[idx] = 1;
+      } else {
+        Incoming& in = incoming_[static_cast<std::size_t>((*op->members)[m.peer])];
+        in.mode = Incoming::Mode::parked;
+        in.uid = op->uid;
+        in.op = idx;
+        in.early = nullptr;
+      }
+    }
+    early_.erase(eit);
+  }
+
+  // Peers that already failed and that this collective needs.
+  for (int r = 0; r < p; ++r) {
+    int w = comm.members[r];
+    if (w != world_rank() && dead_[w]) {
+      Error e(Error::Kind::peer_failure, fmt::format("{}: {}", describe(*op), dead_why_[w]));
+      fail(*op, e, false);
+      throw e;
+    }
+  }
+
+  if (n == 0) {
+    finish(*op);
+    return op;
+  }
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (op->remaining[i] == 0) work_.emplace_back(op->uid, i);
+  drain();
+  return op;
+}
+
+void Engine::drain() {
+  while (!work_.empty() || !deferred_.empty()) {
+    while (!deferred_.empty()) {
+      auto [uid, i] = deferred_.back();
+      deferred_.pop_back();
+      auto it = by_uid_.find(uid);
+      if (it != by_uid_.end() && !it->second->done()) complete(*it->second, i);
+    }
+    while (!work_.empty()) {
+      auto [uid, i] = work_.back();
+      work_.pop_back();
+      auto it = by_uid_.find(uid);
+      if (it != by_uid_.end() && !it->second->done()) ready(*it->second, i);
+    }
+  }
+}
+
+void Engine::ready(CollOp& op, std::uint32_t i) {
+  const Op& o = op.sched.ops[i];
+  op.op_state[i] = 1;
+  switch (o.kind) {
+    case OpKind::send: {
+      int w = (*op.members)[o.peer];
+      if (dead_[w]) {
+        fail(op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(op), dead_why_[w])), true);
+        return;
+      }
+      WireHeader h;
+      h.comm_id = op.comm_id;
+      h.seq = op.info_.seq;
+      h.msg_index = op.msg_index[i];
+      h.bytes = o.src.bytes;
+      encode_descriptor(op.params, h.desc);
+      mesh_->send(w, h, region_ptr(op, o.src), (op.uid << 32) | i);
+      return;
+    }
+    case OpKind::recv:
+    case OpKind::recv_reduce: {
+      auto pit = op.parked.find(i);
+      if (pit != op.parked.end()) {
+        if (op.recv_arrived[i]) {
+          std::byte* dst = region_ptr(op, o.dst);
+          if (o.kind == OpKind::recv) {
+            std::memcpy(dst, pit->second.data(), o.dst.bytes);
+          } else {
+            numerics::reduce(op.params.dtype, op.params.op, dst, region_ptr(op, o.src),
+                             pit->second.data(), o.dst.bytes / size_of(op.params.dtype));
+          }
+          op.parked.erase(pit);
+          complete(op, i);
+        }
+        return;  // still streaming into the parked buffer; on_message completes it
+      }
+      int w = (*op.members)[o.peer];
+      if (dead_[w]) {
+        fail(op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(op), dead_why_[w])), true);
+      }
+      return;  // on_header will target this op directly
+    }
+    case OpKind::copy:
+      if (o.dst.bytes) std::memmove(region_ptr(op, o.dst), region_ptr(op, o.src), o.dst.bytes);
+      complete(op, i);
+      return;
+    case OpKind::reduce: {
+      std::byte* dst = region_ptr(op, o.dst);
+      numerics::reduce(op.params.dtype, op.params.op, dst, dst, region_ptr(op, o.src),
+                       o.dst.bytes / size_of(op.params.dtype));
+      complete(op, i);
+      return;
+    }
+    case OpKind::inc_reduce:
+    case OpKind::inc_broadcast:
+      fail(op, Error(Error::Kind::internal, "inc op reached the host executor"), true);
+      return;
+  }
+}
+
+void Engine::complete(CollOp& op, std::uint32_t i) {
+  if (op.op_state[i] == 2) return;
+  op.op_state[i] = 2;
+  ++op.ops_done;
+  for (auto d = op.dependents_begin[i]; d < op.dependents_begin[i + 1]; ++d) {
+    std::uint32_t j = op.dependents[d];
+    if (--op.remaining[j] == 0) work_.emplace_back(op.uid, j);
+  }
+  if (op.ops_done == op.sched.ops.size()) finish(op);
+}
+
+void Engine::finish(CollOp& op) {
+  const auto& p = op.params;
+  if (p.op == ReduceOp::avg && p.nranks > 1) {
+    if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
+      numerics::divide(p.dtype, op.output, p.count, static_cast<std::uint64_t>(p.nranks));
+  }
+  op.state_ = CollOp::State::succeeded;
+  op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
+  active_.erase({op.comm_id, op.info_.seq});
+  by_uid_.erase(op.uid);  // may destroy op if the caller dropped it: touch nothing after
+}
+
+void Engine::fail(CollOp& op, Error e, bool tell_peers) {
+  if (op.done()) return;
+  op.state_ = CollOp::State::failed;
+  op.error_ = e;
+  op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
+  auto keep = by_uid_[op.uid];
+  active_.erase({op.comm_id, op.info_.seq});
+  by_uid_.erase(op.uid);
+  if (!fatal_) fatal_ = e;
+  // Nothing may touch this collective's buffers once the caller sees the error.
+  for (std::size_t w = 0; w < incoming_.size(); ++w) {
+    Incoming& in = incoming_[w];
+    if ((in.mode == Incoming::Mode::direct || in.mode == Incoming::Mode::parked) && in.uid == op.uid) {
+      mesh_->discard_incoming(static_cast<int>(w));
+      in.mode = Incoming::Mode::discard;
+    }
+  }
+  if (tell_peers) mesh_->broadcast_abort(fmt::format("rank {}: {}", world_rank(), e.what()));
+  mesh_->drop_sends();
+}
+
+void Engine::fail_all(const Error& e) {
+  if (!fatal_) fatal_ = e;
+  std::vector<std::shared_ptr<CollOp>> ops;
+  for (auto& [uid, op] : by_uid_) ops.push_back(op);
+  for (auto& op : ops) {
+    if (op->done()) continue;
+    Error mine(e.kind(), fmt::format("{}: {}", describe(*op), e.what()));
+    fail(*op, mine, false);
+  }
+}
+
+void Engine::check_descriptor(const CollOp& op, int peer, const WireHeader& h) {
+  CollectiveParams theirs = decode_descriptor(h.desc);
+  if (!same_call(theirs, op.params))
+    throw Error(Error::Kind::mismatch,
+                fmt::format("{}: rank {} called {}, rank {} called {}", describe(op), peer,
+                            describe_params(theirs), op.params.rank, describe_params(op.params)));
+}
+
+RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
+  Incoming& in = incoming_[static_cast<std::size_t>(wpeer)];
+  in = Incoming{};
+  in.mode = Incoming::Mode::discard;
+  auto cit = comms_.find(h.comm_id);
+  if (cit == comms_.end())
+    throw Error(Error::Kind::mismatch,
+                fmt::format("rank {} sent a message for a communicator this rank does not have "
+                            "(comm_split called differently on the ranks?)",
+                            wpeer));
+  Comm& comm = cit->second;
+  int peer = comm.comm_rank_of[wpeer];
+  if (peer < 0)
+    throw Error(Error::Kind::mismatch,
+                fmt::format("world rank {} sent a message for a communicator it is not part of", wpeer));
+  auto key = std::make_pair(h.comm_id, h.seq);
+  auto ait = active_.find(key);
+  if (ait == active_.end()) {
+    if (h.seq < comm.next_seq)
+      throw Error(Error::Kind::mismatch,
+                  fmt::format("rank {} sent a message for {} #{}, which already completed here "
+                              "(mismatched schedules?)",
+                              peer, name(decode_descriptor(h.desc).coll), h.seq));
+    auto& list = early_[key];
+    list.push_back(EarlyMsg{peer, h, std::vector<std::byte>(h.bytes), false});
+    in.mode = Incoming::Mode::early;
+    in.early = &list.back();
+    RecvTarget t;
+    t.mode = RecvTarget::Mode::copy;
+    t.dst = list.back().payload.data();
+    return t;
+  }
+  CollOp& op = *ait->second;
+  try {
+    check_descriptor(op, peer, h);
+    auto& list = op.recv_by_peer[peer];
+    if (h.msg_index >= list.size())
+      throw Error(Error::Kind::mismatch,
+                  fmt::format("{}: rank {} sent message {} but rank {} expects only {} from it",
+                              describe(op), peer, h.msg_index, op.params.rank, list.size()));
+    std::uint32_t idx = list[h.msg_index];
+    const Op& o = op.sched.ops[idx];
+    if (o.dst.bytes != h.bytes)
+      throw Error(Error::Kind::mismatch,
+                  fmt::format("{}: rank {} sent {} B, rank {} expected {} B", describe(op), peer,
+                              h.bytes, op.params.rank, o.dst.bytes));
+    in.uid = op.uid;
+    in.op = idx;
+    RecvTarget t;
+    if (op.op_state[idx] == 1) {
+      in.mode = Incoming::Mode::direct;
+      t.dst = region_ptr(op, o.dst);
+      if (o.kind == OpKind::recv) {
+        t.mode = RecvTarget::Mode::copy;
+      } else {
+        t.mode = RecvTarget::Mode::reduce;
+        t.operand = region_ptr(op, o.src);
+        t.dtype = op.params.dtype;
+        t.op = op.params.op;
+      }
+    } else {
+      in.mode = Incoming::Mode::parked;
+      auto& buf = op.parked[idx];
+      buf.resize(h.bytes);
+      t.mode = RecvTarget::Mode::copy;
+      t.dst = buf.data();
+    }
+    return t;
+  } catch (Error& e) {
+    in.mode = Incoming::Mode::discard;
+    fail(op, e, true);
+    throw;
+  }
+}
+
+void Engine::on_message(int wpeer, const WireHeader&) {
+  Incoming in = incoming_[static_cast<std::size_t>(wpeer)];
+  incoming_[static_cast<std::size_t>(wpeer)] = Incoming{};
+  switch (in.mode) {
+    case Incoming::Mode::direct:
+      deferred_.emplace_back(in.uid, in.op);
+      return;
+    case Incoming::Mode::parked: {
+      auto it = by_uid_.find(in.uid);
+      if (it == by_uid_.end()) return;
+      CollOp& op = *it->second;
+      op.recv_arrived[in.op] = 1;
+      if (op.op_state[in.op] == 1) work_.emplace_back(in.uid, in.op);  // ready() applies it
+      return;
+    }
+    case Incoming::Mode::early:
+      in.early->complete = true;
+      return;
+    default:
+      return;
+  }
+}
+
+void Engine::on_send_done(std::uint64_t token) {
+  deferred_.emplace_back(token >> 32, static_cast<std::uint32_t>(token & 0xffffffffu));
+}
+
+void Engine::on_peer_failed(int wpeer, const std::string& why) {
+  dead_[wpeer] = 1;
+  dead_why_[wpeer] = why;
+  // Fail only the collectives that still need this peer: a peer that finished and exited
+  // normally is not an error for a collective that has everything it needs from it.
+  std::vector<std::shared_ptr<CollOp>> ops;
+  for (auto& [uid, op] : by_uid_) ops.push_back(op);
+  for (auto& op : ops) {
+    if (op->done()) continue;
+    const auto& comm = comms_[op->comm_id];
+    int peer = comm.comm_rank_of[wpeer];
+    if (peer < 0) continue;
+    bool needs = false;
+    for (std::size_t i = 0; i < op->sched.ops.size() && !needs; ++i) {
+      const Op& o = op->sched.ops[i];
+      if (op->op_state[i] == 2 || o.peer != peer) continue;
+      if (o.kind == OpKind::send || (is_recv(o.kind) && !op->recv_arrived[i])) needs = true;
+    }
+    if (needs) fail(*op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(*op), why)), true);
+  }
+}
+
+void Engine::on_abort(int wpeer, const std::string& reason) {
+  fail_all(Error(Error::Kind::peer_failure,
+                 fmt::format("rank {} aborted the job: {}", wpeer, reason)));
+}
+
+void Engine::on_error(int, const Error& e) {
+  // on_header already failed the collective concerned; errors outside any collective
+  // (foreign communicator, stale sequence) make the whole engine unusable.
+  if (!fatal_) {
+    fail_all(e);
+    mesh_->broadcast_abort(fmt::format("rank {}: {}", world_rank(), e.what()));
+  }
+}
+
+void Engine::progress_once(int timeout_ms) {
+  mesh_->poll(timeout_ms);
+  drain();
+}
+
+std::string Engine::describe_blocked(const CollOp& op) const {
+  std::vector<int> recv_from, send_to;
+  std::size_t first = op.sched.ops.size();
+  for (std::size_t i = 0; i < op.sched.ops.size(); ++i) {
+    if (op.op_state[i] == 2) continue;
+    if (first == op.sched.ops.size()) first = i;
+    if (op.op_state[i] != 1) continue;
+    const Op& o = op.sched.ops[i];
+    if (is_recv(o.kind) && !op.recv_arrived[i]) recv_from.push_back(o.peer);
+    if (o.kind == OpKind::send) send_to.push_back(o.peer);
+  }
+  auto list = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::string s;
+    for (int r : v) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    return s;
+  };
+  std::string s = fmt::format("{} of {} ops done", op.ops_done, op.sched.ops.size());
+  if (!recv_from.empty()) s += fmt::format("; waiting for data from rank {}", list(recv_from));
+  if (!send_to.empty()) s += fmt::format("; waiting to send to rank {}", list(send_to));
+  return s;
+}
+
+void Engine::wait(CollOp& op) {
+  std::unique_lock lk(mu_);
+  while (!op.done()) {
+    auto now = clock::now();
+    if (now >= op.deadline) {
+      Error e(Error::Kind::timeout,
+              fmt::format("{} ({}): timed out after {:.1f} s: {}", describe(op),
+                          describe_params(op.params),
+                          std::chrono::duration<double>(now - op.start).count(), describe_blocked(op)));
+      fail(op, e, true);
+      break;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(op.deadline - now).count();
+    progress_once(static_cast<int>(std::clamp<long long>(left, 1, 100)));
+  }
+  if (op.failed()) throw *op.error_;
+}
+
+bool Engine::test(CollOp& op) {
+  std::unique_lock lk(mu_);
+  if (!op.done()) {
+    progress_once(0);
+    if (!op.done() && clock::now() >= op.deadline) {
+      lk.unlock();
+      wait(op);  // reports the time-out
+      return true;
+    }
+  }
+  if (op.failed()) throw *op.error_;
+  return op.done();
+}
+
+}  // namespace inc::coll

@@ -1,0 +1,175 @@
+// INC: the collective library's public C++ API.
+//
+//   auto comm = inc::Communicator::init();          // rank/size/store from the environment
+//   comm.allreduce(send, recv, n, inc::DataType::f32, inc::ReduceOp::sum);
+//   auto req = comm.iallgather(send, recv, n, inc::DataType::bf16);
+//   ...overlap...
+//   req.wait();
+//   auto tp = comm.split(/*color=*/rank / 4, /*key=*/rank);   // a tensor-parallel group
+//
+// Every call either completes or throws inc::Error before its deadline (INC_TIMEOUT), with a
+// message that names the collective, the peer and what was expected.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "inc/types.hpp"
+
+namespace inc {
+
+namespace detail {
+struct CommState;
+struct RequestState;
+}  // namespace detail
+
+// Explicit options; any field left at its default is taken from the environment
+// (INC_RANK / INC_WORLD_SIZE / INC_STORE, or what mpirun, Slurm and torchrun set).
+struct Options {
+  int rank = -1;
+  int world_size = -1;
+  std::string store;           // "host:port" of the rendezvous store
+  int host_store = -1;         // 1: this process hosts the store; 0: connect; -1: environment
+  std::string algo;            // INC_ALGO: "auto", "ring", "rd", "rabenseifner", ...
+  std::chrono::milliseconds timeout{0};  // INC_TIMEOUT (seconds); default 60 s
+  std::uint64_t segment_bytes = 0;       // INC_SEGMENT_BYTES; 0 = per-algorithm default
+  std::string listen_host;               // INC_HOST: address peers reach this rank at
+};
+
+// Per-call options.
+struct CallOptions {
+  std::string algo;  // overrides the communicator's algorithm for this call ("" = keep)
+};
+
+// How a collective ran: algorithm, in the network or on the hosts, and why.
+struct Report {
+  Collective coll = Collective::allreduce;
+  std::uint64_t seq = 0;          // per-communicator sequence number
+  std::string algorithm;          // "ring", "recursive_doubling", ..., "inc"
+  bool in_network = false;        // true when a Core-INC switch aggregated the data
+  std::string reason;             // why this algorithm / path was chosen
+  std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received
+  std::uint64_t bytes_received = 0;
+  double seconds = 0;             // from start to completion as seen by this rank
+};
+
+struct TrafficStats {
+  std::uint64_t bytes_sent = 0;  // including message headers
+  std::uint64_t bytes_received = 0;
+  std::uint64_t payload_sent = 0;
+  std::uint64_t payload_received = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+};
+
+// A non-blocking collective in flight. The buffers must stay valid until wait() returns
+// or test() returns true.
+class Request {
+ public:
+  Request() = default;
+  void wait();        // throws inc::Error
+  bool test();        // non-blocking progress; true when complete; throws on failure
+  bool valid() const noexcept { return static_cast<bool>(state_); }
+  Report report() const;
+
+ private:
+  friend class Communicator;
+  explicit Request(std::shared_ptr<detail::RequestState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::RequestState> state_;
+};
+
+template <class T>
+constexpr DataType data_type_of() {
+  if constexpr (std::is_same_v<T, double>) return DataType::f64;
+  else if constexpr (std::is_same_v<T, float>) return DataType::f32;
+  else if constexpr (std::is_same_v<T, std::int8_t>) return DataType::i8;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return DataType::u8;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return DataType::i32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return DataType::u32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return DataType::i64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return DataType::u64;
+  else static_assert(sizeof(T) == 0, "no inc::DataType for this C++ type (use the void* API for f16/bf16)");
+}
+
+class Communicator {
+ public:
+  Communicator() = default;  // an empty communicator (valid() == false)
+
+  // Join the job described by `opts` and the environment; blocks until all ranks have joined
+  // (deadline: opts.timeout). Throws inc::Error(config) naming a bad variable or value.
+  static Communicator init(const Options& opts = {});
+
+  bool valid() const noexcept { return static_cast<bool>(state_); }
+  int rank() const;
+  int size() const;
+
+  // Out-of-place when send != recv; in-place when they are the same pointer (for allgather
+  // and reduce_scatter, in-place is the NCCL convention: the rank's block of the large buffer).
+  Request iallreduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                     const CallOptions& o = {});
+  // recv_count elements per rank; send holds size() x recv_count.
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType t,
+                          ReduceOp op, const CallOptions& o = {});
+  // send_count elements per rank; recv holds size() x send_count.
+  Request iallgather(const void* send, void* recv, std::size_t send_count, DataType t,
+                     const CallOptions& o = {});
+  // root's send is copied to every rank's recv (send ignored elsewhere; may equal recv).
+  Request ibroadcast(const void* send, void* recv, std::size_t count, DataType t, int root,
+                     const CallOptions& o = {});
+  // count elements to each peer; both buffers hold size() x count.
+  Request ialltoall(const void* send, void* recv, std::size_t count, DataType t,
+                    const CallOptions& o = {});
+  Request ibarrier();
+
+  void allreduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                 const CallOptions& o = {}) {
+    iallreduce(send, recv, count, t, op, o).wait();
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType t,
+                      ReduceOp op, const CallOptions& o = {}) {
+    ireduce_scatter(send, recv, recv_count, t, op, o).wait();
+  }
+  void allgather(const void* send, void* recv, std::size_t send_count, DataType t,
+                 const CallOptions& o = {}) {
+    iallgather(send, recv, send_count, t, o).wait();
+  }
+  void broadcast(void* buf, std::size_t count, DataType t, int root, const CallOptions& o = {}) {
+    ibroadcast(buf, buf, count, t, root, o).wait();
+  }
+  void alltoall(const void* send, void* recv, std::size_t count, DataType t,
+                const CallOptions& o = {}) {
+    ialltoall(send, recv, count, t, o).wait();
+  }
+  void barrier() { ibarrier().wait(); }
+
+  template <class T>
+  void allreduce(std::span<const T> send, std::span<T> recv, ReduceOp op) {
+    check_spans(send.size(), recv.size());
+    allreduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
+  }
+  template <class T>
+  void allreduce(std::span<T> buf, ReduceOp op) {
+    allreduce(buf.data(), buf.data(), buf.size(), data_type_of<T>(), op);
+  }
+
+  // Ranks with the same color form a new communicator, ordered by (key, rank). Collective
+  // over this communicator. color < 0: this rank joins none and gets an empty communicator.
+  Communicator split(int color, int key) const;
+
+  // The report of the last collective this communicator completed.
+  Report last_report() const;
+  // Traffic of this process over all communicators sharing its connections.
+  TrafficStats traffic() const;
+
+ private:
+  explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}
+  static void check_spans(std::size_t send, std::size_t recv);
+  std::shared_ptr<detail::CommState> state_;
+};
+
+}  // namespace inc

@@ -1,0 +1,162 @@
+// The runtime executor: runs one rank's schedule on real buffers over the TCP mesh.
+// One Engine per process world; communicators (the world and its splits) share its
+// connections and are told apart by comm_id in every message. Progress is made by the
+// threads that wait on or test a collective (no hidden progress thread): every wait has a
+// deadline, and its error names the collective, the op and the peer it was waiting for.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coll/schedule.hpp"
+#include "transport/tcp_mesh.hpp"
+
+namespace inc::coll {
+
+// How a collective ran, for the user's report.
+struct RunInfo {
+  Collective coll = Collective::allreduce;
+  std::uint64_t seq = 0;
+  Algorithm algo = Algorithm::automatic;
+  std::string selection;         // why this algorithm: "INC_ALGO=ring", "automatic: ...", ...
+  bool in_network = false;
+  std::uint64_t bytes_sent = 0;  // payload bytes this rank sent / received in this collective
+  std::uint64_t bytes_received = 0;
+  double seconds = 0;
+};
+
+class Engine;
+
+// One collective in flight.
+class CollOp {
+ public:
+  bool done() const { return state_ != State::running; }
+  bool failed() const { return state_ == State::failed; }
+  const std::optional<Error>& error() const { return error_; }
+  const RunInfo& info() const { return info_; }
+
+ private:
+  friend class Engine;
+  enum class State { running, succeeded, failed };
+  struct Early;  // a message that arrived before its recv op was ready
+
+  State state_ = State::running;
+  std::optional<Error> error_;
+  RunInfo info_;
+  std::uint64_t uid = 0;
+  std::uint32_t comm_id = 0;
+  const std::vector<int>* members = nullptr;  // comm rank -> world rank
+  CollectiveParams params;
+  RankSchedule sched;
+  const std::byte* input = nullptr;
+  std::byte* output = nullptr;
+  std::vector<std::byte> scratch;
+  std::chrono::steady_clock::time_point start, deadline;
+  std::vector<std::uint32_t> remaining;        // unmet dependencies per op
+  std::vector<std::uint32_t> dependents_begin;  // CSR of the inverse dependency graph
+  std::vector<std::uint32_t> dependents;
+  std::vector<std::uint8_t> op_state;  // 0 waiting, 1 started, 2 done
+  std::vector<std::uint32_t> msg_index;  // per send/recv op: k-th message with that peer
+  std::vector<std::vector<std::uint32_t>> recv_by_peer;  // [peer][k] -> op index
+  std::vector<std::uint8_t> recv_arrived;  // per op: payload fully parked in early buffer
+  std::unordered_map<std::uint32_t, std::vector<std::byte>> parked;  // op -> early payload
+  std::size_t ops_done = 0;
+};
+
+class Engine : public transport::MessageSink {
+ public:
+  Engine(std::unique_ptr<transport::TcpMesh> mesh, std::chrono::milliseconds timeout);
+  ~Engine() override;
+
+  int world_rank() const { return mesh_->rank(); }
+  int world_size() const { return mesh_->size(); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Register a communicator. members[i] = world rank of comm rank i; this process must be one.
+  void add_comm(std::uint32_t comm_id, std::vector<int> members);
+  void remove_comm(std::uint32_t comm_id);
+
+  // Start a collective on comm `comm_id`. Throws inc::Error for invalid calls or if the
+  // engine was aborted. The schedule is built here (algorithm already resolved in params).
+  std::shared_ptr<CollOp> start(std::uint32_t comm_id, const CollectiveParams& params,
+                                const void* input, void* output, std::string selection);
+
+  // Progress until op completes (throws its error) or its deadline passes.
+  void wait(CollOp& op);
+  // Progress without blocking; true if done (throws its error if it failed).
+  bool test(CollOp& op);
+
+  transport::TransportStats stats();
+
+  // MessageSink
+  transport::RecvTarget on_header(int peer, const transport::WireHeader& h) override;
+  void on_message(int peer, const transport::WireHeader& h) override;
+  void on_send_done(std::uint64_t token) override;
+  void on_peer_failed(int peer, const std::string& why) override;
+  void on_abort(int peer, const std::string& reason) override;
+  void on_error(int peer, const Error& e) override;
+
+ private:
+  struct Comm {
+    std::vector<int> members;      // comm rank -> world rank
+    std::vector<int> comm_rank_of;  // world rank -> comm rank or -1
+    std::uint64_t next_seq = 0;
+  };
+  struct EarlyMsg {
+    int peer;  // comm rank of the sender
+    transport::WireHeader h;
+    std::vector<std::byte> payload;
+    bool complete = false;
+  };
+  // Where the payload now arriving from each peer goes.
+  struct Incoming {
+    enum class Mode { none, direct, parked, early, discard } mode = Mode::none;
+    std::uint64_t uid = 0;
+    std::uint32_t op = 0;
+    EarlyMsg* early = nullptr;
+  };
+
+  void ready(CollOp& op, std::uint32_t i);
+  void complete(CollOp& op, std::uint32_t i);
+  void drain();  // run deferred completions and the ops they make ready
+  void finish(CollOp& op);
+  std::byte* region_ptr(CollOp& op, const Region& r);
+  void fail(CollOp& op, Error e, bool tell_peers);
+  void fail_all(const Error& e);
+  void check_descriptor(const CollOp& op, int peer, const transport::WireHeader& h);
+  std::string describe(const CollOp& op) const;
+  std::string describe_blocked(const CollOp& op) const;
+  void progress_once(int timeout_ms);
+
+  std::mutex mu_;
+  std::unique_ptr<transport::TcpMesh> mesh_;
+  std::chrono::milliseconds timeout_;
+  std::map<std::uint32_t, Comm> comms_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<CollOp>> by_uid_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, CollOp*> active_;  // (comm, seq)
+  // Messages for collectives this rank has not started yet: (comm, seq) -> messages.
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::list<EarlyMsg>> early_;
+  std::vector<Incoming> incoming_;  // per world peer
+  std::vector<int> dead_;           // per world peer: 1 once its connection failed
+  std::vector<std::string> dead_why_;
+  // Completions found while inside the transport (op uid, op index), run by drain().
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
+  std::optional<Error> fatal_;  // once set, every call fails with it
+  std::uint64_t next_uid_ = 1;
+};
+
+// Pack/unpack the collective descriptor carried by every data message.
+void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]);
+CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]);
+std::string describe_params(const CollectiveParams& p);
+
+}  // namespace inc::coll

@@ -1,0 +1,127 @@
+// Host-to-host message transport over TCP: one connection per peer pair, a non-blocking epoll
+// event loop, full duplex. It frames messages (WireHeader + payload), queues sends per peer
+// (several ready messages leave in one writev), and streams each received payload straight to
+// where the layer above wants it: copied into place, reduced into place as bytes arrive, or
+// parked in a buffer when nobody asked for it yet. It knows nothing about collectives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inc/types.hpp"
+
+namespace inc::transport {
+
+enum class MsgKind : std::uint16_t { data = 1, abort = 2 };
+
+// 64 bytes on the wire, little-endian host order (all supported hosts are little-endian;
+// the magic catches a peer that is not).
+struct WireHeader {
+  std::uint32_t magic = kMagic;
+  std::uint16_t kind = static_cast<std::uint16_t>(MsgKind::data);
+  std::uint16_t version = kVersion;
+  std::uint32_t comm_id = 0;    // which communicator (sub-communicators share connections)
+  std::uint32_t msg_index = 0;  // k-th message from this sender to this receiver in `seq`
+  std::uint64_t seq = 0;        // collective sequence number within the communicator
+  std::uint64_t bytes = 0;      // payload bytes that follow
+  std::uint8_t desc[32] = {};   // opaque to the transport: the collective's descriptor
+
+  static constexpr std::uint32_t kMagic = 0x4d434e49;  // "INCM"
+  static constexpr std::uint16_t kVersion = 1;
+};
+static_assert(sizeof(WireHeader) == 64);
+
+// Where the payload of a received message goes.
+struct RecvTarget {
+  enum class Mode { discard, copy, reduce } mode = Mode::discard;
+  std::byte* dst = nullptr;
+  const std::byte* operand = nullptr;  // reduce: dst = operand (op) payload
+  DataType dtype = DataType::u8;
+  ReduceOp op = ReduceOp::sum;
+};
+
+// Implemented by the layer above (the collective executor).
+class MessageSink {
+ public:
+  virtual ~MessageSink() = default;
+  // A data header arrived from `peer`; say where its payload goes. May throw inc::Error to
+  // reject it (the error is reported through on_error, and the payload is discarded).
+  virtual RecvTarget on_header(int peer, const WireHeader& h) = 0;
+  // The whole payload of the message announced by `h` has been delivered.
+  virtual void on_message(int peer, const WireHeader& h) = 0;
+  virtual void on_send_done(std::uint64_t token) = 0;
+  // The peer closed the connection, sent garbage, or aborted (text = its reason).
+  virtual void on_peer_failed(int peer, const std::string& why) = 0;
+  virtual void on_abort(int peer, const std::string& reason) = 0;
+  virtual void on_error(int peer, const inc::Error& e) = 0;
+};
+
+struct TransportStats {
+  std::uint64_t bytes_sent = 0;  // payload + headers
+  std::uint64_t bytes_received = 0;
+  std::uint64_t payload_sent = 0;
+  std::uint64_t payload_received = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+};
+
+class TcpMesh {
+ public:
+  // Takes ownership of connected sockets: fds[peer] for every peer != rank (-1 for self).
+  TcpMesh(int rank, std::vector<int> fds);
+  ~TcpMesh();
+  TcpMesh(const TcpMesh&) = delete;
+  TcpMesh& operator=(const TcpMesh&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+  void set_sink(MessageSink* sink) { sink_ = sink; }
+
+  // Queue a message; `data` must stay valid until on_send_done(token).
+  void send(int peer, const WireHeader& h, const void* data, std::uint64_t token);
+  // Best effort: tell every live peer that this rank aborts (blocking up to ~100 ms).
+  void broadcast_abort(const std::string& reason);
+
+  // Run the event loop once: wait up to timeout_ms (0 = just poll) for I/O and handle it.
+  void poll(int timeout_ms);
+
+  // After a failure: the payload now arriving from `peer` goes nowhere (its destination may
+  // be about to disappear), and queued sends are dropped (their buffers may be freed).
+  void discard_incoming(int peer);
+  void drop_sends();
+
+  bool peer_alive(int peer) const;
+  const TransportStats& stats() const { return stats_; }
+
+ private:
+  struct Peer;
+  void handle_readable(int peer);
+  void handle_writable(int peer);
+  void fail_peer(int peer, const std::string& why);
+  void update_interest(int peer);
+  bool consume_rx(int peer, Peer& p);
+
+  int rank_;
+  int epfd_ = -1;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  MessageSink* sink_ = nullptr;
+  TransportStats stats_;
+};
+
+// Connect all `world` ranks pairwise. Each rank listens on `listen_host`, publishes its
+// address with `publish(rank, "host:port")`, looks up others with `lookup(rank)` (blocking
+// with deadline), connects to lower ranks and accepts higher ones. `job_tag` guards against
+// connections from a different job. Throws inc::Error on failure or deadline.
+struct MeshAddressBook {
+  virtual ~MeshAddressBook() = default;
+  virtual void publish(int rank, const std::string& addr) = 0;
+  virtual std::string lookup(int rank) = 0;
+};
+std::vector<int> connect_mesh(int rank, int world, const std::string& listen_host,
+                              MeshAddressBook& book, std::uint64_t job_tag, int timeout_ms);
+
+}  // namespace inc::transport
