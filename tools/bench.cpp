@@ -1,0 +1,281 @@
+// `inc bench`: an nccl-tests style benchmark. Run it under a launcher, e.g.
+//   inc launch -n 8 -- inc bench -c allreduce -b 8 -e 64M -f 2
+// Every rank runs the sweep; rank 0 prints one row per size: count, type, time, algbw,
+// busbw and whether the result was verified correct.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "inc/inc.hpp"
+#include "tools/bench_core.hpp"
+#include "tools/commands.hpp"
+
+namespace inc::tools {
+
+namespace {
+
+const char* kBenchUsage = R"(usage: inc bench [options]      (run under `inc launch`, mpirun, srun or torchrun)
+
+  -c, --coll NAME      allreduce | reduce_scatter | allgather | broadcast | alltoall | all  [allreduce]
+  -a, --algo NAME      auto | ring | recursive_doubling | rabenseifner | binomial_tree |
+                       pipelined_chain | pairwise | inc; a comma list runs each   [auto]
+  -d, --dtype T        f64 f32 f16 bf16 i8 u8 i32 u32 i64 u64                  [f32]
+  -o, --op OP          sum | prod | min | max | avg                            [sum]
+  -b, --min-bytes N    smallest size (suffixes K, M, G = 2^10, 2^20, 2^30)     [8]
+  -e, --max-bytes N    largest size                                            [64M]
+  -f, --factor F       multiply the size by F each step                        [2]
+  -n, --iters N        timed iterations per size                               [20]
+  -w, --warmup N       untimed iterations per size                             [5]
+  -r, --root R         broadcast root                                          [0]
+      --inplace        in-place buffers (NCCL conventions)
+      --check 0|1      verify every size against the expected result           [1]
+      --format F       table | csv | json (on stdout)                          [table]
+      --csv FILE       also write CSV to FILE;  --json FILE: also write JSON
+      --no-progress    no progress line on stderr
+)";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "inc bench: %s\n\n%s", msg.c_str(), kBenchUsage);
+  std::exit(2);
+}
+
+std::uint64_t parse_bytes(const std::string& s, const char* flag) {
+  if (s.empty()) usage_error(fmt::format("{} needs a size", flag));
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string suf(end);
+  double mul = 1;
+  if (suf == "K" || suf == "k" || suf == "KiB") mul = 1024.0;
+  else if (suf == "M" || suf == "m" || suf == "MiB") mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "g" || suf == "GiB") mul = 1024.0 * 1024 * 1024;
+  else if (!suf.empty() && suf != "B") usage_error(fmt::format("{} '{}': unknown size suffix", flag, s));
+  if (!(v >= 0) || v * mul > 16.0 * 1024 * 1024 * 1024)
+    usage_error(fmt::format("{} '{}' is not a size between 0 and 16G", flag, s));
+  return static_cast<std::uint64_t>(v * mul);
+}
+
+long parse_int(const std::string& s, const char* flag, long lo, long hi) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi)
+    usage_error(fmt::format("{} '{}' must be an integer in [{}, {}]", flag, s, lo, hi));
+  return v;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    auto c = s.find(',', start);
+    out.push_back(s.substr(start, c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{}G", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{}M", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{}K", b >> 10);
+  return fmt::format("{}", b);
+}
+
+const char* check_text(int c) { return c == 1 ? "OK" : c == 0 ? "WRONG" : "-"; }
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  std::vector<Collective> colls{Collective::allreduce};
+  std::vector<std::string> algos{""};
+  BenchCase base;
+  std::uint64_t min_b = 8, max_b = 64ull << 20;
+  double factor = 2;
+  std::string format = "table", csv_path, json_path;
+  bool progress = isatty(STDERR_FILENO) != 0;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", a));
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    } else if (a == "-c" || a == "--coll") {
+      std::string v = val();
+      colls.clear();
+      if (v == "all") {
+        colls = {Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
+                 Collective::broadcast, Collective::alltoall};
+      } else {
+        for (auto& n : split_commas(v)) {
+          auto c = parse_collective(n);
+          if (!c || *c == Collective::barrier) usage_error(fmt::format("unknown collective '{}'", n));
+          colls.push_back(*c);
+        }
+      }
+    } else if (a == "-a" || a == "--algo") {
+      algos = split_commas(val());
+      for (auto& x : algos)
+        if (x == "auto") x.clear();
+    } else if (a == "-d" || a == "--dtype") {
+      std::string v = val();
+      auto t = parse_data_type(v);
+      if (!t) usage_error(fmt::format("unknown data type '{}'", v));
+      base.dtype = *t;
+    } else if (a == "-o" || a == "--op") {
+      std::string v = val();
+      auto o = parse_reduce_op(v);
+      if (!o) usage_error(fmt::format("unknown reduction op '{}'", v));
+      base.op = *o;
+    } else if (a == "-b" || a == "--min-bytes") {
+      min_b = parse_bytes(val(), "--min-bytes");
+    } else if (a == "-e" || a == "--max-bytes") {
+      max_b = parse_bytes(val(), "--max-bytes");
+    } else if (a == "-f" || a == "--factor") {
+      std::string v = val();
+      char* end = nullptr;
+      factor = std::strtod(v.c_str(), &end);
+      if (*end != '\0' || !(factor > 1.0) || factor > 1024)
+        usage_error(fmt::format("--factor '{}' must be a number > 1", v));
+    } else if (a == "-n" || a == "--iters") {
+      base.iters = static_cast<int>(parse_int(val(), "--iters", 1, 1000000));
+    } else if (a == "-w" || a == "--warmup") {
+      base.warmup = static_cast<int>(parse_int(val(), "--warmup", 0, 1000000));
+    } else if (a == "-r" || a == "--root") {
+      base.root = static_cast<int>(parse_int(val(), "--root", 0, 1 << 30));
+    } else if (a == "--inplace") {
+      base.in_place = true;
+    } else if (a == "--check") {
+      base.check = parse_int(val(), "--check", 0, 1) == 1;
+    } else if (a == "--format") {
+      format = val();
+      if (format != "table" && format != "csv" && format != "json")
+        usage_error(fmt::format("--format '{}' must be table, csv or json", format));
+    } else if (a == "--csv") {
+      csv_path = val();
+    } else if (a == "--json") {
+      json_path = val();
+    } else if (a == "--no-progress") {
+      progress = false;
+    } else {
+      usage_error(fmt::format("unknown option '{}'", a));
+    }
+  }
+  if (min_b > max_b) usage_error("--min-bytes is larger than --max-bytes");
+
+  Communicator comm;
+  try {
+    comm = Communicator::init();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "inc bench: %s\n", e.what());
+    return 1;
+  }
+  const bool lead = comm.rank() == 0;
+  if (base.root >= comm.size()) usage_error(fmt::format("--root {} but only {} ranks", base.root, comm.size()));
+
+  std::vector<std::uint64_t> sizes;
+  for (double s = static_cast<double>(min_b); s <= static_cast<double>(max_b) * 1.0000001; s *= factor) {
+    sizes.push_back(static_cast<std::uint64_t>(std::llround(s)));
+    if (s == 0) break;
+  }
+  std::vector<BenchResult> results;
+  std::size_t total = sizes.size() * colls.size() * algos.size(), done = 0;
+  bool any_wrong = false;
+
+  if (lead && format == "table") {
+    std::printf("# inc bench: %d ranks, dtype %s, op %s, %s, %d iters (+%d warm-up)\n", comm.size(),
+                std::string(name(base.dtype)).c_str(), std::string(name(base.op)).c_str(),
+                base.in_place ? "in-place" : "out-of-place", base.iters, base.warmup);
+    std::printf("#\n# %-14s %10s %12s %5s %5s %-20s %12s %11s %11s %6s\n", "collective", "size(B)",
+                "count", "type", "op", "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
+    std::fflush(stdout);
+  }
+  try {
+    for (Collective coll : colls)
+      for (const auto& algo : algos)
+        for (std::uint64_t s : sizes) {
+          BenchCase c = base;
+          c.coll = coll;
+          c.algo = algo;
+          c.bytes = s;
+          if (lead && progress)
+            std::fprintf(stderr, "\r[%zu/%zu] %s %s ...   ", done + 1, total,
+                         std::string(name(coll)).c_str(), human_bytes(s).c_str());
+          BenchResult r = run_case(comm, c);
+          ++done;
+          any_wrong |= r.correct == 0;
+          results.push_back(r);
+          if (lead && format == "table") {
+            if (progress) std::fprintf(stderr, "\r\033[K");
+            std::printf("  %-14s %10llu %12llu %5s %5s %-20s %12.2f %11.3f %11.3f %6s\n",
+                        std::string(name(coll)).c_str(), static_cast<unsigned long long>(s),
+                        static_cast<unsigned long long>(r.count), std::string(name(c.dtype)).c_str(),
+                        (coll == Collective::allreduce || coll == Collective::reduce_scatter)
+                            ? std::string(name(c.op)).c_str()
+                            : "-",
+                        (r.algorithm + (r.in_network ? "*" : "")).c_str(), r.time_us, r.algbw,
+                        r.busbw, check_text(r.correct));
+            std::fflush(stdout);
+          }
+        }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%sinc bench (rank %d): %s\n", progress ? "\n" : "", comm.rank(), e.what());
+    return 1;
+  }
+  if (lead && progress) std::fprintf(stderr, "\r\033[K");
+
+  if (lead) {
+    auto csv = [&](std::FILE* f) {
+      std::fprintf(f, "collective,size_bytes,count,dtype,op,algo,in_network,ranks,time_us,algbw_GBps,busbw_GBps,correct\n");
+      for (auto& r : results)
+        std::fprintf(f, "%s,%llu,%llu,%s,%s,%s,%d,%d,%.3f,%.4f,%.4f,%d\n",
+                     std::string(name(r.c.coll)).c_str(), static_cast<unsigned long long>(r.c.bytes),
+                     static_cast<unsigned long long>(r.count), std::string(name(r.c.dtype)).c_str(),
+                     std::string(name(r.c.op)).c_str(), r.algorithm.c_str(), r.in_network ? 1 : 0,
+                     comm.size(), r.time_us, r.algbw, r.busbw, r.correct);
+    };
+    auto json = [&]() {
+      nlohmann::json j = nlohmann::json::array();
+      for (auto& r : results)
+        j.push_back({{"collective", name(r.c.coll)}, {"size_bytes", r.c.bytes}, {"count", r.count},
+                     {"dtype", name(r.c.dtype)}, {"op", name(r.c.op)}, {"algo", r.algorithm},
+                     {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us},
+                     {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"correct", r.correct},
+                     {"wrong_elements", r.wrong_elements}});
+      return j.dump(2);
+    };
+    if (format == "csv") csv(stdout);
+    if (format == "json") std::printf("%s\n", json().c_str());
+    if (!csv_path.empty()) {
+      std::FILE* f = std::fopen(csv_path.c_str(), "w");
+      if (!f) {
+        std::fprintf(stderr, "inc bench: cannot write %s\n", csv_path.c_str());
+        return 1;
+      }
+      csv(f);
+      std::fclose(f);
+    }
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << json() << "\n";
+      if (!f) {
+        std::fprintf(stderr, "inc bench: cannot write %s\n", json_path.c_str());
+        return 1;
+      }
+    }
+    if (format == "table" && any_wrong) std::printf("# WRONG results were found: see the check column\n");
+  }
+  return any_wrong ? 3 : 0;
+}
+
+}  // namespace inc::tools

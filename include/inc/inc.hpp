@@ -26,6 +26,7 @@ namespace inc {
 namespace detail {
 struct CommState;
 struct RequestState;
+struct Call;
 }  // namespace detail
 
 // Explicit options; any field left at its default is taken from the environment
@@ -168,6 +169,8 @@ class Communicator {
 
  private:
   explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}
+  static Request start(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
+                       const CallOptions& o);
   static void check_spans(std::size_t send, std::size_t recv);
   std::shared_ptr<detail::CommState> state_;
 };

@@ -239,8 +239,7 @@ void Communicator::check_spans(std::size_t send, std::size_t recv) {
                 fmt::format("allreduce: send has {} elements but recv has {}", send, recv));
 }
 
-namespace {
-
+namespace detail {
 struct Call {
   Collective coll;
   const void* send;
@@ -250,6 +249,10 @@ struct Call {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
 };
+}  // namespace detail
+
+namespace {
+using detail::Call;
 
 void validate(const detail::CommState& st, const Call& c) {
   auto what = name(c.coll);
@@ -278,8 +281,8 @@ void validate(const detail::CommState& st, const Call& c) {
 
 }  // namespace
 
-static Request start_call(const std::shared_ptr<detail::CommState>& st, const Call& c,
-                          const CallOptions& o) {
+Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& c,
+                           const CallOptions& o) {
   if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
   validate(*st, c);
   const int p = static_cast<int>(st->members.size());
@@ -359,26 +362,26 @@ static Request start_call(const std::shared_ptr<detail::CommState>& st, const Ca
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType t,
                                  ReduceOp op, const CallOptions& o) {
-  return start_call(state_, {Collective::allreduce, send, recv, count, t, op, 0}, o);
+  return start(state_, {Collective::allreduce, send, recv, count, t, op, 0}, o);
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                       DataType t, ReduceOp op, const CallOptions& o) {
-  return start_call(state_, {Collective::reduce_scatter, send, recv, recv_count, t, op, 0}, o);
+  return start(state_, {Collective::reduce_scatter, send, recv, recv_count, t, op, 0}, o);
 }
 Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DataType t,
                                  const CallOptions& o) {
-  return start_call(state_, {Collective::allgather, send, recv, send_count, t, ReduceOp::sum, 0}, o);
+  return start(state_, {Collective::allgather, send, recv, send_count, t, ReduceOp::sum, 0}, o);
 }
 Request Communicator::ibroadcast(const void* send, void* recv, std::size_t count, DataType t,
                                  int root, const CallOptions& o) {
-  return start_call(state_, {Collective::broadcast, send, recv, count, t, ReduceOp::sum, root}, o);
+  return start(state_, {Collective::broadcast, send, recv, count, t, ReduceOp::sum, root}, o);
 }
 Request Communicator::ialltoall(const void* send, void* recv, std::size_t count, DataType t,
                                 const CallOptions& o) {
-  return start_call(state_, {Collective::alltoall, send, recv, count, t, ReduceOp::sum, 0}, o);
+  return start(state_, {Collective::alltoall, send, recv, count, t, ReduceOp::sum, 0}, o);
 }
 Request Communicator::ibarrier() {
-  return start_call(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, {});
+  return start(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, {});
 }
 
 Communicator Communicator::split(int color, int key) const {
@@ -388,7 +391,7 @@ Communicator Communicator::split(int color, int key) const {
   std::vector<std::int32_t> all(static_cast<std::size_t>(2 * p));
   CallOptions o;
   // Recursive doubling/ring: whatever the communicator would use; the call is tiny.
-  start_call(state_, {Collective::allgather, mine, all.data(), 2, DataType::i32, ReduceOp::sum, 0}, o).wait();
+  start(state_, {Collective::allgather, mine, all.data(), 2, DataType::i32, ReduceOp::sum, 0}, o).wait();
   std::uint64_t nth = state_->splits.fetch_add(1);
   if (color < 0) return Communicator();
   std::vector<std::pair<std::int32_t, int>> group;  // (key, parent rank)
