@@ -1,0 +1,240 @@
+#include "src/proto/packet.hpp"
+
+#include <cstring>
+
+namespace inc::proto {
+
+std::string_view name(PacketType t) noexcept {
+  constexpr std::string_view names[] = {"?",        "join",      "join_ack",  "data",   "result",
+                                        "nack",     "pending",   "leave",     "leave_ack",
+                                        "admit",    "admit_ack", "release",   "release_ack"};
+  auto i = static_cast<unsigned>(t);
+  return i <= kMaxPacketType ? names[i] : std::string_view("?");
+}
+
+std::string_view name(ElemType t) noexcept {
+  constexpr std::string_view names[] = {"none", "raw", "i32", "f32"};
+  auto i = static_cast<unsigned>(t);
+  return i <= kMaxElemType ? names[i] : std::string_view("?");
+}
+
+std::string_view name(WireOp op) noexcept {
+  constexpr std::string_view names[] = {"none", "sum", "max", "min", "copy"};
+  auto i = static_cast<unsigned>(op);
+  return i <= kMaxWireOp ? names[i] : std::string_view("?");
+}
+
+std::string_view name(Reason r) noexcept {
+  constexpr std::string_view names[] = {
+      "ok",          "too_short",     "bad_magic",       "bad_version", "bad_type",
+      "bad_flags",   "bad_elem_type", "bad_op",          "length_mismatch",
+      "too_large",   "bad_field",     "unknown_job",     "stale_epoch", "bad_member",
+      "bad_slot",    "unsupported",   "not_joined",      "stale_chunk", "out_of_window",
+      "mismatch",    "job_failed",    "wrong_source",    "control_refused",
+      "no_slots",    "job_exists",    "unexpected"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumReasons);
+  auto i = static_cast<unsigned>(r);
+  return i < kNumReasons ? names[i] : std::string_view("?");
+}
+
+std::uint32_t required_cap(ElemType elem, WireOp op) noexcept {
+  switch (elem) {
+    case ElemType::none: return op == WireOp::none ? cap::raw_copy : 0;
+    case ElemType::raw: return op == WireOp::copy ? cap::raw_copy : 0;
+    case ElemType::i32:
+      if (op == WireOp::sum) return cap::i32_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::i32_minmax;
+      return 0;
+    case ElemType::f32:
+      if (op == WireOp::sum) return cap::f32_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::f32_minmax;
+      return 0;
+  }
+  return 0;
+}
+
+void encode_header(const Header& h, std::byte* p) noexcept {
+  store_u32(p + 0, kMagic);
+  p[4] = std::byte(h.version);
+  p[5] = std::byte(h.type);
+  p[6] = std::byte(h.flags);
+  p[7] = std::byte(h.elem);
+  p[8] = std::byte(h.op);
+  p[9] = std::byte(h.reason);
+  store_u16(p + 10, h.member);
+  store_u32(p + 12, h.job);
+  store_u32(p + 16, h.epoch);
+  store_u32(p + 20, h.chunk);
+  store_u16(p + 24, h.slot);
+  store_u16(p + 26, h.count);
+  store_u32(p + 28, h.aux);
+}
+
+std::size_t encode(const Header& h, std::span<const std::byte> payload,
+                   std::span<std::byte> out) noexcept {
+  if (payload.size() > kMaxPayloadBytes || out.size() < kHeaderBytes + payload.size()) return 0;
+  encode_header(h, out.data());
+  if (!payload.empty()) std::memcpy(out.data() + kHeaderBytes, payload.data(), payload.size());
+  return kHeaderBytes + payload.size();
+}
+
+namespace {
+
+// Element type / operation pairing shared by data and result.
+Reason check_elem_op(ElemType e, WireOp op) noexcept {
+  switch (e) {
+    case ElemType::none: return op == WireOp::none ? Reason::ok : Reason::bad_op;
+    case ElemType::raw: return op == WireOp::copy ? Reason::ok : Reason::bad_op;
+    case ElemType::i32:
+    case ElemType::f32:
+      return (op == WireOp::sum || op == WireOp::max || op == WireOp::min) ? Reason::ok
+                                                                         : Reason::bad_op;
+  }
+  return Reason::bad_elem_type;
+}
+
+// A header-only packet: no element type, no payload.
+Reason check_empty(const Header& h) noexcept {
+  if (h.elem != ElemType::none) return Reason::bad_elem_type;
+  if (h.op != WireOp::none) return Reason::bad_op;
+  if (h.count != 0) return Reason::length_mismatch;
+  return Reason::ok;
+}
+
+// A control payload of exactly `bytes` raw bytes.
+Reason check_raw(const Header& h, std::size_t bytes) noexcept {
+  if (h.elem != ElemType::raw) return Reason::bad_elem_type;
+  if (h.op != WireOp::none) return Reason::bad_op;
+  if (h.count != bytes) return Reason::length_mismatch;
+  return Reason::ok;
+}
+
+}  // namespace
+
+Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
+  if (b.size() < kHeaderBytes) return Reason::too_short;
+  const std::byte* p = b.data();
+  if (load_u32(p) != kMagic) return Reason::bad_magic;
+  Header& h = out.h;
+  h.version = std::uint8_t(p[4]);
+  if (h.version != kVersion) return Reason::bad_version;
+  auto type = std::uint8_t(p[5]);
+  if (type == 0 || type > kMaxPacketType) return Reason::bad_type;
+  h.type = PacketType(type);
+  h.flags = std::uint8_t(p[6]);
+  if (h.flags & ~flag::known) return Reason::bad_flags;
+  auto elem = std::uint8_t(p[7]);
+  if (elem > kMaxElemType) return Reason::bad_elem_type;
+  h.elem = ElemType(elem);
+  auto op = std::uint8_t(p[8]);
+  if (op > kMaxWireOp) return Reason::bad_op;
+  h.op = WireOp(op);
+  auto reason = std::uint8_t(p[9]);
+  if (reason >= kNumReasons) return Reason::bad_field;
+  h.reason = Reason(reason);
+  h.member = load_u16(p + 10);
+  h.job = load_u32(p + 12);
+  h.epoch = load_u32(p + 16);
+  h.chunk = load_u32(p + 20);
+  h.slot = load_u16(p + 24);
+  h.count = load_u16(p + 26);
+  h.aux = load_u32(p + 28);
+  std::size_t payload = b.size() - kHeaderBytes;
+  if (payload > kMaxPayloadBytes) return Reason::too_large;
+  // Element type `none` has size 0; for control payloads it is raw (1 byte per count).
+  if (std::size_t(h.count) * elem_size(h.elem) != payload) return Reason::length_mismatch;
+  if (h.elem == ElemType::none && h.count != 0) return Reason::length_mismatch;
+  out.payload = b.subspan(kHeaderBytes);
+  if (h.type != PacketType::nack && h.reason != Reason::ok) return Reason::bad_field;
+
+  auto allow_flags = [&](std::uint8_t allowed) {
+    return (h.flags & ~allowed) ? Reason::bad_flags : Reason::ok;
+  };
+  Reason r = Reason::ok;
+  switch (h.type) {
+    case PacketType::join:
+      if ((r = allow_flags(flag::retransmit)) != Reason::ok) return r;
+      return check_empty(h);
+    case PacketType::join_ack:
+      if ((r = allow_flags(0)) != Reason::ok) return r;
+      return check_raw(h, kJoinInfoBytes);
+    case PacketType::data:
+      if ((r = allow_flags(flag::want_result | flag::retransmit | flag::overflow)) != Reason::ok)
+        return r;
+      if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
+      if (h.elem != ElemType::none && h.count == 0) return Reason::length_mismatch;
+      return Reason::ok;
+    case PacketType::result:
+      if ((r = allow_flags(flag::overflow | flag::elided)) != Reason::ok) return r;
+      if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
+      if ((h.flags & flag::elided) && h.count != 0) return Reason::length_mismatch;
+      return Reason::ok;
+    case PacketType::nack:
+      if ((r = allow_flags(0)) != Reason::ok) return r;
+      if (h.reason == Reason::ok) return Reason::bad_field;
+      return check_empty(h);
+    case PacketType::pending:
+      if ((r = allow_flags(flag::awaiting_parent)) != Reason::ok) return r;
+      return check_raw(h, kPendingBytes);
+    case PacketType::admit:
+      if ((r = allow_flags(0)) != Reason::ok) return r;
+      return check_raw(h, kAdmitInfoBytes);
+    case PacketType::release:
+      if ((r = allow_flags(0)) != Reason::ok) return r;
+      return check_raw(h, kReleaseInfoBytes);
+    case PacketType::leave:
+    case PacketType::leave_ack:
+    case PacketType::admit_ack:
+    case PacketType::release_ack:
+      if ((r = allow_flags(0)) != Reason::ok) return r;
+      return check_empty(h);
+  }
+  return Reason::bad_type;
+}
+
+Reason validate(const Header& h, const JobLimits& job) noexcept {
+  if (h.job != job.job) return Reason::unknown_job;
+  if (h.member >= job.members) return Reason::bad_member;
+  if (h.type == PacketType::join) return Reason::ok;
+  if (h.epoch != job.epoch) return Reason::stale_epoch;
+  if (h.type != PacketType::data) return Reason::ok;
+  if (job.slots == 0 || h.slot >= job.slots || h.chunk % job.slots != h.slot)
+    return Reason::bad_slot;
+  if (std::size_t(h.count) * elem_size(h.elem) > job.slot_bytes) return Reason::too_large;
+  return Reason::ok;
+}
+
+void write_join_info(const JoinInfo& j, std::byte* p) noexcept {
+  store_u32(p, j.slots);
+  store_u32(p + 4, j.slot_elems);
+  store_u32(p + 8, j.members);
+  store_u32(p + 12, j.caps);
+}
+JoinInfo read_join_info(std::span<const std::byte> p) noexcept {
+  JoinInfo j;
+  if (p.size() < kJoinInfoBytes) return j;
+  j.slots = load_u32(p.data());
+  j.slot_elems = load_u32(p.data() + 4);
+  j.members = load_u32(p.data() + 8);
+  j.caps = load_u32(p.data() + 12);
+  return j;
+}
+void write_admit_info(const AdmitInfo& a, std::byte* p) noexcept {
+  store_u64(p, a.key);
+  store_u32(p + 8, a.slots);
+  store_u16(p + 12, a.members);
+  store_u16(p + 14, a.parent_member);
+  store_u64(p + 16, a.reserved);
+}
+AdmitInfo read_admit_info(std::span<const std::byte> p) noexcept {
+  AdmitInfo a;
+  if (p.size() < kAdmitInfoBytes) return a;
+  a.key = load_u64(p.data());
+  a.slots = load_u32(p.data() + 8);
+  a.members = load_u16(p.data() + 12);
+  a.parent_member = load_u16(p.data() + 14);
+  a.reserved = load_u64(p.data() + 16);
+  return a;
+}
+
+}  // namespace inc::proto

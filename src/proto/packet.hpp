@@ -1,0 +1,214 @@
+// INC wire format, version 1: one 32-byte little-endian header followed by a payload.
+// See docs/PROTOCOL.md for the field table, the state machines and the versioning rule.
+//
+// Every byte from the network is untrusted: `decode` checks everything that can be checked
+// without switch state (length, magic, version, type, flags, element type, operation,
+// count vs length, per-type payload shape); `validate` checks a decoded header against a
+// job (job id, epoch, member id, slot range, chunk-to-slot mapping, slot capacity).
+// Both return a `Reason`; the switch counts drops by reason.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace inc::proto {
+
+static_assert(std::endian::native == std::endian::little,
+              "payload elements are copied as-is; a big-endian port must byte-swap them");
+
+inline constexpr std::uint32_t kMagic = 0x21434E49;  // bytes 'I' 'N' 'C' '!'
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 32;
+// Largest UDP/IPv4 datagram payload is 65507 bytes; keep payloads a multiple of 4.
+inline constexpr std::size_t kMaxPayloadBytes = 65472;
+inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes;
+inline constexpr std::uint16_t kNoMember = 0xFFFF;
+inline constexpr std::size_t kMaxMembers = 64;  // fan-in of one switch (contribution bitmap)
+
+enum class PacketType : std::uint8_t {
+  join = 1,         // member -> switch: attach to a job (aux = session)
+  join_ack = 2,     // switch -> member: epoch + JoinInfo payload
+  data = 3,         // member -> switch: one contribution to one chunk
+  result = 4,       // switch -> member: the aggregate of one chunk
+  nack = 5,         // switch -> member: refusal with a Reason (aux = offending type | detail<<8)
+  pending = 6,      // switch -> member: answer to a retransmission of an incomplete chunk
+  leave = 7,        // member -> switch: detach
+  leave_ack = 8,    // switch -> member
+  admit = 9,        // controller -> switch: reserve slots for a job (AdmitInfo payload)
+  admit_ack = 10,   // switch -> controller
+  release = 11,     // controller -> switch: free a job's slots (ReleaseInfo payload)
+  release_ack = 12  // switch -> controller
+};
+inline constexpr std::uint8_t kMaxPacketType = 12;
+
+// Element types the switch can see. `raw` is opaque bytes: replication only, never arithmetic.
+enum class ElemType : std::uint8_t { none = 0, raw = 1, i32 = 2, f32 = 3 };
+inline constexpr std::uint8_t kMaxElemType = 3;
+
+enum class WireOp : std::uint8_t { none = 0, sum = 1, max = 2, min = 3, copy = 4 };
+inline constexpr std::uint8_t kMaxWireOp = 4;
+
+namespace flag {
+inline constexpr std::uint8_t want_result = 0x01;      // data: sender wants the result payload
+inline constexpr std::uint8_t retransmit = 0x02;       // data/join: this is a retransmission
+inline constexpr std::uint8_t overflow = 0x04;         // data/result: an i32 partial sum wrapped
+inline constexpr std::uint8_t elided = 0x08;           // result: payload left out (not wanted)
+inline constexpr std::uint8_t awaiting_parent = 0x10;  // pending: complete here, parent not yet
+inline constexpr std::uint8_t known = 0x1F;
+}  // namespace flag
+
+// Why a packet was refused. Values are on the wire (NACK) and in metrics: append only.
+enum class Reason : std::uint8_t {
+  ok = 0,
+  too_short,        // fewer bytes than a header
+  bad_magic,        // not an INC packet
+  bad_version,      // another protocol version
+  bad_type,         // unknown packet type
+  bad_flags,        // unknown flag bits, or flags not allowed for this type
+  bad_elem_type,    // unknown element type, or not allowed for this type
+  bad_op,           // unknown operation, or not valid for the element type
+  length_mismatch,  // count x element size != payload bytes, or payload shape wrong
+  too_large,        // payload larger than the protocol or the slot allows
+  bad_field,        // reserved/type-specific field invalid
+  unknown_job,      // job not admitted at this switch
+  stale_epoch,      // packet names another epoch of the job (switch restarted / job reset)
+  bad_member,       // member id out of range for the job
+  bad_slot,         // slot out of the job's range, or chunk not mapped to this slot
+  unsupported,      // element type / operation not in the switch's capabilities
+  not_joined,       // member has not joined, or sends from another address
+  stale_chunk,      // chunk older than the slot's current use (late duplicate)
+  out_of_window,    // chunk beyond the slot's next use
+  mismatch,         // members disagree on element type, operation or count for a chunk
+  job_failed,       // job failed upstream (parent lost its state)
+  wrong_source,     // parent-only packet from a non-parent, or member packet from the parent
+  control_refused,  // control message with control disabled or a wrong key
+  no_slots,         // admission: not enough free slots
+  job_exists,       // admission: job already admitted with another shape
+  unexpected,       // valid packet that this side never expects (e.g. a result at a root)
+};
+inline constexpr int kNumReasons = 26;
+
+std::string_view name(PacketType t) noexcept;
+std::string_view name(ElemType t) noexcept;
+std::string_view name(WireOp op) noexcept;
+std::string_view name(Reason r) noexcept;
+
+constexpr std::size_t elem_size(ElemType t) noexcept {
+  switch (t) {
+    case ElemType::none: return 0;
+    case ElemType::raw: return 1;
+    case ElemType::i32:
+    case ElemType::f32: return 4;
+  }
+  return 0;
+}
+
+struct Header {
+  std::uint8_t version = kVersion;
+  PacketType type = PacketType::data;
+  std::uint8_t flags = 0;
+  ElemType elem = ElemType::none;
+  WireOp op = WireOp::none;
+  Reason reason = Reason::ok;  // nack only
+  std::uint16_t member = 0;    // sender's member id at the switch (member -> switch)
+  std::uint32_t job = 0;
+  std::uint32_t epoch = 0;     // the job's epoch at the switch (0 in join/admit/release)
+  std::uint32_t chunk = 0;     // position in the job's chunk stream (serial number)
+  std::uint16_t slot = 0;      // slot index within the job's slot range (= chunk mod slots)
+  std::uint16_t count = 0;     // elements in the payload
+  std::uint32_t aux = 0;       // type-specific (see PROTOCOL.md)
+};
+
+struct PacketView {
+  Header h;
+  std::span<const std::byte> payload;
+};
+
+// Payloads of the control/handshake types (all little-endian, carried as ElemType::raw).
+struct JoinInfo {  // join_ack, 16 bytes
+  std::uint32_t slots = 0;       // slots of the job (chunk c uses slot c mod slots)
+  std::uint32_t slot_elems = 0;  // 4-byte cells per slot along the whole path to the root
+  std::uint32_t members = 0;     // members at this switch
+  std::uint32_t caps = 0;        // capability bits (cap:: below), AND of the path to the root
+};
+inline constexpr std::size_t kJoinInfoBytes = 16;
+namespace cap {
+inline constexpr std::uint32_t i32_sum = 0x01;  // wrap-around with overflow flag
+inline constexpr std::uint32_t i32_minmax = 0x02;
+inline constexpr std::uint32_t f32_sum = 0x04;  // IEEE f32 adds (arrival-order dependent)
+inline constexpr std::uint32_t f32_minmax = 0x08;
+inline constexpr std::uint32_t raw_copy = 0x10;  // replication
+inline constexpr std::uint32_t all = 0x1F;
+}  // namespace cap
+// The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
+std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;
+
+struct AdmitInfo {  // admit, 24 bytes
+  std::uint64_t key = 0;
+  std::uint32_t slots = 0;
+  std::uint16_t members = 0;
+  std::uint16_t parent_member = kNoMember;  // member id at the parent switch; none = root
+  std::uint64_t reserved = 0;
+};
+inline constexpr std::size_t kAdmitInfoBytes = 24;
+inline constexpr std::size_t kReleaseInfoBytes = 8;  // u64 key
+inline constexpr std::size_t kPendingBytes = 8;      // u64 bitmap of members that contributed
+
+// Writes header + payload into `out` (which must hold kHeaderBytes + payload.size()).
+// Returns the bytes written, or 0 if `out` is too small or the payload too large.
+std::size_t encode(const Header& h, std::span<const std::byte> payload,
+                   std::span<std::byte> out) noexcept;
+void encode_header(const Header& h, std::byte* out) noexcept;  // exactly kHeaderBytes
+
+Reason decode(std::span<const std::byte> bytes, PacketView& out) noexcept;
+
+// What a switch knows about a job, to validate a member's packet against it.
+struct JobLimits {
+  std::uint32_t job = 0;
+  std::uint32_t epoch = 0;
+  std::uint32_t slots = 0;
+  std::uint16_t members = 0;
+  std::uint32_t slot_bytes = 0;
+};
+// For data/leave from a member (join carries no epoch, so only job and member are checked).
+Reason validate(const Header& h, const JobLimits& job) noexcept;
+
+void write_join_info(const JoinInfo& j, std::byte* out) noexcept;  // kJoinInfoBytes
+JoinInfo read_join_info(std::span<const std::byte> p) noexcept;
+void write_admit_info(const AdmitInfo& a, std::byte* out) noexcept;  // kAdmitInfoBytes
+AdmitInfo read_admit_info(std::span<const std::byte> p) noexcept;
+
+// Little-endian helpers (also used by payload builders).
+inline void store_u16(std::byte* p, std::uint16_t v) noexcept {
+  p[0] = std::byte(v);
+  p[1] = std::byte(v >> 8);
+}
+inline void store_u32(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (8 * i));
+}
+inline void store_u64(std::byte* p, std::uint64_t v) noexcept {
+  for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (8 * i));
+}
+inline std::uint16_t load_u16(const std::byte* p) noexcept {
+  return std::uint16_t(std::uint16_t(p[0]) | std::uint16_t(p[1]) << 8);
+}
+inline std::uint32_t load_u32(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::uint32_t(p[i]) << (8 * i);
+  return v;
+}
+inline std::uint64_t load_u64(const std::byte* p) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+// Serial-number comparison of chunk ids (RFC 1982 style): a - b as a signed 32-bit distance.
+constexpr std::int32_t chunk_distance(std::uint32_t a, std::uint32_t b) noexcept {
+  return static_cast<std::int32_t>(a - b);
+}
+
+}  // namespace inc::proto

@@ -1,0 +1,256 @@
+#include "src/proto/packet.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace inc::proto {
+namespace {
+
+std::vector<std::byte> build(const Header& h, std::size_t payload_bytes, std::uint8_t fill = 7) {
+  std::vector<std::byte> payload(payload_bytes, std::byte(fill));
+  std::vector<std::byte> out(kHeaderBytes + payload_bytes);
+  EXPECT_EQ(encode(h, payload, out), out.size());
+  return out;
+}
+
+Header data_header() {
+  Header h;
+  h.type = PacketType::data;
+  h.flags = flag::want_result | flag::retransmit;
+  h.elem = ElemType::i32;
+  h.op = WireOp::sum;
+  h.member = 3;
+  h.job = 0xA1B2C3D4;
+  h.epoch = 0x11223344;
+  h.chunk = 0x01020305;
+  h.slot = 5;
+  h.count = 4;
+  h.aux = 0;
+  return h;
+}
+
+TEST(Packet, HeaderIsExactly32BytesLittleEndian) {
+  auto b = build(data_header(), 16);
+  ASSERT_EQ(b.size(), 48u);
+  const unsigned char expect[32] = {'I',  'N',  'C',  '!',  1,    3,    0x03, 2,
+                                    1,    0,    3,    0,    0xD4, 0xC3, 0xB2, 0xA1,
+                                    0x44, 0x33, 0x22, 0x11, 0x05, 0x03, 0x02, 0x01,
+                                    5,    0,    4,    0,    0,    0,    0,    0};
+  EXPECT_EQ(std::memcmp(b.data(), expect, 32), 0);
+}
+
+TEST(Packet, RoundTripEveryType) {
+  struct Case {
+    PacketType t;
+    ElemType e;
+    WireOp op;
+    std::uint16_t count;
+    std::uint8_t flags;
+    Reason reason;
+  };
+  const Case cases[] = {
+      {PacketType::join, ElemType::none, WireOp::none, 0, flag::retransmit, Reason::ok},
+      {PacketType::join_ack, ElemType::raw, WireOp::none, kJoinInfoBytes, 0, Reason::ok},
+      {PacketType::data, ElemType::i32, WireOp::sum, 7, flag::want_result, Reason::ok},
+      {PacketType::data, ElemType::f32, WireOp::max, 1, flag::overflow, Reason::ok},
+      {PacketType::data, ElemType::raw, WireOp::copy, 3, 0, Reason::ok},
+      {PacketType::data, ElemType::none, WireOp::none, 0, flag::want_result, Reason::ok},
+      {PacketType::result, ElemType::f32, WireOp::sum, 9, flag::overflow, Reason::ok},
+      {PacketType::result, ElemType::i32, WireOp::sum, 0, flag::elided, Reason::ok},
+      {PacketType::nack, ElemType::none, WireOp::none, 0, 0, Reason::stale_epoch},
+      {PacketType::pending, ElemType::raw, WireOp::none, kPendingBytes, flag::awaiting_parent,
+       Reason::ok},
+      {PacketType::leave, ElemType::none, WireOp::none, 0, 0, Reason::ok},
+      {PacketType::leave_ack, ElemType::none, WireOp::none, 0, 0, Reason::ok},
+      {PacketType::admit, ElemType::raw, WireOp::none, kAdmitInfoBytes, 0, Reason::ok},
+      {PacketType::admit_ack, ElemType::none, WireOp::none, 0, 0, Reason::ok},
+      {PacketType::release, ElemType::raw, WireOp::none, kReleaseInfoBytes, 0, Reason::ok},
+      {PacketType::release_ack, ElemType::none, WireOp::none, 0, 0, Reason::ok},
+  };
+  for (const auto& c : cases) {
+    Header h = data_header();
+    h.type = c.t;
+    h.elem = c.e;
+    h.op = c.op;
+    h.count = c.count;
+    h.flags = c.flags;
+    h.reason = c.reason;
+    auto b = build(h, c.count * elem_size(c.e), 0x5A);
+    PacketView v;
+    ASSERT_EQ(decode(b, v), Reason::ok) << name(c.t);
+    EXPECT_EQ(v.h.type, c.t);
+    EXPECT_EQ(v.h.elem, c.e);
+    EXPECT_EQ(v.h.op, c.op);
+    EXPECT_EQ(v.h.flags, c.flags);
+    EXPECT_EQ(v.h.reason, c.reason);
+    EXPECT_EQ(v.h.member, h.member);
+    EXPECT_EQ(v.h.job, h.job);
+    EXPECT_EQ(v.h.epoch, h.epoch);
+    EXPECT_EQ(v.h.chunk, h.chunk);
+    EXPECT_EQ(v.h.slot, h.slot);
+    EXPECT_EQ(v.h.count, c.count);
+    ASSERT_EQ(v.payload.size(), c.count * elem_size(c.e));
+    for (auto x : v.payload) EXPECT_EQ(x, std::byte(0x5A));
+  }
+}
+
+TEST(Packet, ControlPayloadsRoundTrip) {
+  JoinInfo j{64, 256, 9, cap::i32_sum | cap::raw_copy};
+  std::byte buf[kJoinInfoBytes];
+  write_join_info(j, buf);
+  auto j2 = read_join_info(buf);
+  EXPECT_EQ(j2.slots, 64u);
+  EXPECT_EQ(j2.slot_elems, 256u);
+  EXPECT_EQ(j2.members, 9u);
+  EXPECT_EQ(j2.caps, j.caps);
+  AdmitInfo a{0x0102030405060708ull, 17, 5, 2, 0};
+  std::byte abuf[kAdmitInfoBytes];
+  write_admit_info(a, abuf);
+  auto a2 = read_admit_info(abuf);
+  EXPECT_EQ(a2.key, a.key);
+  EXPECT_EQ(a2.slots, 17u);
+  EXPECT_EQ(a2.members, 5);
+  EXPECT_EQ(a2.parent_member, 2);
+}
+
+Reason decode_bytes(const std::vector<std::byte>& b) {
+  PacketView v;
+  return decode(b, v);
+}
+
+TEST(Packet, EveryDecodeReason) {
+  auto good = build(data_header(), 16);
+  ASSERT_EQ(decode_bytes(good), Reason::ok);
+
+  EXPECT_EQ(decode_bytes(std::vector<std::byte>(good.begin(), good.begin() + 31)),
+            Reason::too_short);
+  EXPECT_EQ(decode_bytes({}), Reason::too_short);
+  auto b = good;
+  b[0] = std::byte('X');
+  EXPECT_EQ(decode_bytes(b), Reason::bad_magic);
+  b = good;
+  b[4] = std::byte(2);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_version);
+  b = good;
+  b[5] = std::byte(0);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_type);
+  b[5] = std::byte(kMaxPacketType + 1);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_type);
+  b = good;
+  b[6] = std::byte(0x80);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_flags);
+  b = good;
+  b[6] = std::byte(flag::elided);  // known bit, not allowed on data
+  EXPECT_EQ(decode_bytes(b), Reason::bad_flags);
+  b = good;
+  b[7] = std::byte(9);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_elem_type);
+  b = good;
+  b[8] = std::byte(9);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_op);
+  b = good;
+  b[8] = std::byte(WireOp::copy);  // copy is only for raw
+  EXPECT_EQ(decode_bytes(b), Reason::bad_op);
+  b = good;
+  b[9] = std::byte(Reason::mismatch);  // reason only on nack
+  EXPECT_EQ(decode_bytes(b), Reason::bad_field);
+  b[9] = std::byte(200);
+  EXPECT_EQ(decode_bytes(b), Reason::bad_field);
+  b = good;
+  b.push_back(std::byte(0));  // count 4 x 4 != 17
+  EXPECT_EQ(decode_bytes(b), Reason::length_mismatch);
+  b = good;
+  b[26] = std::byte(5);
+  EXPECT_EQ(decode_bytes(b), Reason::length_mismatch);
+  b = std::vector<std::byte>(kMaxPacketBytes + 4);
+  std::copy(good.begin(), good.begin() + 32, b.begin());
+  EXPECT_EQ(decode_bytes(b), Reason::too_large);
+
+  // Per-type shapes.
+  Header h = data_header();
+  h.type = PacketType::join;
+  h.flags = flag::retransmit;
+  EXPECT_EQ(decode_bytes(build(h, 16)), Reason::bad_elem_type);  // join carries no payload
+  h.elem = ElemType::none;
+  h.op = WireOp::none;
+  h.count = 3;  // none x 3 = 0 bytes, but a count without a type is malformed
+  h.flags = 0;
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::length_mismatch);
+  h = data_header();
+  h.type = PacketType::nack;
+  h.elem = ElemType::none;
+  h.op = WireOp::none;
+  h.count = 0;
+  h.flags = 0;
+  h.reason = Reason::ok;
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::bad_field);  // nack needs a reason
+  h = data_header();
+  h.type = PacketType::admit;
+  h.elem = ElemType::raw;
+  h.op = WireOp::none;
+  h.flags = 0;
+  h.count = 8;
+  EXPECT_EQ(decode_bytes(build(h, 8)), Reason::length_mismatch);
+  h = data_header();
+  h.type = PacketType::result;
+  h.flags = flag::elided;
+  EXPECT_EQ(decode_bytes(build(h, 16)), Reason::length_mismatch);  // elided has no payload
+  h = data_header();
+  h.elem = ElemType::raw;
+  h.op = WireOp::copy;
+  h.count = 0;
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::length_mismatch);  // typed but empty
+}
+
+TEST(Packet, EveryValidateReason) {
+  JobLimits job{0xA1B2C3D4, 0x11223344, 8, 4, 1024};
+  Header h = data_header();  // chunk 0x01020305 % 8 == 5 == slot
+  EXPECT_EQ(validate(h, job), Reason::ok);
+  Header x = h;
+  x.job = 1;
+  EXPECT_EQ(validate(x, job), Reason::unknown_job);
+  x = h;
+  x.member = 4;
+  EXPECT_EQ(validate(x, job), Reason::bad_member);
+  x = h;
+  x.epoch = 9;
+  EXPECT_EQ(validate(x, job), Reason::stale_epoch);
+  x = h;
+  x.slot = 8;
+  EXPECT_EQ(validate(x, job), Reason::bad_slot);
+  x = h;
+  x.slot = 4;  // chunk maps to slot 5
+  EXPECT_EQ(validate(x, job), Reason::bad_slot);
+  x = h;
+  x.count = 257;
+  EXPECT_EQ(validate(x, job), Reason::too_large);
+  x = h;
+  x.type = PacketType::join;
+  x.epoch = 0;  // join carries no epoch
+  EXPECT_EQ(validate(x, job), Reason::ok);
+}
+
+TEST(Packet, NamesAreDistinct) {
+  for (int i = 0; i < kNumReasons; ++i) EXPECT_NE(name(Reason(i)), "?");
+  EXPECT_EQ(name(Reason(kNumReasons)), "?");
+  EXPECT_EQ(name(PacketType::release_ack), "release_ack");
+}
+
+TEST(Packet, ChunkDistanceWraps) {
+  EXPECT_EQ(chunk_distance(5, 3), 2);
+  EXPECT_EQ(chunk_distance(3, 5), -2);
+  EXPECT_EQ(chunk_distance(1, 0xFFFFFFFFu), 2);
+  EXPECT_EQ(chunk_distance(0xFFFFFFFFu, 1), -2);
+}
+
+TEST(Packet, RequiredCaps) {
+  EXPECT_EQ(required_cap(ElemType::i32, WireOp::sum), cap::i32_sum);
+  EXPECT_EQ(required_cap(ElemType::f32, WireOp::min), cap::f32_minmax);
+  EXPECT_EQ(required_cap(ElemType::raw, WireOp::sum), 0u);
+  EXPECT_EQ(required_cap(ElemType::none, WireOp::none), cap::raw_copy);
+}
+
+}  // namespace
+}  // namespace inc::proto
