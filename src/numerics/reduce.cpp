@@ -34,8 +34,8 @@ struct BF16 {
 template <class F>
 F fmax_prop(F a, F b) noexcept {
   F m = a > b ? a : b;
-  // Equal values: only +0/-0 differ in bits; prefer +0 (sign bit clear wins).
-  m = (a == b && std::signbit(a)) ? b : m;
+  // Equal values differ only for +0/-0: take the operand with the sign bit clear.
+  m = a == b ? (std::signbit(a) ? b : a) : m;
   // a + b is a quiet NaN whenever a or b is NaN.
   m = (a != a || b != b) ? a + b : m;
   return m;
@@ -43,7 +43,7 @@ F fmax_prop(F a, F b) noexcept {
 template <class F>
 F fmin_prop(F a, F b) noexcept {
   F m = a < b ? a : b;
-  m = (a == b && std::signbit(a)) ? a : m;
+  m = a == b ? (std::signbit(a) ? a : b) : m;
   m = (a != a || b != b) ? a + b : m;
   return m;
 }
@@ -178,7 +178,7 @@ T saturate_cast(double v) noexcept {
   if (v != v) return 0;
   constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
   // 2^bits (unsigned) or 2^(bits-1) (signed): exactly representable, first value out of range.
-  constexpr double hi_excl = std::is_signed_v<T> ? -2.0 * lo
+  constexpr double hi_excl = std::is_signed_v<T> ? -lo
                                                  : 2.0 * static_cast<double>(std::uint64_t{1}
                                                                              << (sizeof(T) * 8 - 1));
   if (v <= lo) return std::numeric_limits<T>::min();
