@@ -66,18 +66,24 @@ std::uint32_t mix32(std::uint64_t x) {
 
 class StoreAddressBook : public transport::MeshAddressBook {
  public:
-  StoreAddressBook(transport::StoreClient& s, std::chrono::milliseconds t) : store_(s), timeout_(t) {}
+  StoreAddressBook(transport::StoreClient& s, std::string prefix, std::chrono::milliseconds t)
+      : store_(s), prefix_(std::move(prefix)), timeout_(t) {}
   void publish(int rank, const std::string& addr) override {
-    store_.set(fmt::format("inc/addr/{}", rank), addr);
+    store_.set(fmt::format("{}/addr/{}", prefix_, rank), addr);
   }
   std::string lookup(int rank) override {
-    return store_.get(fmt::format("inc/addr/{}", rank), timeout_);
+    return store_.get(fmt::format("{}/addr/{}", prefix_, rank), timeout_);
   }
 
  private:
   transport::StoreClient& store_;
+  std::string prefix_;
   std::chrono::milliseconds timeout_;
 };
+
+// Every rank calls init() the same number of times, so the n-th init of each process
+// belongs to the same job generation and uses its own keys in the store.
+std::atomic<int> g_init_generation{0};
 
 }  // namespace
 
@@ -190,15 +196,16 @@ Communicator Communicator::init(const Options& opts) {
   world->store = std::make_unique<transport::StoreClient>(boot.store_host, boot.store_port, so);
 
   // A job tag keeps connections of another job (or a stale store) out of the mesh.
+  const std::string prefix = fmt::format("inc/{}", g_init_generation.fetch_add(1));
   std::random_device rd;
   std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  world->store->set_if_absent("inc/job_tag", std::to_string(mine));
-  std::uint64_t job_tag = std::stoull(world->store->get("inc/job_tag", timeout));
+  world->store->set_if_absent(prefix + "/job_tag", std::to_string(mine));
+  std::uint64_t job_tag = std::stoull(world->store->get(prefix + "/job_tag", timeout));
 
   std::string listen_host =
       !opts.listen_host.empty() ? opts.listen_host
                                 : transport::local_address_for_peers(env, boot.store_host);
-  StoreAddressBook book(*world->store, timeout);
+  StoreAddressBook book(*world->store, prefix, timeout);
   auto fds = transport::connect_mesh(boot.rank, boot.world_size, listen_host, book, job_tag,
                                      static_cast<int>(timeout.count()));
   auto mesh = std::make_unique<transport::TcpMesh>(boot.rank, std::move(fds));

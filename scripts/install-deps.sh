@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages INC needs (only those missing). Run as root on Debian 12.
+# Why each one is here: docs/ARCHITECTURE.md, "Dependencies".
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libgtest-dev libgmock-dev googletest           # tests
+  libbenchmark-dev                               # kernel benchmarks
+  libfmt-dev nlohmann-json3-dev libcli11-dev     # formatting, JSON output, CLI parsing
+  libcpp-httplib-dev                             # switch /metrics endpoint
+  libtomlplusplus-dev                            # model and topology files
+  libgloo-dev openmpi-bin libopenmpi-dev         # peers measured side by side
+  libsimgrid-dev gnuplot-nox                     # simulator validation, plots
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev   # fuzz targets
+  clang-format iproute2 time
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: need root to install packages (run as root or with sudo)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's second command (and CI's): install what is missing, build with warnings as
+# errors, run the whole test suite, then rebuild the unit tests with ASan+UBSan and run them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+echo "== release build (-Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+echo "== test suite"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+echo "== ASan+UBSan build of the unit tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINC_WERROR=ON -DINC_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j"$jobs" -L unit --timeout 600)
