@@ -5,4 +5,5 @@ namespace inc::tools {
 int cmd_launch(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
+int cmd_model(int argc, char** argv);
 }  // namespace inc::tools

@@ -17,6 +17,7 @@ const Command kCommands[] = {
     {"launch", inc::tools::cmd_launch, "start a rendezvous store and N local ranks of a program"},
     {"bench", inc::tools::cmd_bench, "nccl-tests style collective benchmark (run under a launcher)"},
     {"demo", inc::tools::cmd_demo, "the main job: a local INC cluster running the collectives"},
+    {"model", inc::tools::cmd_model, "analytical model: collective costs, training iterations, paper-figure5"},
 };
 
 void usage(std::FILE* out) {

@@ -1,0 +1,604 @@
+#include "sim/analytical.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+
+namespace inc::sim {
+
+using coll::Algorithm;
+using coll::OpKind;
+
+std::string validate(const NetParams& p) {
+  if (!(p.link_gbps > 0)) return "link_gbps: must be > 0";
+  if (!(p.hop_latency_us >= 0)) return "hop_latency_us: must be >= 0";
+  if (p.path_hops < 1) return "path_hops: must be >= 1";
+  if (!(p.host_overhead_us >= 0)) return "host_overhead_us: must be >= 0";
+  if (!(p.nic_overhead_us >= 0)) return "nic_overhead_us: must be >= 0";
+  if (!(p.reduce_GBps >= 0)) return "reduce_GBps: must be >= 0 (0 = free)";
+  if (!(p.host_mem_GBps >= 0)) return "host_mem_GBps: must be >= 0 (0 = unlimited)";
+  if (!(p.switch_reduce_GBps >= 0)) return "switch_reduce_GBps: must be >= 0 (0 = line rate)";
+  if (!(p.inc_chunk_bytes > 0)) return "inc_chunk_bytes: must be > 0";
+  if (!(p.switch_memory_bytes >= p.inc_chunk_bytes))
+    return "switch_memory_bytes: must hold at least one chunk (inc_chunk_bytes)";
+  if (p.inc_tree_levels < 1) return "inc_tree_levels: must be >= 1";
+  return "";
+}
+
+// ---- Counts from schedules -----------------------------------------------------------------
+
+namespace {
+bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+}  // namespace
+
+StepCounts schedule_counts(const Program& P) {
+  StepCounts out;
+  const std::size_t N = P.num_ops();
+  // Per-rank totals.
+  for (int r = 0; r < P.nranks; ++r) {
+    double sent = 0, recv = 0, red = 0, fwd = 0, inc = 0, msgs = 0;
+    for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i) {
+      const SimOp& o = P.ops[i];
+      const double b = static_cast<double>(o.bytes);
+      switch (o.kind) {
+        case OpKind::send:
+          sent += b;
+          msgs += 1;
+          if (o.forwards) fwd += b;
+          break;
+        case OpKind::recv:
+          recv += b;
+          break;
+        case OpKind::recv_reduce:
+          recv += b;
+          red += b;
+          break;
+        case OpKind::reduce:
+          red += b;
+          break;
+        case OpKind::copy:
+          break;
+        case OpKind::inc_reduce:
+          inc += b;
+          break;
+        case OpKind::inc_broadcast:
+          inc += o.receives || o.peer == r ? b : 0;
+          break;
+      }
+    }
+    out.bytes_sent = std::max(out.bytes_sent, sent);
+    out.bytes_recv = std::max(out.bytes_recv, recv);
+    out.bytes_reduced = std::max(out.bytes_reduced, red);
+    out.bytes_forwarded = std::max(out.bytes_forwarded, fwd);
+    out.inc_bytes = std::max(out.inc_bytes, inc);
+    out.messages = std::max(out.messages, msgs);
+  }
+  // Critical path in rounds: a global topological pass. level = rounds completed when an op
+  // can start; a matched message adds one round, a Core-INC group one (inc) round.
+  std::vector<std::uint32_t> pending(N);
+  std::vector<std::uint32_t> level(N, 0), inc_level(N, 0);
+  const std::size_t G = P.num_inc_groups();
+  std::vector<std::uint32_t> group_pending(G, 0);
+  for (std::size_t i = 0; i < N; ++i) {
+    pending[i] = P.ndeps[i] + (is_recv(P.ops[i].kind) ? 1u : 0u);
+    if (is_inc(P.ops[i].kind)) group_pending[P.match[i]] += P.ndeps[i];
+  }
+  std::vector<std::uint32_t> ready;
+  ready.reserve(1024);
+  std::size_t done = 0;
+  auto release_group = [&](std::uint32_t g) {
+    std::uint32_t lv = 0, il = 0;
+    for (std::uint32_t m = P.inc_begin[g]; m < P.inc_begin[g + 1]; ++m) {
+      lv = std::max(lv, level[P.inc_members[m]]);
+      il = std::max(il, inc_level[P.inc_members[m]]);
+    }
+    for (std::uint32_t m = P.inc_begin[g]; m < P.inc_begin[g + 1]; ++m) {
+      level[P.inc_members[m]] = lv;
+      inc_level[P.inc_members[m]] = il;
+      ready.push_back(P.inc_members[m]);
+    }
+  };
+  for (std::size_t i = 0; i < N; ++i)
+    if (pending[i] == 0 && !is_inc(P.ops[i].kind)) ready.push_back(static_cast<std::uint32_t>(i));
+  for (std::size_t g = 0; g < G; ++g)
+    if (group_pending[g] == 0) release_group(static_cast<std::uint32_t>(g));
+  std::uint32_t max_level = 0, max_inc = 0;
+  while (!ready.empty()) {
+    const std::uint32_t i = ready.back();
+    ready.pop_back();
+    ++done;
+    const SimOp& o = P.ops[i];
+    // Level at completion.
+    std::uint32_t fin = level[i], fin_inc = inc_level[i];
+    if (is_inc(o.kind)) {
+      ++fin;
+      ++fin_inc;
+    }
+    max_level = std::max(max_level, fin);
+    max_inc = std::max(max_inc, fin_inc);
+    if (o.kind == OpKind::send) {
+      const std::uint32_t r = P.match[i];
+      level[r] = std::max(level[r], fin + 1);
+      inc_level[r] = std::max(inc_level[r], fin_inc);
+      max_level = std::max(max_level, fin + 1);
+      if (--pending[r] == 0) ready.push_back(r);
+    }
+    for (std::uint32_t s = P.succ_begin[i]; s < P.succ_begin[i + 1]; ++s) {
+      const std::uint32_t j = P.succ[s];
+      level[j] = std::max(level[j], fin);
+      inc_level[j] = std::max(inc_level[j], fin_inc);
+      if (is_inc(P.ops[j].kind)) {
+        --pending[j];
+        if (--group_pending[P.match[j]] == 0) release_group(P.match[j]);
+      } else if (--pending[j] == 0) {
+        ready.push_back(j);
+      }
+    }
+  }
+  if (done != N)
+    throw Error(Error::Kind::mismatch,
+                fmt::format("schedule deadlocks: {} of {} ops can never run", N - done, N));
+  out.rounds = max_level;
+  out.inc_rounds = max_inc;
+  return out;
+}
+
+StepCounts schedule_counts(Collective c, Algorithm a, int p, std::uint64_t n, DataType dt) {
+  coll::CollectiveParams cp;
+  cp.coll = c;
+  cp.algo = a;
+  cp.nranks = p;
+  cp.dtype = dt;
+  cp.count = count_for_bytes(c, p, n, dt);
+  // One message per step: segmentation changes neither the rounds nor the bytes.
+  cp.segment_bytes = std::max<std::uint64_t>(n, 1);
+  return schedule_counts(build_program(cp));
+}
+
+// ---- Closed forms --------------------------------------------------------------------------
+
+namespace {
+int floor_log2(int p) {
+  int l = 0;
+  while ((2 << l) <= p) ++l;
+  return l;
+}
+int ceil_log2(int p) {
+  int l = 0;
+  while ((1 << l) < p) ++l;
+  return l;
+}
+[[noreturn]] void unsupported(Collective c, Algorithm a) {
+  throw Error(Error::Kind::invalid_argument,
+              fmt::format("model: {} has no {} algorithm", name(c), coll::name(a)));
+}
+}  // namespace
+
+StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
+  StepCounts s;
+  if (p < 1) throw Error(Error::Kind::invalid_argument, "model: ranks must be >= 1");
+  if (p == 1) return s;
+  const double P = p, f = (P - 1) / P;
+  const bool pow2 = (p & (p - 1)) == 0;
+  const int lg = floor_log2(p);
+  const double extra = pow2 ? 0 : 1;  // non-powers of two: fold the excess ranks in and out
+  switch (c) {
+    case Collective::allreduce:
+      switch (a) {
+        case Algorithm::ring:
+          s.rounds = 2 * (P - 1);
+          s.messages = 2 * (P - 1);
+          s.bytes_sent = s.bytes_recv = 2 * f * n;
+          s.bytes_reduced = f * n;
+          s.bytes_forwarded = (P - 2) / P * n;  // allgather phase: all but the own shard
+          return s;
+        case Algorithm::recursive_doubling:
+          s.rounds = lg + 2 * extra;
+          s.messages = lg + extra;
+          s.bytes_sent = s.bytes_recv = n * (lg + extra);
+          s.bytes_reduced = n * (lg + extra);
+          return s;
+        case Algorithm::rabenseifner: {
+          s.rounds = 2 * lg + 2 * extra;
+          s.messages = 2 * lg + extra;
+          const double q = std::ldexp(1.0, lg), fq = (q - 1) / q;
+          s.bytes_sent = s.bytes_recv = 2 * fq * n + extra * n;
+          s.bytes_reduced = fq * n + extra * n;
+          return s;
+        }
+        case Algorithm::inc:
+          s.rounds = s.inc_rounds = 1;
+          s.inc_bytes = n;
+          return s;
+        default:
+          unsupported(c, a);
+      }
+    case Collective::reduce_scatter:
+      switch (a) {
+        case Algorithm::ring:
+          s.rounds = s.messages = P - 1;
+          s.bytes_sent = s.bytes_recv = s.bytes_reduced = f * n;
+          return s;
+        case Algorithm::inc:
+          s.rounds = s.inc_rounds = 1;
+          s.inc_bytes = n;
+          return s;
+        default:
+          unsupported(c, a);
+      }
+    case Collective::allgather:
+      switch (a) {
+        case Algorithm::ring:
+          s.rounds = s.messages = P - 1;
+          s.bytes_sent = s.bytes_recv = f * n;
+          s.bytes_forwarded = (P - 2) / P * n;
+          return s;
+        case Algorithm::recursive_doubling:
+          s.rounds = s.messages = ceil_log2(p);
+          s.bytes_sent = s.bytes_recv = f * n;
+          s.bytes_forwarded = (P - 2) / P * n;
+          return s;
+        case Algorithm::inc:
+          s.rounds = s.inc_rounds = 1;
+          s.inc_bytes = n;
+          return s;
+        default:
+          unsupported(c, a);
+      }
+    case Collective::broadcast:
+      switch (a) {
+        case Algorithm::binomial_tree:
+          s.rounds = s.messages = ceil_log2(p);
+          s.bytes_sent = n * ceil_log2(p);
+          s.bytes_recv = n;
+          return s;
+        case Algorithm::pipelined_chain:
+          s.rounds = P - 1;
+          s.messages = 1;
+          s.bytes_sent = s.bytes_recv = n;
+          s.bytes_forwarded = n;
+          return s;
+        case Algorithm::inc:
+          s.rounds = s.inc_rounds = 1;
+          s.inc_bytes = n;
+          return s;
+        default:
+          unsupported(c, a);
+      }
+    case Collective::alltoall:
+      if (a != Algorithm::pairwise) unsupported(c, a);
+      s.rounds = s.messages = P - 1;
+      s.bytes_sent = s.bytes_recv = f * n;
+      return s;
+    case Collective::barrier:
+      if (a != Algorithm::dissemination) unsupported(c, a);
+      s.rounds = s.messages = ceil_log2(p);
+      return s;
+  }
+  unsupported(c, a);
+}
+
+// ---- Costs ---------------------------------------------------------------------------------
+
+Cost inc_pass_cost(double bytes, const NetParams& np) {
+  Cost c;
+  const int h = np.inc_tree_levels;  // links from a host up to the root switch
+  const double beta = np.beta();
+  const double chunk = std::min(bytes, np.inc_chunk_bytes);
+  // Latency: overhead, up and down the tree, and store-and-forward of one chunk per switch.
+  c.latency_s = np.host_overhead_us * 1e-6 + 2 * h * np.hop_s() + (2 * h - 1) * chunk * beta;
+  double rate = 1.0 / beta;
+  if (np.switch_reduce_GBps > 0) rate = std::min(rate, np.switch_reduce_GBps * 1e9);
+  // Slot window: at most W chunks per tree in flight, each held for one round trip.
+  const double W = std::max(1.0, std::floor(np.switch_memory_bytes / np.inc_chunk_bytes));
+  const double rtt = 2 * h * np.hop_s() + 2 * h * chunk * beta;
+  if (rtt > 0) rate = std::min(rate, W * np.inc_chunk_bytes / rtt);
+  c.bandwidth_s = bytes / rate;
+  c.total_s = c.latency_s + c.bandwidth_s;
+  return c;
+}
+
+Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
+  Cost c;
+  const double alpha = off == Offload::edge ? np.alpha_nic() : np.alpha();
+  const double p2p_rounds = s.rounds - s.inc_rounds;
+  c.latency_s = p2p_rounds * alpha;
+  double bw = std::max(s.bytes_sent, s.bytes_recv) * np.beta();  // full duplex links
+  if (np.host_mem_GBps > 0) {
+    // Every received byte is written by DMA; every sent byte read, except that an Edge-INC
+    // NIC forwards received data without parking and re-reading it.
+    double mem = s.bytes_recv + s.bytes_sent;
+    if (off == Offload::edge) mem -= s.bytes_forwarded;
+    bw = std::max(bw, mem / (np.host_mem_GBps * 1e9));
+  }
+  c.bandwidth_s = bw;
+  c.reduce_s = s.bytes_reduced * np.gamma();
+  if (s.inc_rounds > 0) {
+    const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np);
+    c.latency_s += s.inc_rounds * one.latency_s;
+    c.bandwidth_s += s.inc_rounds * one.bandwidth_s;
+  }
+  c.total_s = c.latency_s + c.bandwidth_s + c.reduce_s;
+  return c;
+}
+
+Cost collective_cost(Collective c, Algorithm a, int p, double n, const NetParams& np, Offload off) {
+  return cost(closed_form_counts(c, a, p, n), np, off);
+}
+
+// ---- Paper Figure 5 ------------------------------------------------------------------------
+
+double amdahl_gain(double share, double ratio) { return 1.0 / (1.0 - share * (1.0 - ratio)) - 1.0; }
+
+double fit_ratio(const std::vector<double>& shares, const std::vector<double>& gains) {
+  auto err = [&](double r) {
+    double e = 0;
+    for (std::size_t i = 0; i < shares.size(); ++i) {
+      const double d = amdahl_gain(shares[i], r) - gains[i];
+      e += d * d;
+    }
+    return e;
+  };
+  double lo = 0, hi = 1;
+  for (int it = 0; it < 200; ++it) {  // error is unimodal in r on [0, 1]
+    const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+    if (err(m1) < err(m2))
+      hi = m2;
+    else
+      lo = m1;
+  }
+  return (lo + hi) / 2;
+}
+
+PaperFigure5 paper_figure5(const NetParams& np, double bytes, int nodes) {
+  PaperFigure5 f;
+  f.bytes = bytes;
+  f.nodes = nodes;
+  f.np = np;
+  f.ring = collective_cost(Collective::allreduce, Algorithm::ring, nodes, bytes, np);
+  f.inc = collective_cost(Collective::allreduce, Algorithm::inc, nodes, bytes, np);
+  f.floor_s = bytes * np.beta();
+  f.ring_bw_s = 2.0 * (nodes - 1) / nodes * bytes * np.beta();
+  f.implied_ratio = fit_ratio(f.shares, f.paper_gain_labels);
+  const double r_paper = f.paper_inc_s / f.paper_ring_s;
+  const double r_ours = f.inc.total_s / f.ring.total_s;
+  for (std::size_t i = 0; i < f.shares.size(); ++i) {
+    PaperFigure5::Row row;
+    row.share = f.shares[i];
+    row.paper_label = f.paper_gain_labels[i];
+    row.gain_paper_times = amdahl_gain(row.share, r_paper);
+    row.gain_ours = amdahl_gain(row.share, r_ours);
+    row.iter_base_s = f.ring.total_s / row.share;
+    row.iter_inc_s = row.iter_base_s - f.ring.total_s + f.inc.total_s;
+    f.rows.push_back(row);
+  }
+  return f;
+}
+
+// ---- Training iteration --------------------------------------------------------------------
+
+namespace {
+double best_host_time(Collective c, int p, double n, const NetParams& np,
+                      std::string* which = nullptr) {
+  if (p <= 1 || n <= 0) return 0;
+  std::vector<Algorithm> cands;
+  switch (c) {
+    case Collective::allreduce:
+      cands = {Algorithm::ring, Algorithm::recursive_doubling, Algorithm::rabenseifner};
+      break;
+    case Collective::allgather:
+      cands = {Algorithm::ring, Algorithm::recursive_doubling};
+      break;
+    case Collective::reduce_scatter:
+      cands = {Algorithm::ring};
+      break;
+    case Collective::broadcast:
+      cands = {Algorithm::binomial_tree, Algorithm::pipelined_chain};
+      break;
+    case Collective::alltoall:
+      cands = {Algorithm::pairwise};
+      break;
+    case Collective::barrier:
+      cands = {Algorithm::dissemination};
+      break;
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (auto a : cands) {
+    const double t = collective_cost(c, a, p, n, np).total_s;
+    if (t < best) {
+      best = t;
+      if (which) *which = std::string(coll::name(a));
+    }
+  }
+  return best;
+}
+double inc_time(Collective c, int p, double n, const NetParams& np) {
+  if (p <= 1 || n <= 0) return 0;
+  if (c == Collective::alltoall) return best_host_time(c, p, n, np);  // nothing to reduce
+  return std::min(best_host_time(c, p, n, np), collective_cost(c, Algorithm::inc, p, n, np).total_s);
+}
+}  // namespace
+
+IterationResult model_iteration(const TrainingConfig& cfg) {
+  IterationResult r;
+  const double world = double(cfg.dp) * cfg.tp * cfg.pp;
+  const int micro = std::max(1, cfg.micro_batch);
+  const double m = cfg.global_batch > 0 ? std::max(1.0, double(cfg.global_batch) / (cfg.dp * micro)) : 1.0;
+  if (cfg.compute_s >= 0) {
+    r.compute_s = cfg.compute_s;
+  } else {
+    const double active = cfg.active_parameters > 0 ? cfg.active_parameters : cfg.parameters;
+    const double tokens = double(cfg.global_batch) * cfg.seq_len;
+    r.compute_s = 6.0 * active * tokens / (world * cfg.flops * cfg.efficiency);
+  }
+  if (cfg.pp > 1) r.bubble_s = (cfg.pp - 1) / m * r.compute_s;
+
+  auto add = [&](std::string what, Collective c, int ranks, double bytes, double calls,
+                 double overlap, const NetParams& np, bool p2p = false) {
+    if (ranks <= 1 || bytes <= 0 || calls <= 0) return;
+    IterationLine l;
+    l.what = std::move(what);
+    l.coll = c;
+    l.ranks = ranks;
+    l.bytes = bytes;
+    l.calls = calls;
+    l.overlap = overlap;
+    if (p2p) {
+      l.host_s = l.inc_s = calls * (np.alpha() + bytes * np.beta());
+      l.host_algo = "send/recv";
+    } else {
+      l.host_s = calls * best_host_time(c, ranks, bytes, np, &l.host_algo);
+      l.inc_s = calls * inc_time(c, ranks, bytes, np);
+    }
+    l.exposed_host_s = (1 - overlap) * l.host_s;
+    l.exposed_inc_s = (1 - overlap) * l.inc_s;
+    r.lines.push_back(l);
+  };
+  const double shard = cfg.parameters / (double(cfg.tp) * cfg.pp);
+  if (cfg.fsdp) {
+    add("FSDP allgather (fwd+bwd)", Collective::allgather, cfg.dp, shard * cfg.grad_bytes, 2,
+        cfg.overlap_dp, cfg.net);
+    add("FSDP reduce_scatter", Collective::reduce_scatter, cfg.dp, shard * cfg.grad_bytes, 1,
+        cfg.overlap_dp, cfg.net);
+  } else {
+    add("DP allreduce", Collective::allreduce, cfg.dp, shard * cfg.grad_bytes, 1, cfg.overlap_dp,
+        cfg.net);
+  }
+  const double act = double(micro) * cfg.seq_len * cfg.hidden * cfg.act_bytes;
+  const double layers_per_stage = double(cfg.layers) / cfg.pp;
+  add("TP allreduce (4 per layer)", Collective::allreduce, cfg.tp, act, 4 * layers_per_stage * m,
+      cfg.overlap_tp, cfg.tp_net);
+  if (cfg.pp > 1)
+    add("PP send/recv", Collective::broadcast, 2, act, 2 * m, cfg.overlap_pp, cfg.net, true);
+  if (cfg.experts > 0)
+    add("MoE alltoall (4 per MoE layer)", Collective::alltoall, cfg.ep, act * cfg.top_k,
+        4 * layers_per_stage * cfg.moe_layer_fraction * m, cfg.overlap_moe, cfg.net);
+  if (cfg.extra_allreduce_bytes > 0)
+    add("allreduce (explicit)", Collective::allreduce, cfg.extra_ranks, cfg.extra_allreduce_bytes,
+        1, 0, cfg.net);
+
+  double exp_host = 0, exp_inc = 0;
+  for (const auto& l : r.lines) {
+    exp_host += l.exposed_host_s;
+    exp_inc += l.exposed_inc_s;
+  }
+  r.iter_host_s = r.compute_s + r.bubble_s + exp_host;
+  r.iter_inc_s = r.compute_s + r.bubble_s + exp_inc;
+  r.comm_share_host = r.iter_host_s > 0 ? exp_host / r.iter_host_s : 0;
+  r.gain = r.iter_inc_s > 0 ? r.iter_host_s / r.iter_inc_s - 1 : 0;
+  return r;
+}
+
+// ---- TOML ----------------------------------------------------------------------------------
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void read_net(TableReader& t, NetParams& np) {
+  np.link_gbps = t.get_double("link_gbps", np.link_gbps, 1e-9, kInf);
+  np.hop_latency_us = t.get_double("hop_latency_us", np.hop_latency_us, 0, kInf);
+  np.path_hops = static_cast<int>(t.get_int("path_hops", np.path_hops, 1, 64));
+  np.host_overhead_us = t.get_double("host_overhead_us", np.host_overhead_us, 0, kInf);
+  np.nic_overhead_us = t.get_double("nic_overhead_us", np.nic_overhead_us, 0, kInf);
+  np.reduce_GBps = t.get_double("reduce_GBps", np.reduce_GBps, 0, kInf);
+  np.host_mem_GBps = t.get_double("host_mem_GBps", np.host_mem_GBps, 0, kInf);
+  np.switch_reduce_GBps = t.get_double("switch_reduce_GBps", np.switch_reduce_GBps, 0, kInf);
+  np.switch_memory_bytes = static_cast<double>(
+      t.get_size("switch_memory", static_cast<std::uint64_t>(np.switch_memory_bytes), 1));
+  np.inc_chunk_bytes =
+      static_cast<double>(t.get_size("inc_chunk", static_cast<std::uint64_t>(np.inc_chunk_bytes), 1));
+  np.inc_tree_levels = static_cast<int>(t.get_int("inc_tree_levels", np.inc_tree_levels, 1, 8));
+  if (np.switch_memory_bytes < np.inc_chunk_bytes)
+    t.fail("switch_memory", "must hold at least one chunk (inc_chunk)");
+}
+}  // namespace
+
+void read_net_params(TableReader& t, NetParams& np) { read_net(t, np); }
+
+TrainingConfig parse_training_config(std::string_view text, const std::string& file) {
+  toml::table root = parse_toml_text(text, file);
+  TrainingConfig c;
+  c.source = file;
+  TableReader top(root, file, "");
+  const toml::table* tab = nullptr;
+  if (!top.sub("model", tab)) top.fail("model", "missing table [model]");
+  {
+    TableReader t(*tab, file, "model");
+    c.name = t.get_string("name", file);
+    c.parameters = t.require_double("parameters", 1, kInf);
+    c.active_parameters = t.get_double("active_parameters", 0, 0, c.parameters);
+    c.layers = static_cast<int>(t.require_int("layers", 1, 1 << 20));
+    c.hidden = static_cast<int>(t.require_int("hidden", 1, 1 << 30));
+    c.seq_len = static_cast<int>(t.require_int("seq_len", 1, 1 << 30));
+    c.global_batch = static_cast<int>(t.require_int("global_batch", 1, 1 << 30));
+    c.micro_batch = static_cast<int>(t.get_int("micro_batch", 1, 1, 1 << 30));
+    c.experts = static_cast<int>(t.get_int("experts", 0, 0, 1 << 20));
+    c.top_k = static_cast<int>(t.get_int("top_k", 1, 1, 1 << 20));
+    c.moe_layer_fraction = t.get_double("moe_layer_fraction", 1.0, 0, 1);
+    c.grad_bytes = t.get_double("grad_bytes", 2, 0.125, 16);
+    c.act_bytes = t.get_double("act_bytes", 2, 0.125, 16);
+    t.finish();
+  }
+  if (top.sub("parallelism", tab)) {
+    TableReader t(*tab, file, "parallelism");
+    c.dp = static_cast<int>(t.get_int("dp", 1, 1, 1 << 24));
+    c.tp = static_cast<int>(t.get_int("tp", 1, 1, 1 << 16));
+    c.pp = static_cast<int>(t.get_int("pp", 1, 1, 1 << 16));
+    c.ep = static_cast<int>(t.get_int("ep", 1, 1, 1 << 24));
+    c.fsdp = t.get_bool("fsdp", false);
+    const std::int64_t world = std::int64_t(c.dp) * c.tp * c.pp;
+    const std::int64_t acc = t.get_int("accelerators", world, 1, std::int64_t(1) << 40);
+    if (acc != world)
+      t.fail("accelerators", fmt::format("{} accelerators but dp x tp x pp = {} x {} x {} = {}",
+                                         acc, c.dp, c.tp, c.pp, world));
+    if (c.ep > c.dp * c.tp)
+      t.fail("ep", fmt::format("expert parallelism {} exceeds dp x tp = {}", c.ep, c.dp * c.tp));
+    if (c.global_batch % (c.dp * c.micro_batch) != 0)
+      t.fail("dp", fmt::format("global_batch {} is not a multiple of dp x micro_batch = {}",
+                               c.global_batch, c.dp * c.micro_batch));
+    t.finish();
+  }
+  if (c.experts > 0 && c.top_k > c.experts)
+    config_error(file, 0, "model.top_k", "exceeds the number of experts");
+  if (top.sub("hardware", tab)) {
+    TableReader t(*tab, file, "hardware");
+    c.flops = t.get_double("flops", c.flops, 1, kInf);
+    c.efficiency = t.get_double("efficiency", c.efficiency, 1e-6, 1);
+    if (t.has("compute_ms")) c.compute_s = t.get_double("compute_ms", 0, 0, kInf) / 1e3;
+    t.finish();
+  }
+  c.tp_net = c.net;
+  c.tp_net.link_gbps = 7200;  // NVLink-class scale-up domain by default (900 GB/s)
+  c.tp_net.path_hops = 2;
+  if (top.sub("network", tab)) {
+    TableReader t(*tab, file, "network");
+    read_net(t, c.net);
+    t.finish();
+  }
+  if (top.sub("tp_network", tab)) {
+    TableReader t(*tab, file, "tp_network");
+    read_net(t, c.tp_net);
+    t.finish();
+  }
+  if (top.sub("overlap", tab)) {
+    TableReader t(*tab, file, "overlap");
+    c.overlap_dp = t.get_double("dp", 0, 0, 1);
+    c.overlap_tp = t.get_double("tp", 0, 0, 1);
+    c.overlap_pp = t.get_double("pp", 0, 0, 1);
+    c.overlap_moe = t.get_double("moe", 0, 0, 1);
+    t.finish();
+  }
+  top.finish();
+  return c;
+}
+
+TrainingConfig load_training_config(const std::string& path) {
+  return parse_training_config(read_text_file(path), path);
+}
+
+}  // namespace inc::sim

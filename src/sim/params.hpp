@@ -1,0 +1,42 @@
+// Parameters of the analytical model and the simulator, with their documented defaults
+// (docs/MODEL.md lists each one with the reason for its value).
+//
+// Units: bandwidths of network links in Gb/s (the unit switch and NIC vendors quote), rates of
+// memory and arithmetic in GB/s, latencies in microseconds, sizes in bytes. Conversions to
+// seconds and bytes/s happen in the accessors below, nowhere else.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace inc::sim {
+
+struct NetParams {
+  // Network.
+  double link_gbps = 400.0;      // per direction, every link (host and switch-to-switch)
+  double hop_latency_us = 0.6;   // one link plus the switch pipeline behind it
+  int path_hops = 4;             // links on a host-to-host path (2: one switch, 4: 2-level, 6: 3-level)
+  // Endpoints.
+  double host_overhead_us = 2.0;  // per message: software, doorbell, completion (LogP's o)
+  double nic_overhead_us = 0.5;   // per message when the NIC drives the step (Edge-INC)
+  double reduce_GBps = 0.0;       // endpoint reduction rate (input bytes/s); 0 = overlapped/free
+  double host_mem_GBps = 0.0;     // host memory bus for NIC DMA; 0 = not a bottleneck
+  // Core-INC switches.
+  double switch_reduce_GBps = 0.0;      // switch ALU rate per tree (input bytes/s); 0 = line rate
+  double switch_memory_bytes = 8.0 * 1024 * 1024;  // aggregation memory per switch
+  double inc_chunk_bytes = 256.0 * 1024;          // payload of one aggregation slot
+  int inc_tree_levels = 2;  // switch levels from a host up to the tree root (1: one switch)
+
+  // Derived quantities (seconds and bytes/s).
+  double beta() const { return 8.0 / (link_gbps * 1e9); }  // seconds per byte on one link
+  double hop_s() const { return hop_latency_us * 1e-6; }
+  // Cost of one host-to-host message step: overhead plus the wire latency of the path.
+  double alpha() const { return host_overhead_us * 1e-6 + path_hops * hop_s(); }
+  double alpha_nic() const { return nic_overhead_us * 1e-6 + path_hops * hop_s(); }
+  double gamma() const { return reduce_GBps > 0 ? 1.0 / (reduce_GBps * 1e9) : 0.0; }
+};
+
+// Checks ranges; returns "" or "<field>: <reason>" for the first bad field.
+std::string validate(const NetParams& p);
+
+}  // namespace inc::sim

@@ -1,0 +1,233 @@
+#include "sim/program.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace inc::sim {
+
+using coll::OpKind;
+
+int Program::rank_of(std::uint32_t op) const {
+  auto it = std::upper_bound(rank_begin.begin(), rank_begin.end(), op);
+  return static_cast<int>(it - rank_begin.begin()) - 1;
+}
+
+std::uint64_t count_for_bytes(Collective c, int p, std::uint64_t bytes, DataType dt) {
+  const std::uint64_t e = size_of(dt);
+  switch (c) {
+    case Collective::allreduce:
+    case Collective::broadcast:
+      return bytes / e;
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+    case Collective::alltoall:
+      return bytes / (e * static_cast<std::uint64_t>(p));
+    case Collective::barrier:
+      return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+bool overlaps(const coll::Region& a, const coll::Region& b) {
+  return a.buf == b.buf && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+
+std::uint64_t op_bytes(const coll::Op& op) {
+  switch (op.kind) {
+    case OpKind::inc_broadcast:  // only the root has a source; everybody has the destination
+      return std::max(op.src.bytes, op.dst.bytes);
+    case OpKind::send:
+    case OpKind::inc_reduce:
+    case OpKind::copy:
+      return op.src.bytes;
+    case OpKind::recv:
+    case OpKind::recv_reduce:
+    case OpKind::reduce:
+      return op.dst.bytes;
+  }
+  return 0;
+}
+
+// Appends one rank's schedule to the program (ops, deps as successors later).
+struct Builder {
+  Program prog;
+  std::vector<std::uint32_t> dep_edges_from, dep_edges_to;  // global op indices
+
+  void add_rank(const coll::RankSchedule& s) {
+    const auto base = static_cast<std::uint32_t>(prog.ops.size());
+    const std::size_t n = s.ops.size();
+    if (!n) {
+      prog.rank_begin.push_back(static_cast<std::uint32_t>(prog.ops.size()));
+      return;
+    }
+    if (s.dep_begin.size() != n + 1)
+      throw Error(Error::Kind::internal,
+                  fmt::format("rank {}: schedule has no dependencies (infer_dependencies not run)",
+                              prog.rank_begin.size() - 1));
+    for (std::size_t i = 0; i < n; ++i) {
+      const coll::Op& op = s.ops[i];
+      SimOp so;
+      so.kind = op.kind;
+      so.peer = op.peer;
+      so.bytes = op_bytes(op);
+      so.receives = !is_inc(op.kind) || op.dst.bytes > 0;
+      std::uint32_t nd = 0;
+      for (std::uint32_t d = s.dep_begin[i]; d < s.dep_begin[i + 1]; ++d) {
+        const std::uint32_t j = s.deps[d];
+        ++nd;
+        dep_edges_from.push_back(base + j);
+        dep_edges_to.push_back(base + static_cast<std::uint32_t>(i));
+        if (op.kind == OpKind::send && is_recv(s.ops[j].kind) && overlaps(s.ops[j].dst, op.src))
+          so.forwards = true;
+      }
+      prog.ops.push_back(so);
+      prog.ndeps.push_back(nd);
+    }
+    prog.rank_begin.push_back(static_cast<std::uint32_t>(prog.ops.size()));
+  }
+
+  void finish() {
+    Program& P = prog;
+    const std::size_t N = P.ops.size();
+    P.nranks = static_cast<int>(P.rank_begin.size()) - 1;
+    // Successor CSR.
+    P.succ_begin.assign(N + 1, 0);
+    for (auto f : dep_edges_from) ++P.succ_begin[f + 1];
+    std::partial_sum(P.succ_begin.begin(), P.succ_begin.end(), P.succ_begin.begin());
+    P.succ.resize(dep_edges_from.size());
+    {
+      std::vector<std::uint32_t> fill(P.succ_begin.begin(), P.succ_begin.end() - 1);
+      for (std::size_t e = 0; e < dep_edges_from.size(); ++e)
+        P.succ[fill[dep_edges_from[e]]++] = dep_edges_to[e];
+    }
+    dep_edges_from.clear();
+    dep_edges_from.shrink_to_fit();
+    dep_edges_to.clear();
+    dep_edges_to.shrink_to_fit();
+
+    P.match.assign(N, ~0u);
+    // Point-to-point matching: per rank, sends and recvs grouped by peer in program order.
+    struct Item {
+      std::int32_t peer;
+      std::uint32_t op;
+    };
+    std::vector<std::vector<Item>> recvs(P.nranks);
+    for (int r = 0; r < P.nranks; ++r) {
+      auto& v = recvs[r];
+      for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i)
+        if (is_recv(P.ops[i].kind)) {
+          if (P.ops[i].peer < 0 || P.ops[i].peer >= P.nranks || P.ops[i].peer == r)
+            throw Error(Error::Kind::mismatch,
+                        fmt::format("rank {} op {}: receive from invalid peer {}", r,
+                                    i - P.rank_begin[r], P.ops[i].peer));
+          v.push_back({P.ops[i].peer, i});
+        }
+      std::stable_sort(v.begin(), v.end(), [](const Item& a, const Item& b) { return a.peer < b.peer; });
+    }
+    std::vector<Item> sends;
+    std::vector<std::size_t> used(P.nranks, 0);  // matched receive count per receiver (check)
+    for (int a = 0; a < P.nranks; ++a) {
+      sends.clear();
+      for (std::uint32_t i = P.rank_begin[a]; i < P.rank_begin[a + 1]; ++i)
+        if (P.ops[i].kind == OpKind::send) {
+          if (P.ops[i].peer < 0 || P.ops[i].peer >= P.nranks || P.ops[i].peer == a)
+            throw Error(Error::Kind::mismatch,
+                        fmt::format("rank {} op {}: send to invalid peer {}", a,
+                                    i - P.rank_begin[a], P.ops[i].peer));
+          sends.push_back({P.ops[i].peer, i});
+        }
+      std::stable_sort(sends.begin(), sends.end(),
+                       [](const Item& x, const Item& y) { return x.peer < y.peer; });
+      for (std::size_t s = 0; s < sends.size();) {
+        const int b = sends[s].peer;
+        std::size_t e = s;
+        while (e < sends.size() && sends[e].peer == b) ++e;
+        auto& rv = recvs[b];
+        auto lo = std::lower_bound(rv.begin(), rv.end(), a,
+                                   [](const Item& x, int peer) { return x.peer < peer; });
+        auto hi = lo;
+        while (hi != rv.end() && hi->peer == a) ++hi;
+        if (static_cast<std::size_t>(hi - lo) != e - s)
+          throw Error(Error::Kind::mismatch,
+                      fmt::format("rank {} sends {} messages to rank {}, which receives {} from it",
+                                  a, e - s, b, hi - lo));
+        for (std::size_t k = 0; k < e - s; ++k) {
+          const std::uint32_t so = sends[s + k].op, ro = (lo + static_cast<std::ptrdiff_t>(k))->op;
+          if (P.ops[so].bytes != P.ops[ro].bytes)
+            throw Error(Error::Kind::mismatch,
+                        fmt::format("message {} from rank {} to rank {}: {} bytes sent, {} expected",
+                                    k, a, b, P.ops[so].bytes, P.ops[ro].bytes));
+          P.match[so] = ro;
+          P.match[ro] = so;
+        }
+        used[b] += e - s;
+        s = e;
+      }
+    }
+    for (int b = 0; b < P.nranks; ++b)
+      if (used[b] != recvs[b].size())
+        throw Error(Error::Kind::mismatch,
+                    fmt::format("rank {} posts {} receives but only {} messages are sent to it", b,
+                                recvs[b].size(), used[b]));
+
+    // Core-INC groups: the k-th inc op of every rank.
+    std::vector<std::vector<std::uint32_t>> per_rank(P.nranks);
+    std::size_t groups = 0;
+    for (int r = 0; r < P.nranks; ++r) {
+      for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i)
+        if (is_inc(P.ops[i].kind)) per_rank[r].push_back(i);
+      if (r > 0 && per_rank[r].size() != groups)
+        throw Error(Error::Kind::mismatch,
+                    fmt::format("rank {} issues {} Core-INC ops, rank 0 issues {}", r,
+                                per_rank[r].size(), groups));
+      groups = per_rank[r].size();
+    }
+    P.inc_begin.assign(1, 0);
+    for (std::size_t g = 0; g < groups; ++g) {
+      for (int r = 0; r < P.nranks; ++r) {
+        const std::uint32_t o = per_rank[r][g];
+        const SimOp& first = P.ops[per_rank[0][g]];
+        if (P.ops[o].kind != first.kind || P.ops[o].peer != first.peer ||
+            (first.kind == OpKind::inc_reduce && P.ops[o].bytes != first.bytes))
+          throw Error(Error::Kind::mismatch,
+                      fmt::format("Core-INC op {}: rank {} disagrees with rank 0 (kind, root or size)",
+                                  g, r));
+        P.match[o] = static_cast<std::uint32_t>(g);
+        P.inc_members.push_back(o);
+      }
+      P.inc_begin.push_back(static_cast<std::uint32_t>(P.inc_members.size()));
+    }
+  }
+};
+
+}  // namespace
+
+Program build_program(const coll::CollectiveParams& proto) {
+  Builder b;
+  b.prog.rank_begin.push_back(0);
+  coll::CollectiveParams p = proto;
+  for (int r = 0; r < proto.nranks; ++r) {
+    p.rank = r;
+    coll::RankSchedule s = coll::build_schedule(p);
+    b.add_rank(s);
+  }
+  b.finish();
+  return std::move(b.prog);
+}
+
+Program link_program(const std::vector<coll::RankSchedule>& ranks) {
+  Builder b;
+  b.prog.rank_begin.push_back(0);
+  for (const auto& s : ranks) b.add_rank(s);
+  b.finish();
+  return std::move(b.prog);
+}
+
+}  // namespace inc::sim

@@ -1,0 +1,52 @@
+// A whole job's collective as one graph: the schedules of all ranks (from coll::build_schedule),
+// flattened, with intra-rank dependencies turned into successor lists, every point-to-point
+// send matched to its receive (FIFO per ordered pair, as every executor does), and the k-th
+// Core-INC op of every rank grouped into one switch operation. The analytical model reads its
+// counts; the simulator executes it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "coll/schedule.hpp"
+
+namespace inc::sim {
+
+// Compact op: what the simulator needs of a coll::Op (16 bytes instead of 56).
+struct SimOp {
+  coll::OpKind kind = coll::OpKind::send;
+  bool forwards = false;  // send whose data was received by an earlier recv of this rank
+  bool receives = true;   // inc ops: dst.bytes > 0
+  std::int32_t peer = -1;
+  std::uint64_t bytes = 0;  // message / contribution / local work size
+};
+
+struct Program {
+  int nranks = 0;
+  std::vector<std::uint32_t> rank_begin;  // ops of rank r: [rank_begin[r], rank_begin[r+1])
+  std::vector<SimOp> ops;
+  std::vector<std::uint32_t> ndeps;       // intra-rank dependencies of each op
+  std::vector<std::uint32_t> succ_begin;  // CSR successors (intra-rank)
+  std::vector<std::uint32_t> succ;
+  // send -> matching recv, recv -> matching send, inc op -> its group; ~0u otherwise.
+  std::vector<std::uint32_t> match;
+  // inc groups: members of group g are inc_members[inc_begin[g] .. inc_begin[g+1]) (one per rank).
+  std::vector<std::uint32_t> inc_begin;
+  std::vector<std::uint32_t> inc_members;
+
+  std::size_t num_ops() const { return ops.size(); }
+  int rank_of(std::uint32_t op) const;  // binary search in rank_begin
+  std::size_t num_inc_groups() const { return inc_begin.empty() ? 0 : inc_begin.size() - 1; }
+};
+
+// Builds all ranks' schedules for `proto` (proto.rank is ignored) and links them.
+// Throws inc::Error(mismatch) when sends and receives do not pair up in count or size.
+Program build_program(const coll::CollectiveParams& proto);
+// Links given schedules (tests, hand-written schedules). Schedules must have dependencies.
+Program link_program(const std::vector<coll::RankSchedule>& ranks);
+
+// Element count that makes a collective of `bytes` total size (see MODEL.md for the
+// definition per collective) with `p` ranks; rounds down to whole elements.
+std::uint64_t count_for_bytes(Collective c, int p, std::uint64_t bytes, DataType dt);
+
+}  // namespace inc::sim
