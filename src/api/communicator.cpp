@@ -186,14 +186,11 @@ Communicator Communicator::init(const Options& opts) {
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
 
   auto world = std::make_shared<detail::World>();
-  if (boot.host_store && boot.rank == 0)
-    world->store_server = std::make_unique<transport::StoreServer>(
-        transport::is_local_host(boot.store_host) ? boot.store_host : std::string("0.0.0.0"),
-        boot.store_port);
-  transport::StoreClient::Options so;
-  so.connect_timeout = timeout;
-  so.request_timeout = timeout;
-  world->store = std::make_unique<transport::StoreClient>(boot.store_host, boot.store_port, so);
+  {
+    auto conn = api::connect_store(boot, timeout);
+    world->store_server = std::move(conn.server);
+    world->store = std::move(conn.client);
+  }
 
   // A job tag keeps connections of another job (or a stale store) out of the mesh.
   const std::string prefix = fmt::format("inc/{}", g_init_generation.fetch_add(1));
@@ -204,7 +201,7 @@ Communicator Communicator::init(const Options& opts) {
 
   std::string listen_host =
       !opts.listen_host.empty() ? opts.listen_host
-                                : transport::local_address_for_peers(env, boot.store_host);
+                                : transport::local_address_for_peers(env, boot.store_host.empty() ? std::string("127.0.0.1") : boot.store_host);
   StoreAddressBook book(*world->store, prefix, timeout);
   auto fds = transport::connect_mesh(boot.rank, boot.world_size, listen_host, book, job_tag,
                                      static_cast<int>(timeout.count()));

@@ -494,22 +494,33 @@ void Engine::on_send_done(std::uint64_t token) {
 void Engine::on_peer_failed(int wpeer, const std::string& why) {
   dead_[wpeer] = 1;
   dead_why_[wpeer] = why;
-  // Fail only the collectives that still need this peer: a peer that finished and exited
-  // normally is not an error for a collective that has everything it needs from it.
-  std::vector<std::shared_ptr<CollOp>> ops;
-  for (auto& [uid, op] : by_uid_) ops.push_back(op);
-  for (auto& op : ops) {
-    if (op->done()) continue;
-    const auto& comm = comms_[op->comm_id];
-    int peer = comm.comm_rank_of[wpeer];
-    if (peer < 0) continue;
-    bool needs = false;
-    for (std::size_t i = 0; i < op->sched.ops.size() && !needs; ++i) {
-      const Op& o = op->sched.ops[i];
-      if (op->op_state[i] == 2 || o.peer != peer) continue;
-      if (o.kind == OpKind::send || (is_recv(o.kind) && !op->recv_arrived[i])) needs = true;
+  newly_dead_.push_back(wpeer);
+}
+
+// Fail only the collectives that still need a dead peer: a peer that finished and exited
+// normally is not an error for a collective that has everything it needs from it. Runs after
+// drain(), so that messages delivered just before the connection closed count as received.
+void Engine::check_dead_peers() {
+  while (!newly_dead_.empty()) {
+    int wpeer = newly_dead_.back();
+    newly_dead_.pop_back();
+    std::vector<std::shared_ptr<CollOp>> ops;
+    for (auto& [uid, op] : by_uid_) ops.push_back(op);
+    for (auto& op : ops) {
+      if (op->done()) continue;
+      const auto& comm = comms_[op->comm_id];
+      int peer = comm.comm_rank_of[wpeer];
+      if (peer < 0) continue;
+      bool needs = false;
+      for (std::size_t i = 0; i < op->sched.ops.size() && !needs; ++i) {
+        const Op& o = op->sched.ops[i];
+        if (op->op_state[i] == 2 || o.peer != peer) continue;
+        if (o.kind == OpKind::send || (is_recv(o.kind) && !op->recv_arrived[i])) needs = true;
+      }
+      if (needs)
+        fail(*op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(*op), dead_why_[wpeer])),
+             true);
     }
-    if (needs) fail(*op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(*op), why)), true);
   }
 }
 
@@ -530,6 +541,7 @@ void Engine::on_error(int, const Error& e) {
 void Engine::progress_once(int timeout_ms) {
   mesh_->poll(timeout_ms);
   drain();
+  check_dead_peers();
 }
 
 std::string Engine::describe_blocked(const CollOp& op) const {

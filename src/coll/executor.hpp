@@ -135,6 +135,7 @@ class Engine : public transport::MessageSink {
   std::string describe(const CollOp& op) const;
   std::string describe_blocked(const CollOp& op) const;
   void progress_once(int timeout_ms);
+  void check_dead_peers();
 
   std::mutex mu_;
   std::unique_ptr<transport::TcpMesh> mesh_;
@@ -147,6 +148,7 @@ class Engine : public transport::MessageSink {
   std::vector<Incoming> incoming_;  // per world peer
   std::vector<int> dead_;           // per world peer: 1 once its connection failed
   std::vector<std::string> dead_why_;
+  std::vector<int> newly_dead_;  // checked against active collectives after drain()
   // Completions found while inside the transport (op uid, op index), run by drain().
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met

@@ -152,7 +152,11 @@ void TcpMesh::handle_writable(int peer) {
       if (poff < it->h.bytes)
         iov[n++] = {const_cast<std::byte*>(it->data) + poff, it->h.bytes - poff};
     }
-    ssize_t w = ::writev(p.fd, iov, n);
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n);
+    // MSG_NOSIGNAL: a peer that went away is an error to report, not a SIGPIPE to die of.
+    ssize_t w = ::sendmsg(p.fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
