@@ -1,0 +1,102 @@
+#include "src/switch/arith.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace inc::sw {
+
+bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept {
+  // Overflow of a + b = r happened iff a and b share a sign that r does not: the sign bit of
+  // (a ^ r) & (b ^ r). Branch-free so that GCC vectorises the loop.
+  std::uint32_t ov = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t a = static_cast<std::uint32_t>(acc[i]);
+    std::uint32_t b;
+    std::memcpy(&b, src + 4 * i, 4);
+    std::uint32_t r = a + b;
+    ov |= (a ^ r) & (b ^ r);
+    acc[i] = static_cast<std::int32_t>(r);
+  }
+  return (ov >> 31) != 0;
+}
+
+void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    float b;
+    std::memcpy(&b, src + 4 * i, 4);
+    acc[i] += b;
+  }
+}
+
+namespace {
+template <class T, class F>
+void elementwise(T* acc, const std::byte* src, std::size_t n, F f) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    T b;
+    std::memcpy(&b, src + sizeof(T) * i, sizeof(T));
+    acc[i] = f(acc[i], b);
+  }
+}
+}  // namespace
+
+bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+             std::size_t count) noexcept {
+  using proto::ElemType;
+  using proto::WireOp;
+  if (t == ElemType::i32) {
+    auto* a = static_cast<std::int32_t*>(acc);
+    if (op == WireOp::sum) return add_i32_wrap(a, src, count);
+    if (op == WireOp::max) elementwise(a, src, count, [](auto x, auto y) { return x < y ? y : x; });
+    if (op == WireOp::min) elementwise(a, src, count, [](auto x, auto y) { return y < x ? y : x; });
+    return false;
+  }
+  if (t == ElemType::f32) {
+    auto* a = static_cast<float*>(acc);
+    if (op == WireOp::sum) add_f32(a, src, count);
+    // NaN propagates: a NaN operand wins so a poisoned input is never hidden.
+    if (op == WireOp::max)
+      elementwise(a, src, count, [](float x, float y) { return (x < y || y != y) ? y : x; });
+    if (op == WireOp::min)
+      elementwise(a, src, count, [](float x, float y) { return (y < x || y != y) ? y : x; });
+  }
+  return false;
+}
+
+std::int32_t fx32_block_exponent(const float* x, std::size_t n) noexcept {
+  std::int32_t e = kFxZeroBlock;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return kFxNonFinite;
+    if (x[i] == 0.0f) continue;
+    int ex = 0;
+    std::frexp(x[i], &ex);  // |x| = f * 2^ex, f in [0.5, 1): |x| < 2^ex
+    if (ex > e) e = ex;
+  }
+  return e;
+}
+
+int fx32_headroom(std::uint32_t contributors) noexcept {
+  int h = 0;
+  while ((std::uint64_t(1) << h) < contributors) ++h;
+  return h;
+}
+
+void fx32_encode(const float* x, std::size_t n, std::int32_t e, int h, std::int32_t* q) noexcept {
+  if (e <= kFxZeroBlock) {
+    std::memset(q, 0, n * sizeof(std::int32_t));
+    return;
+  }
+  int shift = 30 - h - e;
+  for (std::size_t i = 0; i < n; ++i)
+    q[i] = static_cast<std::int32_t>(std::nearbyint(std::ldexp(double(x[i]), shift)));
+}
+
+void fx32_decode(const std::int32_t* q, std::size_t n, std::int32_t e, int h, float* x) noexcept {
+  if (e <= kFxZeroBlock) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = 0.0f;
+    return;
+  }
+  int shift = e - 30 + h;
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(std::ldexp(double(q[i]), shift));
+}
+
+}  // namespace inc::sw

@@ -1,0 +1,40 @@
+// Switch arithmetic, explicit as on switch silicon: what a slot can add and how.
+//  * i32 sum: two's-complement wrap-around (exact modulo 2^32, hence order-independent), plus a
+//    sticky overflow flag raised when any partial sum left the i32 range. flag == 0 proves the
+//    result is the exact integer sum; flag == 1 means some partial sum wrapped (the value is
+//    still exact modulo 2^32 and may be right if later terms brought it back).
+//  * f32 sum: IEEE binary32 adds in arrival order (not reproducible across runs).
+//  * i32/f32 min/max; raw copy (replication only).
+//  * fx32: f32 carried as i32 fixed point with a per-block shared exponent agreed in a first
+//    round (SwitchML), so the switch only adds integers and the result does not depend on the
+//    arrival order or tree shape. The conversions run on the workers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/proto/packet.hpp"
+
+namespace inc::sw {
+
+// acc[i] = acc[i] (op) src[i]; `src` may be unaligned (packet payload). Returns true if an i32
+// sum wrapped. For raw/copy, does nothing (replication never combines).
+bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+             std::size_t count) noexcept;
+
+bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept;
+void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;
+
+// fx32 block conversions.
+inline constexpr std::int32_t kFxZeroBlock = -100000;    // exponent of an all-zero block
+inline constexpr std::int32_t kFxNonFinite = 0x7FFFFFFF;  // a block holds NaN or infinity
+// Smallest e with |x| < 2^e for every x of the block (kFxZeroBlock if all are zero).
+std::int32_t fx32_block_exponent(const float* x, std::size_t n) noexcept;
+// Headroom bits so that `contributors` values of magnitude <= 2^(30-h) sum without overflow.
+int fx32_headroom(std::uint32_t contributors) noexcept;
+// q[i] = round_half_even(x[i] * 2^(30 - h - e)); requires e to be >= every block exponent.
+void fx32_encode(const float* x, std::size_t n, std::int32_t e, int h, std::int32_t* q) noexcept;
+// x[i] = (float)(q[i] * 2^(e - 30 + h)), one rounding.
+void fx32_decode(const std::int32_t* q, std::size_t n, std::int32_t e, int h, float* x) noexcept;
+
+}  // namespace inc::sw

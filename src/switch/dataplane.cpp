@@ -1,0 +1,649 @@
+#include "src/switch/dataplane.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "src/switch/arith.hpp"
+
+namespace inc::sw {
+
+using proto::ElemType;
+using proto::Header;
+using proto::PacketType;
+using proto::PacketView;
+using proto::Reason;
+using proto::WireOp;
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
+  cfg_.slot_elems = std::clamp<std::uint32_t>(cfg_.slot_elems, 1, proto::kMaxPayloadBytes / 4);
+  cells_.assign(std::size_t(cfg_.slots) * 2 * cfg_.slot_elems, 0);
+  copies_.assign(std::size_t(cfg_.slots) * 2, Copy{});
+  owner_.assign(cfg_.slots, 0);
+}
+
+std::uint32_t SwitchDataPlane::new_epoch() {
+  // Unique per (incarnation, admission): a restarted switch (new incarnation) or a reset job
+  // hands out epochs that old packets cannot carry, except with probability 2^-32.
+  for (;;) {
+    auto e = std::uint32_t(splitmix64(cfg_.incarnation * 0x100000001B3ull + ++epochs_issued_));
+    if (e != 0) return e;
+  }
+}
+
+void SwitchDataPlane::init_copies(const Job& j) {
+  // Before its first use, each copy looks like it completed chunk (first chunk - 2 x slots),
+  // so the first contribution of its first chunk is accepted as "the next use".
+  const std::uint32_t S = j.spec.slots;
+  for (std::uint32_t s = 0; s < S; ++s)
+    for (std::uint32_t c = 0; c < 2; ++c) {
+      Copy& cp = copies_[(j.base + s) * 2 + c];
+      cp = Copy{};
+      cp.seq = s + c * S - 2 * S;
+      cp.st = kComplete;
+    }
+}
+
+Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
+  if (spec.members == 0 || spec.members > proto::kMaxMembers) return Reason::bad_member;
+  if (spec.slots == 0 || spec.slots > 0xFFFF) return Reason::bad_slot;
+  if (spec.parent_member != proto::kNoMember && !cfg_.parent.valid()) return Reason::bad_field;
+  if (Job* j = find(spec.job)) return j->spec == spec ? Reason::ok : Reason::job_exists;
+  // First fit over the pool.
+  std::uint32_t run = 0, base = 0;
+  bool found = false;
+  for (std::uint32_t s = 0; s < cfg_.slots; ++s) {
+    if (owner_[s] != 0) {
+      run = 0;
+      continue;
+    }
+    if (run == 0) base = s;
+    if (++run == spec.slots) {
+      found = true;
+      break;
+    }
+  }
+  if (!found) return Reason::no_slots;
+  for (std::uint32_t s = base; s < base + spec.slots; ++s) owner_[s] = spec.job + 1;
+  Job& j = jobs_[spec.job];
+  j.spec = spec;
+  j.dynamic = dynamic;
+  j.base = base;
+  j.epoch = new_epoch();
+  j.members.assign(spec.members, Member{});
+  j.last_active = now;
+  init_copies(j);
+  ++c_.jobs_admitted;
+  return Reason::ok;
+}
+
+bool SwitchDataPlane::release(std::uint32_t job) {
+  Job* j = find(job);
+  if (!j) return false;
+  for (std::uint32_t s = j->base; s < j->base + j->spec.slots; ++s) owner_[s] = 0;
+  jobs_.erase(job);
+  ++c_.jobs_released;
+  return true;
+}
+
+void SwitchDataPlane::reset_job(Job& j) {
+  j.epoch = new_epoch();
+  for (auto& m : j.members) m = Member{};
+  j.parent_joined = false;
+  j.parent_epoch = 0;
+  j.failed = false;
+  j.fail_reason = Reason::ok;
+  init_copies(j);
+  ++c_.job_resets;
+}
+
+std::uint32_t SwitchDataPlane::job_epoch(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? 0 : it->second.epoch;
+}
+
+// ---- output helpers ---------------------------------------------------------------------------
+
+std::size_t SwitchDataPlane::emit(Job* j, Endpoint to, std::size_t size) {
+  ++c_.packets_out;
+  c_.bytes_out += size;
+  if (j) {
+    ++j->c.packets_out;
+    j->c.bytes_out += size;
+  }
+  return out_.commit(to, size);
+}
+
+void SwitchDataPlane::drop(Job* j, Reason r) {
+  ++c_.drops;
+  ++c_.drops_by_reason[static_cast<unsigned>(r)];
+  if (j) ++j->c.drops;
+}
+
+void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header& req) {
+  Header h;
+  h.type = t;
+  h.member = req.member;
+  h.job = req.job;
+  h.epoch = j ? j->epoch : 0;
+  h.chunk = req.chunk;
+  h.slot = req.slot;
+  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  emit(j, to, proto::kHeaderBytes);
+}
+
+void SwitchDataPlane::nack(Job* j, Endpoint to, const Header& req, Reason r, std::uint32_t detail) {
+  Header h;
+  h.type = PacketType::nack;
+  h.reason = r;
+  h.member = req.member;
+  h.job = req.job;
+  h.epoch = j ? j->epoch : 0;
+  h.chunk = req.chunk;
+  h.slot = req.slot;
+  h.aux = std::uint32_t(req.type) | (detail << 8);
+  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  emit(j, to, proto::kHeaderBytes);
+}
+
+void SwitchDataPlane::send_join_ack(Job& j, Endpoint to) {
+  proto::JoinInfo info;
+  info.slots = j.spec.slots;
+  info.slot_elems = cfg_.slot_elems;
+  info.members = j.spec.members;
+  info.caps = cfg_.caps;
+  if (j.has_parent()) {
+    info.slot_elems = std::min(info.slot_elems, j.parent_info.slot_elems);
+    info.caps &= j.parent_info.caps;
+  }
+  Header h;
+  h.type = PacketType::join_ack;
+  h.elem = ElemType::raw;
+  h.job = j.spec.job;
+  h.epoch = j.epoch;
+  h.count = proto::kJoinInfoBytes;
+  std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kJoinInfoBytes);
+  proto::encode_header(h, p);
+  proto::write_join_info(info, p + proto::kHeaderBytes);
+  emit(&j, to, proto::kHeaderBytes + proto::kJoinInfoBytes);
+}
+
+void SwitchDataPlane::send_pending(Job& j, const Copy& cp, const Header& req, Endpoint to) {
+  Header h;
+  h.type = PacketType::pending;
+  h.elem = ElemType::raw;
+  h.flags = (cp.st & kAwaitParent) ? proto::flag::awaiting_parent : 0;
+  h.member = req.member;
+  h.job = j.spec.job;
+  h.epoch = j.epoch;
+  h.chunk = req.chunk;
+  h.slot = req.slot;
+  h.count = proto::kPendingBytes;
+  h.aux = j.spec.members;
+  std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kPendingBytes);
+  proto::encode_header(h, p);
+  proto::store_u64(p + proto::kHeaderBytes, cp.contrib);
+  emit(&j, to, proto::kHeaderBytes + proto::kPendingBytes);
+}
+
+namespace {
+Header result_header(std::uint32_t job, std::uint32_t epoch, std::uint32_t chunk,
+                     std::uint16_t slot) {
+  Header h;
+  h.type = PacketType::result;
+  h.member = proto::kNoMember;
+  h.job = job;
+  h.epoch = epoch;
+  h.chunk = chunk;
+  h.slot = slot;
+  return h;
+}
+}  // namespace
+
+void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to,
+                                  bool want) {
+  Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
+  h.elem = cp.elem;
+  h.op = cp.op;
+  if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
+  std::size_t payload = 0;
+  if ((cp.st & kHasData) && want) {
+    h.count = cp.count;
+    payload = std::size_t(cp.count) * proto::elem_size(cp.elem);
+  } else if (cp.elem != ElemType::none) {
+    h.flags |= proto::flag::elided;
+  }
+  std::byte* p = out_.reserve(proto::kHeaderBytes + payload);
+  proto::encode_header(h, p);
+  if (payload) std::memcpy(p + proto::kHeaderBytes, cells(idx), payload);
+  emit(&j, to, proto::kHeaderBytes + payload);
+}
+
+void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
+  // One encode per variant (with payload / elided), then the same bytes to every member.
+  std::size_t with_data = SIZE_MAX, without = SIZE_MAX;
+  for (std::uint16_t m = 0; m < j.spec.members; ++m) {
+    bool want = (cp.want >> m) & 1;
+    std::size_t& e = want ? with_data : without;
+    const Endpoint to = j.members[m].ep;
+    if (e == SIZE_MAX) {
+      send_result(j, cp, idx, to, want);
+      e = out_.entries().size() - 1;
+    } else {
+      out_.repeat(e, to);
+      const auto& ent = out_.entries()[e];
+      ++c_.packets_out;
+      c_.bytes_out += ent.size;
+      ++j.c.packets_out;
+      j.c.bytes_out += ent.size;
+    }
+  }
+}
+
+void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool resend) {
+  Header h;
+  h.type = PacketType::data;
+  h.member = j.spec.parent_member;
+  h.job = j.spec.job;
+  h.epoch = j.parent_epoch;
+  h.chunk = cp.seq;
+  h.slot = std::uint16_t(cp.seq % j.spec.slots);
+  if (cp.want) h.flags |= proto::flag::want_result;
+  if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
+  if (resend) h.flags |= proto::flag::retransmit;
+  std::size_t payload = 0;
+  if (cp.st & kHasData) {
+    h.elem = cp.elem;
+    h.op = cp.op;
+    h.count = cp.count;
+    payload = std::size_t(cp.count) * proto::elem_size(cp.elem);
+  }
+  std::byte* p = out_.reserve(proto::kHeaderBytes + payload);
+  proto::encode_header(h, p);
+  if (payload) std::memcpy(p + proto::kHeaderBytes, cells(idx), payload);
+  emit(&j, cfg_.parent, proto::kHeaderBytes + payload);
+  if (resend) {
+    ++c_.upstream_resent;
+    ++j.c.upstream_resent;
+  }
+}
+
+void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
+  ++c_.aggregations;
+  ++j.c.aggregations;
+  if (j.has_parent()) {
+    cp.st |= kAwaitParent;
+    forward_up(j, cp, idx, false);
+  } else {
+    cp.st |= kComplete;
+    ++c_.results;
+    ++j.c.results;
+    replicate(j, cp, idx);
+  }
+}
+
+void SwitchDataPlane::fail_job(Job& j, Reason r) {
+  if (j.failed) return;
+  j.failed = true;
+  j.fail_reason = r;
+  ++c_.jobs_failed;
+  Header req;
+  req.type = PacketType::data;
+  req.job = j.spec.job;
+  for (std::uint16_t m = 0; m < j.spec.members; ++m)
+    if (j.members[m].joined) {
+      req.member = m;
+      nack(&j, j.members[m].ep, req, Reason::job_failed, std::uint32_t(r));
+    }
+}
+
+// ---- input ------------------------------------------------------------------------------------
+
+void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now) {
+  now_ = now;
+  ++c_.packets_in;
+  c_.bytes_in += bytes.size();
+  PacketView v;
+  Reason r = proto::decode(bytes, v);
+  if (r != Reason::ok) return drop(nullptr, r);
+  switch (v.h.type) {
+    case PacketType::data:
+      if (from == cfg_.parent) return drop(nullptr, Reason::wrong_source);
+      return handle_data(v, from);
+    case PacketType::join:
+      if (from == cfg_.parent) return drop(nullptr, Reason::wrong_source);
+      return handle_join(v, from);
+    case PacketType::leave:
+      return handle_leave(v, from);
+    case PacketType::result:
+    case PacketType::join_ack:
+    case PacketType::nack:
+    case PacketType::pending:
+    case PacketType::leave_ack:
+      return handle_from_parent(v, from);
+    case PacketType::admit:
+    case PacketType::release:
+      return handle_control(v, from, now);
+    case PacketType::admit_ack:
+    case PacketType::release_ack:
+      return drop(nullptr, Reason::unexpected);
+  }
+}
+
+void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  Job* j = find(h.job);
+  if (!j) {
+    drop(nullptr, Reason::unknown_job);
+    return nack(nullptr, from, h, Reason::unknown_job);
+  }
+  ++j->c.packets_in;
+  j->c.bytes_in += proto::kHeaderBytes;
+  j->last_active = now_;
+  if (h.member >= j->spec.members) {
+    drop(j, Reason::bad_member);
+    return nack(j, from, h, Reason::bad_member);
+  }
+  // A join naming a newer session starts the job afresh (new epoch, empty slots); an older
+  // session is refused so that a late join of a finished run cannot disturb the current one.
+  if (!j->session_set) {
+    j->session = h.aux;
+    j->session_set = true;
+  } else if (h.aux != j->session) {
+    if (proto::chunk_distance(h.aux, j->session) < 0) {
+      drop(j, Reason::stale_epoch);
+      return nack(j, from, h, Reason::stale_epoch);
+    }
+    reset_job(*j);
+    j->session = h.aux;
+  }
+  Member& m = j->members[h.member];
+  m.ep = from;
+  m.joined = true;
+  m.left = false;
+  if (j->has_parent() && !j->parent_joined) {
+    // Join upward first; the member retries its join until the whole path is ready.
+    Header up;
+    up.type = PacketType::join;
+    up.flags = h.flags & proto::flag::retransmit;
+    up.member = j->spec.parent_member;
+    up.job = j->spec.job;
+    up.aux = j->session;
+    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
+    emit(j, cfg_.parent, proto::kHeaderBytes);
+    return;
+  }
+  if (j->failed) return nack(j, from, h, Reason::job_failed, std::uint32_t(j->fail_reason));
+  send_join_ack(*j, from);
+}
+
+void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  Job* j = find(h.job);
+  if (!j) {
+    drop(nullptr, Reason::unknown_job);
+    return nack(nullptr, from, h, Reason::unknown_job);
+  }
+  Job& J = *j;
+  ++J.c.packets_in;
+  J.c.bytes_in += proto::kHeaderBytes + v.payload.size();
+  J.last_active = now_;
+  if (h.flags & proto::flag::retransmit) {
+    ++c_.retransmissions;
+    ++J.c.retransmissions;
+  }
+  if (J.failed) {
+    drop(j, Reason::job_failed);
+    return nack(j, from, h, Reason::job_failed, std::uint32_t(J.fail_reason));
+  }
+  Reason r = proto::validate(
+      h, {J.spec.job, J.epoch, J.spec.slots, J.spec.members, slot_bytes()});
+  if (r != Reason::ok) {
+    drop(j, r);
+    if (r == Reason::stale_epoch) nack(j, from, h, r);
+    return;
+  }
+  const Member& mem = J.members[h.member];
+  if (!mem.joined || mem.ep != from) {
+    drop(j, Reason::not_joined);
+    return nack(j, from, h, Reason::not_joined);
+  }
+  if (h.elem != ElemType::none && !(proto::required_cap(h.elem, h.op) & cfg_.caps)) {
+    drop(j, Reason::unsupported);
+    return nack(j, from, h, Reason::unsupported);
+  }
+  const std::uint32_t S = J.spec.slots;
+  const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+  Copy& cp = copies_[idx];
+  std::int32_t d = proto::chunk_distance(h.chunk, cp.seq);
+  if (d == std::int32_t(2 * S)) {
+    // Next use of this copy. Legitimate only once the previous use completed: a member sends
+    // chunk c only after it holds the result of chunk c - S, which every member sent only after
+    // holding the result of chunk c - 2S; so nobody can still need the old result.
+    // The sender also holds the result of chunk c - S, held by the other copy of the slot.
+    const Copy& other = copies_[idx ^ 1];
+    if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
+      return drop(j, Reason::out_of_window);
+    cp.seq = h.chunk;
+    cp.contrib = cp.want = 0;
+    cp.n = cp.count = 0;
+    cp.elem = ElemType::none;
+    cp.op = WireOp::none;
+    cp.st = 0;
+    d = 0;
+  }
+  if (d < 0) return drop(j, Reason::stale_chunk);  // a late copy; its sender has the result
+  if (d != 0) return drop(j, Reason::out_of_window);
+
+  const std::uint64_t bit = std::uint64_t(1) << h.member;
+  if (cp.contrib & bit) {
+    ++c_.duplicates;
+    ++J.c.duplicates;
+    if (cp.st & kComplete) {
+      ++c_.results_resent;
+      ++J.c.results_resent;
+      return send_result(J, cp, idx, from, h.flags & proto::flag::want_result);
+    }
+    if (cp.st & kAwaitParent) forward_up(J, cp, idx, true);
+    if (h.flags & proto::flag::retransmit) send_pending(J, cp, h, from);
+    return;
+  }
+  if (h.elem != ElemType::none) {
+    if (cp.st & kHasData) {
+      if (cp.elem != h.elem || cp.op != h.op || cp.count != h.count || h.elem == ElemType::raw) {
+        drop(j, Reason::mismatch);
+        return nack(j, from, h, Reason::mismatch,
+                    std::uint32_t(cp.count) | std::uint32_t(cp.elem) << 16 |
+                        std::uint32_t(cp.op) << 20);
+      }
+      if (combine(h.elem, h.op, cells(idx), v.payload.data(), h.count)) cp.st |= kOverflow;
+    } else {
+      std::memcpy(cells(idx), v.payload.data(), v.payload.size());
+      cp.elem = h.elem;
+      cp.op = h.op;
+      cp.count = h.count;
+      cp.st |= kHasData;
+    }
+  }
+  if (h.flags & proto::flag::overflow) cp.st |= kOverflow;  // a child's partial sum wrapped
+  cp.contrib |= bit;
+  if (h.flags & proto::flag::want_result) cp.want |= bit;
+  if (++cp.n == J.spec.members) complete_local(J, cp, idx);
+}
+
+void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  Job* j = find(h.job);
+  if (!j) return send_empty(nullptr, from, PacketType::leave_ack, h);  // nothing to leave
+  ++j->c.packets_in;
+  j->c.bytes_in += proto::kHeaderBytes;
+  Reason r = proto::validate(
+      h, {j->spec.job, j->epoch, j->spec.slots, j->spec.members, slot_bytes()});
+  if (r != Reason::ok) return drop(j, r);
+  Member& m = j->members[h.member];
+  if (!m.joined || m.ep != from) return drop(j, Reason::not_joined);
+  m.left = true;
+  send_empty(j, from, PacketType::leave_ack, h);
+  bool all_left = std::all_of(j->members.begin(), j->members.end(),
+                              [](const Member& x) { return !x.joined || x.left; });
+  if (!all_left) return;
+  if (j->has_parent() && j->parent_joined) {
+    Header up;
+    up.type = PacketType::leave;
+    up.member = j->spec.parent_member;
+    up.job = j->spec.job;
+    up.epoch = j->parent_epoch;
+    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
+    emit(j, cfg_.parent, proto::kHeaderBytes);
+  }
+  if (j->dynamic) release(h.job);
+}
+
+void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  if (!cfg_.parent.valid() || from != cfg_.parent) return drop(nullptr, Reason::wrong_source);
+  Job* j = find(h.job);
+  if (!j) return drop(nullptr, Reason::unknown_job);
+  Job& J = *j;
+  ++J.c.packets_in;
+  J.c.bytes_in += proto::kHeaderBytes + v.payload.size();
+  if (!J.has_parent()) return drop(j, Reason::unexpected);
+  switch (h.type) {
+    case PacketType::join_ack: {
+      auto info = proto::read_join_info(v.payload);
+      if (J.parent_joined) {
+        if (h.epoch != J.parent_epoch) fail_job(J, Reason::stale_epoch);
+        return;
+      }
+      if (info.slots != J.spec.slots || info.slot_elems == 0) return fail_job(J, Reason::mismatch);
+      J.parent_joined = true;
+      J.parent_epoch = h.epoch;
+      J.parent_info = info;
+      for (auto& m : J.members)
+        if (m.joined && !m.left) send_join_ack(J, m.ep);
+      return;
+    }
+    case PacketType::result: {
+      if (!J.parent_joined || h.epoch != J.parent_epoch) return drop(j, Reason::stale_epoch);
+      if (h.slot >= J.spec.slots || h.chunk % J.spec.slots != h.slot)
+        return drop(j, Reason::bad_slot);
+      if (std::size_t(h.count) * proto::elem_size(h.elem) > slot_bytes())
+        return drop(j, Reason::too_large);
+      const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / J.spec.slots) & 1);
+      Copy& cp = copies_[idx];
+      if (cp.seq != h.chunk) return drop(j, Reason::stale_chunk);
+      if (cp.st & kComplete) {
+        ++c_.duplicates;
+        ++J.c.duplicates;
+        return;
+      }
+      if (!(cp.st & kAwaitParent)) return drop(j, Reason::unexpected);
+      if (h.flags & proto::flag::elided) {
+        cp.st &= std::uint8_t(~kHasData);
+      } else if (h.elem != ElemType::none) {
+        std::memcpy(cells(idx), v.payload.data(), v.payload.size());
+        cp.elem = h.elem;
+        cp.op = h.op;
+        cp.count = h.count;
+        cp.st |= kHasData;
+      }
+      if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
+      cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
+      ++c_.results;
+      ++J.c.results;
+      return replicate(J, cp, idx);
+    }
+    case PacketType::nack:
+      // A refusal of our join before the parent admitted the job is not fatal: children retry.
+      if ((h.aux & 0xFF) == std::uint32_t(PacketType::join) && !J.parent_joined &&
+          h.reason == Reason::unknown_job)
+        return;
+      if ((h.aux & 0xFF) == std::uint32_t(PacketType::leave)) return;
+      return fail_job(J, h.reason);
+    case PacketType::pending:
+    case PacketType::leave_ack:
+      return;
+    default:
+      return drop(j, Reason::unexpected);
+  }
+}
+
+void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos now) {
+  const Header& h = v.h;
+  const std::uint64_t key = proto::load_u64(v.payload.data());
+  // Constant-time comparison: the key is a shared secret.
+  if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
+    return drop(nullptr, Reason::control_refused);
+  if (h.type == PacketType::release) {
+    release(h.job);
+    return send_empty(nullptr, from, PacketType::release_ack, h);
+  }
+  auto a = proto::read_admit_info(v.payload);
+  JobSpec spec{h.job, a.members, a.slots, a.parent_member};
+  Reason r = admit(spec, now, true);
+  if (r != Reason::ok) {
+    drop(nullptr, r);
+    return nack(nullptr, from, h, r);
+  }
+  send_empty(find(h.job), from, PacketType::admit_ack, h);
+}
+
+void SwitchDataPlane::on_tick(Nanos now) {
+  now_ = now;
+  if (cfg_.idle_timeout <= 0) return;
+  std::vector<std::uint32_t> expired;
+  for (auto& [id, j] : jobs_)
+    if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
+  for (auto id : expired) {
+    release(id);
+    ++c_.jobs_expired;
+  }
+}
+
+SwitchSnapshot SwitchDataPlane::snapshot() const {
+  SwitchSnapshot s;
+  s.counters = c_;
+  s.slots_total = cfg_.slots;
+  s.slot_elems = cfg_.slot_elems;
+  s.incarnation = cfg_.incarnation;
+  for (const auto& [id, j] : jobs_) {
+    JobSnapshot js;
+    js.spec = j.spec;
+    js.dynamic = j.dynamic;
+    js.epoch = j.epoch;
+    js.slot_base = j.base;
+    for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
+      if (!(copies_[i].st & kComplete)) ++js.busy_copies;
+    js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),
+                                            [](const Member& m) { return m.joined && !m.left; }));
+    js.parent_joined = j.parent_joined;
+    js.failed = j.failed;
+    js.fail_reason = j.fail_reason;
+    js.counters = j.c;
+    s.slots_allocated += j.spec.slots;
+    s.jobs.push_back(js);
+  }
+  std::sort(s.jobs.begin(), s.jobs.end(),
+            [](const JobSnapshot& a, const JobSnapshot& b) { return a.spec.job < b.spec.job; });
+  return s;
+}
+
+std::string Endpoint::str() const {
+  if (!valid()) return "none";
+  if (!is_ipv4()) return "node" + std::to_string(id - 1);
+  std::uint32_t a = ipv4_addr();
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." +
+         std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255) + ":" +
+         std::to_string(port());
+}
+
+}  // namespace inc::sw

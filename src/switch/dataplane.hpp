@@ -1,0 +1,174 @@
+// The Core-INC switch data plane as a sans-IO state machine: it takes a packet (and the time,
+// for idle-job expiry) and queues the packets to send in its Outbox. It never touches a socket
+// or a clock, so the UDP daemon, the simulated network in the tests and the performance
+// simulator all run this same code (ENGINEERING.md section 1).
+//
+// Aggregator memory is a fixed SlotPool: `slots` slots of `slot_elems` 4-byte cells, each slot
+// with two copies (SwitchML's shadow copy). A job owns a contiguous range of slots. Chunk c of a
+// job's stream lives in slot (c mod S) and copy ((c / S) mod 2), where S is the job's slot
+// count. Each copy remembers the chunk it holds, so the switch checks, rather than trusts, the
+// worker discipline; see docs/PROTOCOL.md ("exactly once").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/proto/packet.hpp"
+#include "src/switch/common.hpp"
+
+namespace inc::sw {
+
+struct SwitchConfig {
+  std::uint32_t slots = 1024;      // slots in the pool
+  std::uint32_t slot_elems = 256;  // 4-byte cells per slot copy (payload of one chunk)
+  std::uint32_t caps = proto::cap::all;
+  std::uint64_t incarnation = 1;   // distinct per start of the switch: epochs derive from it
+  Endpoint parent{};               // parent switch (hierarchy); invalid = this switch is a root
+  std::uint64_t control_key = 0;   // admit/release need this key; 0 = control disabled
+  Nanos idle_timeout = 0;          // release dynamically admitted jobs idle this long (0: never)
+};
+
+struct JobSpec {
+  std::uint32_t job = 0;
+  std::uint16_t members = 0;  // members attached to this switch (workers or child switches)
+  std::uint32_t slots = 0;    // slots of the job, the same at every switch of its tree
+  std::uint16_t parent_member = proto::kNoMember;  // member id at the parent; none = root
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+};
+
+struct TrafficCounters {
+  std::uint64_t packets_in = 0, packets_out = 0, bytes_in = 0, bytes_out = 0;
+  std::uint64_t aggregations = 0;    // chunks whose members all contributed here
+  std::uint64_t results = 0;         // chunks completed (root) or whose parent result arrived
+  std::uint64_t retransmissions = 0; // packets flagged as retransmissions
+  std::uint64_t duplicates = 0;      // contributions already counted (never added twice)
+  std::uint64_t results_resent = 0;  // results sent again to a member that missed them
+  std::uint64_t upstream_resent = 0; // partial aggregates sent to the parent again
+  std::uint64_t drops = 0;
+};
+
+struct SwitchCounters : TrafficCounters {
+  std::array<std::uint64_t, proto::kNumReasons> drops_by_reason{};
+  std::uint64_t jobs_admitted = 0, jobs_released = 0, jobs_expired = 0, jobs_failed = 0;
+  std::uint64_t job_resets = 0;
+};
+
+struct JobSnapshot {
+  JobSpec spec;
+  bool dynamic = false;
+  std::uint32_t epoch = 0;
+  std::uint32_t slot_base = 0;
+  std::uint32_t busy_copies = 0;  // copies holding an aggregation in progress
+  std::uint16_t joined = 0;
+  bool parent_joined = false;
+  bool failed = false;
+  proto::Reason fail_reason = proto::Reason::ok;
+  TrafficCounters counters;
+};
+
+struct SwitchSnapshot {
+  SwitchCounters counters;
+  std::uint32_t slots_total = 0, slots_allocated = 0, slot_elems = 0;
+  std::uint64_t incarnation = 0;
+  std::vector<JobSnapshot> jobs;
+};
+
+class SwitchDataPlane {
+ public:
+  explicit SwitchDataPlane(const SwitchConfig& cfg);
+
+  // Admit a job (from configuration, or from an admit control packet when dynamic).
+  proto::Reason admit(const JobSpec& spec, Nanos now, bool dynamic = false);
+  bool release(std::uint32_t job);
+
+  void on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now);
+  void on_tick(Nanos now);
+
+  Outbox& outbox() { return out_; }
+  const SwitchCounters& counters() const { return c_; }
+  SwitchSnapshot snapshot() const;
+  const SwitchConfig& config() const { return cfg_; }
+  // The epoch workers of `job` must carry (0 if not admitted); for tests and tools.
+  std::uint32_t job_epoch(std::uint32_t job) const;
+
+ private:
+  struct Member {
+    Endpoint ep{};
+    bool joined = false;
+    bool left = false;
+  };
+  struct Copy {
+    std::uint32_t seq = 0;      // chunk held (or last held) by this copy
+    std::uint64_t contrib = 0;  // members whose contribution was added
+    std::uint64_t want = 0;     // members that want the result payload
+    std::uint16_t n = 0;        // popcount(contrib)
+    std::uint16_t count = 0;    // elements held
+    proto::ElemType elem = proto::ElemType::none;
+    proto::WireOp op = proto::WireOp::none;
+    std::uint8_t st = 0;        // kComplete | kHasData | kOverflow | kAwaitParent
+  };
+  static constexpr std::uint8_t kComplete = 1, kHasData = 2, kOverflow = 4, kAwaitParent = 8;
+  struct Job {
+    JobSpec spec;
+    bool dynamic = false;
+    std::uint32_t epoch = 0;
+    std::uint32_t session = 0;
+    bool session_set = false;
+    std::uint32_t base = 0;
+    std::vector<Member> members;
+    bool parent_joined = false;
+    std::uint32_t parent_epoch = 0;
+    proto::JoinInfo parent_info{};
+    bool failed = false;
+    proto::Reason fail_reason = proto::Reason::ok;
+    Nanos last_active = 0;
+    TrafficCounters c;
+    bool has_parent() const { return spec.parent_member != proto::kNoMember; }
+  };
+
+  void handle_join(const proto::PacketView& v, Endpoint from);
+  void handle_data(const proto::PacketView& v, Endpoint from);
+  void handle_leave(const proto::PacketView& v, Endpoint from);
+  void handle_from_parent(const proto::PacketView& v, Endpoint from);
+  void handle_control(const proto::PacketView& v, Endpoint from, Nanos now);
+
+  void complete_local(Job& j, Copy& cp, std::uint32_t idx);
+  void forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool resend);
+  void replicate(Job& j, const Copy& cp, std::uint32_t idx);
+  void send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to, bool want);
+  void send_join_ack(Job& j, Endpoint to);
+  void send_pending(Job& j, const Copy& cp, const proto::Header& req, Endpoint to);
+  void nack(Job* j, Endpoint to, const proto::Header& req, proto::Reason r,
+            std::uint32_t detail = 0);
+  void send_empty(Job* j, Endpoint to, proto::PacketType t, const proto::Header& req);
+  std::size_t emit(Job* j, Endpoint to, std::size_t size);
+  void drop(Job* j, proto::Reason r);
+  void fail_job(Job& j, proto::Reason r);
+  void reset_job(Job& j);
+  void init_copies(const Job& j);
+  std::uint32_t new_epoch();
+  std::uint32_t slot_bytes() const { return cfg_.slot_elems * 4; }
+  std::byte* cells(std::uint32_t idx) {
+    return reinterpret_cast<std::byte*>(cells_.data() + std::size_t(idx) * cfg_.slot_elems);
+  }
+  Job* find(std::uint32_t job) {
+    auto it = jobs_.find(job);
+    return it == jobs_.end() ? nullptr : &it->second;
+  }
+
+  SwitchConfig cfg_;
+  std::vector<std::uint32_t> cells_;   // slots x 2 copies x slot_elems
+  std::vector<Copy> copies_;           // slots x 2
+  std::vector<std::uint32_t> owner_;   // per slot: job id + 1, or 0 if free (allocation only)
+  std::unordered_map<std::uint32_t, Job> jobs_;
+  std::uint64_t epochs_issued_ = 0;
+  Outbox out_;
+  SwitchCounters c_;
+  Nanos now_ = 0;
+};
+
+}  // namespace inc::sw

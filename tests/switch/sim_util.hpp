@@ -1,0 +1,108 @@
+// Helpers shared by the simulated-network tests: build flat and two-level clusters, make
+// inputs, compute exact references.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "src/switch/arith.hpp"
+#include "src/switch/simnet.hpp"
+
+namespace inc::sw::testing {
+
+inline WorkerConfig worker_cfg(std::uint32_t job, std::uint16_t member, Endpoint sw) {
+  WorkerConfig w;
+  w.job = job;
+  w.member = member;
+  w.switch_ep = sw;
+  w.rto_initial = 100'000;          // 100 us simulated
+  w.rto_max = 2 * kMillisecond;
+  w.progress_timeout = 2 * kSecond;  // simulated time: never reached unless something is wrong
+  w.join_timeout = 2 * kSecond;
+  return w;
+}
+
+struct Topo {
+  std::unique_ptr<SimCluster> c;
+  std::vector<Endpoint> switches;
+  // Worker rank r is worker index r.
+};
+
+// One switch (node 0), n workers.
+inline Topo flat(std::uint64_t seed, const SimFaults& f, std::uint16_t n, std::uint32_t slots,
+                 std::uint32_t slot_elems, std::uint32_t job = 7, std::uint32_t caps = proto::cap::all) {
+  Topo t;
+  t.c = std::make_unique<SimCluster>(seed, f);
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = slot_elems;
+  sc.incarnation = seed * 2 + 1;
+  sc.caps = caps;
+  t.switches.push_back(t.c->add_switch(sc));
+  EXPECT_EQ(t.c->sw(0).admit({job, n, slots}, 0), proto::Reason::ok);
+  for (std::uint16_t m = 0; m < n; ++m) t.c->add_worker(worker_cfg(job, m, t.switches[0]));
+  return t;
+}
+
+// Spine (node 0) with leaves (nodes 1..L); leaf l has per_leaf[l] workers. Worker ranks are
+// numbered leaf by leaf. A leaf may have a different slot size than the spine.
+inline Topo two_level(std::uint64_t seed, const SimFaults& f, const std::vector<std::uint16_t>& per_leaf,
+                      std::uint32_t slots, std::uint32_t slot_elems, std::uint32_t job = 7) {
+  Topo t;
+  t.c = std::make_unique<SimCluster>(seed, f);
+  SwitchConfig spine;
+  spine.slots = 64;
+  spine.slot_elems = slot_elems;
+  spine.incarnation = seed * 2 + 1;
+  t.switches.push_back(t.c->add_switch(spine));
+  EXPECT_EQ(t.c->sw(0).admit({job, std::uint16_t(per_leaf.size()), slots}, 0), proto::Reason::ok);
+  for (std::size_t l = 0; l < per_leaf.size(); ++l) {
+    SwitchConfig leaf = spine;
+    leaf.slot_elems = slot_elems + 8 * std::uint32_t(l);  // the path minimum must win
+    leaf.incarnation = seed * 2 + 3 + l;
+    leaf.parent = t.switches[0];
+    t.switches.push_back(t.c->add_switch(leaf));
+    EXPECT_EQ(t.c->sw(l + 1).admit({job, per_leaf[l], slots, std::uint16_t(l)}, 0),
+              proto::Reason::ok);
+  }
+  for (std::size_t l = 0; l < per_leaf.size(); ++l)
+    for (std::uint16_t m = 0; m < per_leaf[l]; ++m)
+      t.c->add_worker(worker_cfg(job, m, t.switches[l + 1]));
+  return t;
+}
+
+template <class T>
+std::span<const std::byte> cbytes(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+template <class T>
+std::span<std::byte> wbytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
+}
+
+// The fx32 result every member must get, computed block by block from all inputs.
+inline std::vector<float> fx32_reference(const std::vector<std::vector<float>>& in,
+                                         std::size_t first, std::size_t count,
+                                         std::uint32_t block, std::uint32_t contributors) {
+  std::vector<float> out(count);
+  const int h = fx32_headroom(contributors);
+  for (std::size_t b0 = 0; b0 < count; b0 += block) {
+    std::size_t len = std::min<std::size_t>(block, count - b0);
+    std::int32_t e = kFxZeroBlock;
+    for (const auto& x : in) e = std::max(e, fx32_block_exponent(x.data() + first + b0, len));
+    std::vector<std::int32_t> sum(len, 0), q(len);
+    for (const auto& x : in) {
+      fx32_encode(x.data() + first + b0, len, e, h, q.data());
+      for (std::size_t i = 0; i < len; ++i) sum[i] += q[i];
+    }
+    fx32_decode(sum.data(), len, e, h, out.data() + b0);
+  }
+  return out;
+}
+
+}  // namespace inc::sw::testing
