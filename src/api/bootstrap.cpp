@@ -99,8 +99,8 @@ std::optional<Found> read_source(const EnvLookup& env, const SourceVars& s) {
   auto rank = get(env, rank_var);
   auto size = get(env, size_var);
   if (&s == &kSlurm && !size) {
-    size_var = "SLURM_NPROCS";  // older Slurm
-    size = get(env, size_var);
+    size = get(env, "SLURM_NPROCS");  // older Slurm
+    size_var = size ? "SLURM_NPROCS" : "SLURM_NTASKS (or SLURM_NPROCS)";
   }
   if (!rank && !size) return std::nullopt;
   if (!rank)
