@@ -334,9 +334,12 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
       params.in_place = c.send == c.recv;
       break;
     case Collective::reduce_scatter:
+      // NCCL's in-place layout: the result lands in this rank's shard of the send buffer;
+      // the schedule then works on the whole buffer (see schedule.hpp).
       params.in_place = c.count > 0 && static_cast<const std::byte*>(c.send) +
                                                static_cast<std::size_t>(st->rank) * c.count * esz ==
                                            c.recv;
+      if (params.in_place) out = const_cast<void*>(c.send);
       break;
     case Collective::allgather:
       params.in_place = c.count > 0 && static_cast<const std::byte*>(c.recv) +

@@ -339,9 +339,11 @@ void Engine::complete(CollOp& op, std::uint32_t i) {
 
 void Engine::finish(CollOp& op) {
   const auto& p = op.params;
-  if (p.op == ReduceOp::avg && p.nranks > 1) {
-    if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
-      numerics::divide(p.dtype, op.output, p.count, static_cast<std::uint64_t>(p.nranks));
+  if (p.op == ReduceOp::avg && p.nranks > 1 &&
+      (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)) {
+    Region r = result_region(p);
+    numerics::divide(p.dtype, region_ptr(op, r), r.bytes / size_of(p.dtype),
+                     static_cast<std::uint64_t>(p.nranks));
   }
   op.state_ = CollOp::State::succeeded;
   op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
