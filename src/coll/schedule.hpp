@@ -9,6 +9,19 @@
 //    run concurrently; this is what makes a segmented ring or chain pipelined.
 //  * Matching (point-to-point): the k-th `send` from rank a to rank b is received by the k-th `recv` or
 //    `recv_reduce` that rank b posts with peer a. Sizes must agree (executors check it).
+//  * A send is complete when its source may be overwritten. Schedules do not rely on sends
+//    completing before the matching receive is posted: every schedule built here also runs
+//    when a send completes only together with its receive (rendezvous), and when the sends
+//    on one (sender, receiver) pair complete in program order (run_local checks all of these).
+//  * Regions with bytes == 0 have no hazards; use `Op::fence` to order ops that move no data
+//    (barrier rounds).
+//  * In-place (`CollectiveParams::in_place`): the schedule uses BufferId::output only, and that
+//    buffer is the one in-place buffer, of input_bytes(p) == output_bytes(p) bytes, laid out as
+//    in NCCL: reduce_scatter: nranks x count (the caller's send buffer; this rank's shard at
+//    offset rank x count receives the result); allgather: nranks x count (this rank's
+//    contribution is already at offset rank x count); others: the buffer itself.
+//  * ReduceOp::avg is combined as sum; the caller divides result_region(p) by nranks afterwards
+//    (allreduce and reduce_scatter only).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +60,13 @@ struct Op {
   std::int32_t peer = -1;  // rank within the communicator, for send/recv/recv_reduce
   Region src{};
   Region dst{};
+  // Also wait for every earlier op of this rank (infer_dependencies adds the edges). Orders ops
+  // that move no data, e.g. the rounds of a barrier.
+  bool fence = false;
 };
+
+// "send to 3 output[64,+128)", for error messages.
+std::string to_string(const Op& op);
 
 // Which algorithm produced a schedule. `automatic` is resolved by `select_algorithm`.
 enum class Algorithm : std::uint8_t {
@@ -96,9 +115,14 @@ struct RankSchedule {
   std::vector<std::uint32_t> deps;
 };
 
-// Sizes in bytes of the input and output buffers a collective uses on each rank.
+// Sizes in bytes of the input and output buffers a collective uses on each rank. In-place,
+// both are the size of the one buffer (see the in-place rule above).
 std::uint64_t input_bytes(const CollectiveParams& p) noexcept;
 std::uint64_t output_bytes(const CollectiveParams& p) noexcept;
+// The part of BufferId::output that holds this rank's result: the whole output, except for
+// reduce_scatter in place (the rank's shard at offset rank x count). Divide it by nranks to
+// finish ReduceOp::avg for allreduce and reduce_scatter.
+Region result_region(const CollectiveParams& p) noexcept;
 
 // True if `algo` implements `coll` (automatic always does).
 bool supports(Collective coll, Algorithm algo) noexcept;
@@ -110,7 +134,20 @@ Algorithm select_algorithm(const CollectiveParams& p) noexcept;
 // combinations. Calls infer_dependencies before returning.
 RankSchedule build_schedule(const CollectiveParams& p);
 
-// Derive dependencies from region hazards (RAW, WAR, WAW) in program order.
+// Derive dependencies from region hazards (RAW, WAR, WAW) in program order, plus the edges of
+// `Op::fence`. O(n log n) in the number of ops (an interval map per buffer).
 void infer_dependencies(RankSchedule& s);
+
+// What one rank's schedule moves and computes; the analytical model reads these.
+struct ScheduleCounts {
+  std::uint64_t sends = 0, send_bytes = 0;
+  std::uint64_t recvs = 0, recv_bytes = 0;  // recv and recv_reduce
+  std::uint64_t reduce_bytes = 0;           // bytes combined on the host (recv_reduce, reduce)
+  std::uint64_t copy_bytes = 0;
+  std::uint64_t inc_ops = 0;
+  std::uint64_t inc_bytes = 0;  // contributed (src) bytes of inc ops
+  std::uint64_t ops = 0;
+};
+ScheduleCounts summarize(const RankSchedule& s) noexcept;
 
 }  // namespace inc::coll

@@ -1,0 +1,85 @@
+// Internal to inc_schedule: the per-algorithm schedule builders (algorithms.cpp) and the
+// helper they share to emit ops (segmentation, in-place buffer mapping, scratch sizing).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "coll/schedule.hpp"
+
+namespace inc::coll::detail {
+
+// Default largest message per algorithm (CollectiveParams::segment_bytes == 0).
+inline constexpr std::uint64_t kUnsegmented = ~std::uint64_t{0};
+inline constexpr std::uint64_t kRingSegment = 1u << 20;    // pipelined ring: 1 MiB
+inline constexpr std::uint64_t kChainSegment = 256u << 10;  // pipelined chain: 256 KiB
+inline constexpr std::uint64_t kIncSegment = 64u << 10;     // Core-INC switch operation: 64 KiB
+
+// Element range [begin, begin + size) of part i when `count` elements are split in `parts`
+// nearly equal parts (the first count % parts parts get one more element).
+struct Part {
+  std::uint64_t begin = 0;
+  std::uint64_t size = 0;
+};
+inline Part part(std::uint64_t count, std::uint64_t parts, std::uint64_t i) {
+  const std::uint64_t q = count / parts, r = count % parts;
+  return {i * q + std::min(i, r), q + (i < r ? 1 : 0)};
+}
+// Elements of the parts [first, first + n).
+inline Part parts(std::uint64_t count, std::uint64_t nparts, std::uint64_t first, std::uint64_t n) {
+  if (n == 0) return {part(count, nparts, first).begin, 0};
+  const Part a = part(count, nparts, first), b = part(count, nparts, first + n - 1);
+  return {a.begin, b.begin + b.size - a.begin};
+}
+
+// Emits one rank's ops. Transfers are split into messages of at most `seg` bytes (whole
+// elements); both ends of a transfer split the same region size the same way, so the k-th
+// pieces match. Zero-byte transfers emit nothing (both ends compute the same size).
+class Builder {
+ public:
+  Builder(const CollectiveParams& p, RankSchedule& s, std::uint64_t default_segment);
+
+  const CollectiveParams& p;
+  RankSchedule& s;
+  const int nranks, rank;
+  const std::uint64_t elem;  // bytes per element
+  const std::uint64_t seg;   // largest message, a multiple of elem
+
+  // Regions in element units of the caller's buffers. In place, both name BufferId::output,
+  // shifted so that `in` and `out` keep the out-of-place layouts (reduce_scatter: out(0) is the
+  // rank's shard; allgather: in(0) is the rank's block).
+  Region in(std::uint64_t elem_offset, std::uint64_t elems) const;
+  Region out(std::uint64_t elem_offset, std::uint64_t elems) const;
+  // Scratch grows to cover every region handed out.
+  Region scratch(std::uint64_t elem_offset, std::uint64_t elems);
+
+  void send(int peer, Region src);
+  void recv(int peer, Region dst);
+  void recv_reduce(int peer, Region src, Region dst);
+  void copy(Region src, Region dst);  // no-op when src == dst or empty
+  void fence_send(int peer);          // zero-byte send that waits for every earlier op
+  void zero_recv(int peer);           // zero-byte receive
+  void inc_reduce(Region src, Region dst);
+  void inc_broadcast(int root, Region src, Region dst);
+
+ private:
+  void push(OpKind k, int peer, Region src, Region dst, bool fence = false);
+};
+
+inline int mod(std::int64_t a, int p) { return static_cast<int>(((a % p) + p) % p); }
+
+// One builder per algorithm; each appends one rank's ops. p.nranks >= 2 and p.count > 0
+// (build_schedule handles the trivial cases).
+void allreduce_ring(Builder& b);
+void allreduce_recursive_doubling(Builder& b);
+void allreduce_rabenseifner(Builder& b);
+void reduce_scatter_ring(Builder& b);
+void allgather_ring(Builder& b);
+void allgather_recursive_doubling(Builder& b);
+void broadcast_binomial(Builder& b);
+void broadcast_chain(Builder& b);
+void alltoall_pairwise(Builder& b);
+void barrier_dissemination(Builder& b);
+void inc_collective(Builder& b);  // Core-INC: allreduce, reduce_scatter, allgather, broadcast
+
+}  // namespace inc::coll::detail
