@@ -1,133 +1,65 @@
-// Reduction kernels. Each (type, op) pair is one plain loop over typed pointers; GCC 12
-// vectorises all of them at -O3 (see docs/NUMERICS.md for how this was checked). The loops
-// need no restrict: GCC's runtime overlap check accepts distance 0, so in-place calls
-// (dst == a or dst == b) take the vector path too.
+// reduce(): dispatch to the best compiled kernel variant (kernels.hpp, kernel_isa.hpp);
+// divide() and element access, which are not hot, live here only.
 #include "numerics/reduce.hpp"
 
-#include <bit>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "numerics/half.hpp"
+#include "numerics/kernel_isa.hpp"
+#include "numerics/kernels.hpp"
 
 namespace inc::numerics {
+
+namespace detail {
+#if defined(INC_NUMERICS_X86_64_V3)
+void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
+                      std::size_t n) noexcept;  // reduce_x86_64_v3.cpp
+#endif
+
+bool kernel_isa_available(KernelIsa isa) noexcept {
+  switch (isa) {
+    case KernelIsa::generic: return true;
+    case KernelIsa::x86_64_v3:
+#if defined(INC_NUMERICS_X86_64_V3)
+      return __builtin_cpu_supports("x86-64-v3");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+KernelIsa selected_kernel_isa() noexcept {
+  // Decided once per process. Every variant gives bit-identical results; only speed differs.
+  static const KernelIsa isa =
+      kernel_isa_available(KernelIsa::x86_64_v3) ? KernelIsa::x86_64_v3 : KernelIsa::generic;
+  return isa;
+}
+
+void reduce_with(KernelIsa isa, DataType t, ReduceOp op, void* dst, const void* a, const void* b,
+                 std::size_t count) noexcept {
+  if (count == 0) return;
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (isa == KernelIsa::x86_64_v3 && kernel_isa_available(isa))
+    return reduce_x86_64_v3(t, op, dst, a, b, count);
+#endif
+  (void)isa;
+  kern::reduce_all<kern::F16Soft>(t, op, dst, a, b, count);
+}
+}  // namespace detail
+
 namespace {
 
-// Storage tags for the 16-bit float formats: the element is a uint16_t bit pattern, the
-// arithmetic is done in f32.
 struct F16 {
-  using storage = std::uint16_t;
-  static float load(storage v) noexcept { return f16_to_f32(v); }
-  static storage store(float v) noexcept { return f32_to_f16(v); }
+  static float load(std::uint16_t v) noexcept { return f16_to_f32(v); }
+  static std::uint16_t store(float v) noexcept { return f32_to_f16(v); }
 };
 struct BF16 {
-  using storage = std::uint16_t;
-  static float load(storage v) noexcept { return bf16_to_f32(v); }
-  static storage store(float v) noexcept { return f32_to_bf16(v); }
+  static float load(std::uint16_t v) noexcept { return bf16_to_f32(v); }
+  static std::uint16_t store(float v) noexcept { return f32_to_bf16(v); }
 };
-
-// Floating-point min/max follow IEEE 754-2019 minimum/maximum: a NaN operand gives a (quiet)
-// NaN, and -0 < +0. Both choices make the operation commutative, so a reduction's result does
-// not depend on the order in which ranks or switch ports are combined (NaN payloads aside).
-template <class F>
-F fmax_prop(F a, F b) noexcept {
-  F m = a > b ? a : b;
-  // Equal values differ only for +0/-0: take the operand with the sign bit clear.
-  m = a == b ? (std::signbit(a) ? b : a) : m;
-  // a + b is a quiet NaN whenever a or b is NaN.
-  m = (a != a || b != b) ? a + b : m;
-  return m;
-}
-template <class F>
-F fmin_prop(F a, F b) noexcept {
-  F m = a < b ? a : b;
-  m = a == b ? (std::signbit(a) ? a : b) : m;
-  m = (a != a || b != b) ? a + b : m;
-  return m;
-}
-
-struct Sum {
-  template <class T>
-  T operator()(T a, T b) const noexcept {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    } else {
-      return a + b;
-    }
-  }
-};
-struct Prod {
-  template <class T>
-  T operator()(T a, T b) const noexcept {
-    if constexpr (std::is_integral_v<T>) {
-      // Unsigned, and at least unsigned int so that u8/i8 do not promote to signed int.
-      using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
-      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    } else {
-      return a * b;
-    }
-  }
-};
-struct Min {
-  template <class T>
-  T operator()(T a, T b) const noexcept {
-    if constexpr (std::is_integral_v<T>) {
-      return a < b ? a : b;
-    } else {
-      return fmin_prop(a, b);
-    }
-  }
-};
-struct Max {
-  template <class T>
-  T operator()(T a, T b) const noexcept {
-    if constexpr (std::is_integral_v<T>) {
-      return a > b ? a : b;
-    } else {
-      return fmax_prop(a, b);
-    }
-  }
-};
-
-template <class T, class Op>
-void combine(void* dst, const void* a, const void* b, std::size_t n) noexcept {
-  auto* d = static_cast<T*>(dst);
-  const auto* x = static_cast<const T*>(a);
-  const auto* y = static_cast<const T*>(b);
-  const Op op;
-  for (std::size_t i = 0; i < n; ++i) d[i] = op(x[i], y[i]);
-}
-
-// 16-bit floats: widen both operands to f32, combine, round once. One fused loop per block;
-// the block keeps the f32 temporaries in registers/L1 and bounds the loop for the vectoriser.
-template <class H, class Op>
-void combine_half(void* dst, const void* a, const void* b, std::size_t n) noexcept {
-  using S = typename H::storage;
-  auto* d = static_cast<S*>(dst);
-  const auto* x = static_cast<const S*>(a);
-  const auto* y = static_cast<const S*>(b);
-  const Op op;
-  for (std::size_t i = 0; i < n; ++i) d[i] = H::store(op(H::load(x[i]), H::load(y[i])));
-}
-
-template <class Op>
-void dispatch_type(DataType t, void* dst, const void* a, const void* b, std::size_t n) noexcept {
-  switch (t) {
-    case DataType::f64: return combine<double, Op>(dst, a, b, n);
-    case DataType::f32: return combine<float, Op>(dst, a, b, n);
-    case DataType::f16: return combine_half<F16, Op>(dst, a, b, n);
-    case DataType::bf16: return combine_half<BF16, Op>(dst, a, b, n);
-    case DataType::i8: return combine<std::int8_t, Op>(dst, a, b, n);
-    case DataType::u8: return combine<std::uint8_t, Op>(dst, a, b, n);
-    case DataType::i32: return combine<std::int32_t, Op>(dst, a, b, n);
-    case DataType::u32: return combine<std::uint32_t, Op>(dst, a, b, n);
-    case DataType::i64: return combine<std::int64_t, Op>(dst, a, b, n);
-    case DataType::u64: return combine<std::uint64_t, Op>(dst, a, b, n);
-  }
-}
 
 template <class T>
 void divide_int(void* buf, std::size_t n, std::uint64_t d) noexcept {
@@ -190,14 +122,7 @@ T saturate_cast(double v) noexcept {
 
 void reduce(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
             std::size_t count) noexcept {
-  if (count == 0) return;
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg: return dispatch_type<Sum>(t, dst, a, b, count);
-    case ReduceOp::prod: return dispatch_type<Prod>(t, dst, a, b, count);
-    case ReduceOp::min: return dispatch_type<Min>(t, dst, a, b, count);
-    case ReduceOp::max: return dispatch_type<Max>(t, dst, a, b, count);
-  }
+  detail::reduce_with(detail::selected_kernel_isa(), t, op, dst, a, b, count);
 }
 
 void divide(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept {

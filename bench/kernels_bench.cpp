@@ -1,0 +1,165 @@
+// Reduction kernels vs memcpy on the same buffers.
+//
+// Each benchmark works on buffers of `bytes` bytes (4 KiB, 256 KiB, 8 MiB): the reduction reads
+// a and b and writes dst (3 x bytes of memory traffic), memcpy reads a and writes dst (2 x).
+// bytes_per_second counts `bytes` once per iteration for both, i.e. "bytes of vector reduced
+// (or copied) per second", so the two columns are directly comparable.
+//
+//   inc_kernels_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "inc/types.hpp"
+#include "numerics/kernel_isa.hpp"
+#include "numerics/reduce.hpp"
+
+namespace {
+
+using inc::DataType;
+using inc::ReduceOp;
+using inc::numerics::detail::KernelIsa;
+
+constexpr std::int64_t kSizes[] = {4 << 10, 256 << 10, 8 << 20};
+
+struct Buffers {
+  std::vector<unsigned char> a, b, dst;
+  Buffers(DataType t, std::size_t bytes) : a(bytes), b(bytes), dst(bytes) {
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<double> real(-1.0, 1.0);
+    std::uniform_int_distribution<int> small(-100, 100);
+    const std::size_t n = bytes / inc::size_of(t);
+    for (std::size_t i = 0; i < n; ++i) {
+      // Moderate values: finite normal results, no subnormal operands (which would measure
+      // the CPU's denormal assists rather than the kernel).
+      const double x = inc::is_floating(t) ? real(rng) : small(rng);
+      const double y = inc::is_floating(t) ? real(rng) : small(rng);
+      inc::numerics::store_from_double(t, a.data(), i, x);
+      inc::numerics::store_from_double(t, b.data(), i, y);
+    }
+  }
+};
+
+// reduce() as the library runs it (the kernel variant chosen for this CPU).
+void BM_reduce(benchmark::State& state, DataType t, ReduceOp op) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  for (auto _ : state) {
+    inc::numerics::reduce(t, op, buf.dst.data(), buf.a.data(), buf.b.data(), n);
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+// One explicit kernel variant (to compare the portable build with x86-64-v3).
+void BM_reduce_isa(benchmark::State& state, KernelIsa isa, DataType t, ReduceOp op) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  for (auto _ : state) {
+    inc::numerics::detail::reduce_with(isa, t, op, buf.dst.data(), buf.a.data(), buf.b.data(), n);
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+// In place (dst == a), the way a collective accumulates into its receive buffer.
+void BM_reduce_inplace(benchmark::State& state, DataType t) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  for (auto _ : state) {
+    // max keeps the values bounded over many iterations (sum would drift to inf/overflow).
+    inc::numerics::reduce(t, ReduceOp::max, buf.a.data(), buf.a.data(), buf.b.data(), n);
+    benchmark::DoNotOptimize(buf.a.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+void BM_memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(DataType::u8, bytes);
+  for (auto _ : state) {
+    std::memcpy(buf.dst.data(), buf.a.data(), bytes);
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+void BM_divide(benchmark::State& state, DataType t) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::memcpy(buf.dst.data(), buf.a.data(), bytes);
+    state.ResumeTiming();
+    inc::numerics::divide(t, buf.dst.data(), n, 3);
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+void apply_sizes(benchmark::internal::Benchmark* b) {
+  for (auto s : kSizes) b->Arg(s);
+}
+
+int register_all() {
+  benchmark::AddCustomContext(
+      "inc_kernels", std::string(inc::numerics::detail::name(
+                         inc::numerics::detail::selected_kernel_isa())));
+  benchmark::RegisterBenchmark("memcpy", BM_memcpy)->Apply(apply_sizes);
+  constexpr DataType kTypes[] = {DataType::f64, DataType::f32, DataType::f16, DataType::bf16,
+                                 DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
+                                 DataType::i64, DataType::u64};
+  for (DataType t : kTypes) {
+    const std::string n(inc::name(t));
+    benchmark::RegisterBenchmark(("reduce_sum/" + n).c_str(), BM_reduce, t, ReduceOp::sum)
+        ->Apply(apply_sizes);
+  }
+  // The portable variant where reduce() uses a wider one.
+  if (inc::numerics::detail::selected_kernel_isa() != KernelIsa::generic) {
+    for (DataType t : {DataType::f32, DataType::f16, DataType::bf16, DataType::i64}) {
+      const std::string n(inc::name(t));
+      benchmark::RegisterBenchmark(("reduce_sum_generic/" + n).c_str(), BM_reduce_isa,
+                                   KernelIsa::generic, t, ReduceOp::sum)
+          ->Apply(apply_sizes);
+    }
+  }
+  // A few other ops and the in-place form at the L2-resident size.
+  for (DataType t : {DataType::f32, DataType::f16, DataType::bf16, DataType::i64}) {
+    const std::string n(inc::name(t));
+    benchmark::RegisterBenchmark(("reduce_max/" + n).c_str(), BM_reduce, t, ReduceOp::max)
+        ->Arg(256 << 10);
+    benchmark::RegisterBenchmark(("reduce_prod/" + n).c_str(), BM_reduce, t, ReduceOp::prod)
+        ->Arg(256 << 10);
+    benchmark::RegisterBenchmark(("reduce_max_inplace/" + n).c_str(), BM_reduce_inplace, t)
+        ->Arg(256 << 10);
+  }
+  for (DataType t : {DataType::f32, DataType::f16, DataType::i32}) {
+    const std::string n(inc::name(t));
+    benchmark::RegisterBenchmark(("divide/" + n).c_str(), BM_divide, t)->Arg(256 << 10);
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,61 @@
+// The reduction kernels compiled with -march=x86-64-v3 (AVX2 + F16C); reduce() calls them
+// only on CPUs that have these extensions (see kernel_isa.hpp). Everything in kernels.hpp has
+// internal linkage, so nothing compiled here can be linked into baseline code by accident.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "numerics/kernels.hpp"
+
+#if !defined(__F16C__) || !defined(__AVX2__)
+#error "reduce_x86_64_v3.cpp must be compiled with -march=x86-64-v3"
+#endif
+
+namespace inc::numerics {
+namespace {
+
+// f16 sum/prod through the F16C conversions, 8 elements per step. GCC 12 does not vectorise
+// _Float16 <-> float conversions by itself (it needs AVX512-FP16 for that), so this one loop
+// uses the intrinsics; the arithmetic is still the shared Op on a vector of 8 floats.
+// vcvtph2ps is exact and quietens NaNs keeping the payload; vcvtps2ph rounds to nearest-even
+// (explicit immediate, independent of MXCSR) with the same NaN rule: bit-identical to
+// f16_to_f32/f32_to_f16, which the tests check against the same reference.
+template <class Op>
+void combine_f16c(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  auto* d = static_cast<std::uint16_t*>(dst);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 vx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256 vy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
+    const __m256 r = Op::apply(vx, vy);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) {
+    const float r = Op::apply(_cvtsh_ss(x[i]), _cvtsh_ss(y[i]));
+    d[i] = static_cast<std::uint16_t>(_cvtss_sh(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
+                      std::size_t n) noexcept {
+  // Everything except f16 sum/prod/avg is the shared code, vectorised here with AVX2.
+  if (t == DataType::f16 && n > 0) {
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: return combine_f16c<kern::Sum>(dst, a, b, n);
+      case ReduceOp::prod: return combine_f16c<kern::Prod>(dst, a, b, n);
+      default: break;
+    }
+  }
+  kern::reduce_all<kern::F16Soft>(t, op, dst, a, b, n);
+}
+}  // namespace detail
+
+}  // namespace inc::numerics
