@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 
@@ -89,12 +90,37 @@ std::atomic<int> g_init_generation{0};
 
 namespace detail {
 
-// What all communicators of one process share: the store and the engine (connections).
+// The rendezvous store as this process sees it (hosted here or not).
+struct StoreHandle {
+  std::unique_ptr<transport::StoreServer> server;
+  std::unique_ptr<transport::StoreClient> client;
+};
+
+// What all communicators of one job generation share: the store and the engine.
 struct World {
-  std::unique_ptr<transport::StoreServer> store_server;
-  std::unique_ptr<transport::StoreClient> store;
+  std::shared_ptr<StoreHandle> store_handle;
+  transport::StoreClient* store = nullptr;
   std::unique_ptr<coll::Engine> engine;
 };
+
+// Process-wide: one store connection per store address, kept until the process exits,
+// because the rank that hosts the store must keep serving it while any rank may still use
+// it (another rank's next init() after an error, say); re-hosting it on the same port
+// would race with clients of the old one.
+std::shared_ptr<StoreHandle> shared_store(const api::BootstrapInfo& boot,
+                                          std::chrono::milliseconds timeout) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<StoreHandle>> stores;
+  std::lock_guard lk(mu);
+  std::string key = fmt::format("{}:{}", boot.store_host, boot.store_port);
+  if (auto h = stores[key]) return h;
+  auto conn = api::connect_store(boot, timeout);
+  auto h = std::make_shared<StoreHandle>();
+  h->server = std::move(conn.server);
+  h->client = std::move(conn.client);
+  stores[key] = h;
+  return h;
+}
 
 struct CommState {
   std::shared_ptr<World> world;
@@ -186,11 +212,8 @@ Communicator Communicator::init(const Options& opts) {
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
 
   auto world = std::make_shared<detail::World>();
-  {
-    auto conn = api::connect_store(boot, timeout);
-    world->store_server = std::move(conn.server);
-    world->store = std::move(conn.client);
-  }
+  world->store_handle = detail::shared_store(boot, timeout);
+  world->store = world->store_handle->client.get();
 
   // A job tag keeps connections of another job (or a stale store) out of the mesh.
   const std::string prefix = fmt::format("inc/{}", g_init_generation.fetch_add(1));
