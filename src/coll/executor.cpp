@@ -373,6 +373,7 @@ void Engine::fail(CollOp& op, Error e, bool tell_peers) {
 }
 
 void Engine::fail_all(const Error& e) {
+  bool first = !fatal_;
   if (!fatal_) fatal_ = e;
   std::vector<std::shared_ptr<CollOp>> ops;
   for (auto& [uid, op] : by_uid_) ops.push_back(op);
@@ -381,6 +382,9 @@ void Engine::fail_all(const Error& e) {
     Error mine(e.kind(), fmt::format("{}: {}", describe(*op), e.what()));
     fail(*op, mine, false);
   }
+  // Relay the reason: this rank may exit before the original message reaches everybody,
+  // and its closed connection must not be mistaken for the cause.
+  if (first) mesh_->broadcast_abort(fmt::format("rank {}: {}", world_rank(), e.what()));
 }
 
 void Engine::check_descriptor(const CollOp& op, int peer, const WireHeader& h) {
@@ -534,10 +538,7 @@ void Engine::on_abort(int wpeer, const std::string& reason) {
 void Engine::on_error(int, const Error& e) {
   // on_header already failed the collective concerned; errors outside any collective
   // (foreign communicator, stale sequence) make the whole engine unusable.
-  if (!fatal_) {
-    fail_all(e);
-    mesh_->broadcast_abort(fmt::format("rank {}: {}", world_rank(), e.what()));
-  }
+  if (!fatal_) fail_all(e);
 }
 
 void Engine::progress_once(int timeout_ms) {
