@@ -1,0 +1,94 @@
+// The discrete-event simulator: executes the schedules of one or more jobs (Programs built from
+// coll::build_schedule) on a Topology, at message-segment granularity for point-to-point ops and
+// chunk granularity for Core-INC trees, with max-min fair sharing of links (FlowNet).
+//
+// Semantics (docs/SIMULATOR.md):
+//  * An op starts when its intra-rank dependencies are done. A message moves when its send and
+//    its matching receive are both posted (rendezvous, FIFO per ordered pair); it pays the
+//    per-message overhead (host, or NIC for Edge-INC jobs) and the path latency, then shares
+//    bandwidth with every other flow on its links. recv_reduce adds bytes x gamma of local work.
+//  * Core-INC ops: the k-th inc op of all ranks is one switch operation on the job's aggregation
+//    tree. Data moves hop by hop in chunks, one chunk at a time per tree edge; a switch forwards
+//    chunk c up once all children delivered it (and its ALU processed it, if a rate is set), the
+//    root multicasts results down. The switch aggregation memory available to the job
+//    (switch_memory / trees sharing the switch) bounds data in flight: each host's stream is
+//    capped at window / round-trip time (Little's law).
+//  * Edge-INC jobs (offload = edge): NIC overhead per message, and a send that forwards data this
+//    rank received does not cross the host memory bus again (when host_mem_GBps > 0 the bus is a
+//    shared resource that every DMA read and write crosses).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/params.hpp"
+#include "sim/program.hpp"
+#include "sim/topology.hpp"
+
+namespace inc::sim {
+
+struct JobSpec {
+  std::string name;
+  coll::CollectiveParams params;  // nranks, coll, algo, count, dtype, segment_bytes
+  std::vector<int> hosts;         // rank -> host (distinct)
+  bool edge_offload = false;
+  double start_s = 0;
+};
+
+struct SimOptions {
+  NetParams np;                // overheads, gamma, host memory, switch memory/ALU, INC chunk
+  // Simulation granularity of Core-INC jobs (docs/SIMULATOR.md): a job whose schedule leaves the
+  // segment size to the algorithm is built with at most `max_inc_ops` switch operations per
+  // contiguous region, each simulated as at most `max_inc_chunks` chunks (never smaller than
+  // np.inc_chunk_bytes). The pipeline-fill error is about (2 x depth - 1) / chunks per edge.
+  int max_inc_ops = 8;
+  int max_inc_chunks = 16;
+  bool progress = false;       // progress bar on stderr
+  bool per_job_links = true;   // keep per-job per-link byte counts (links-touched queries)
+};
+
+struct JobResult {
+  std::string name;
+  double start_s = 0, end_s = 0;
+  double time_s() const { return end_s - start_s; }
+  std::uint64_t ops = 0, messages = 0, inc_chunks = 0;
+  double bytes_injected = 0;          // p2p bytes sent by hosts + bytes hosts sent into trees
+  double link_bytes_total = 0;        // sum over links of bytes (traffic x hops)
+  int links_touched[4] = {0, 0, 0, 0};  // by Tier
+  double tier_bytes[4] = {0, 0, 0, 0};
+  int tree_switches = 0, tree_depth = 0;
+  double inc_window_cap_GBps = 0;     // 0 = not limited
+};
+
+struct SimResult {
+  std::vector<JobResult> jobs;
+  double makespan_s = 0;
+  std::uint64_t events = 0, flows = 0, refills = 0, refill_flows = 0;
+  double wall_s = 0;
+  std::vector<double> link_bytes;             // per directed link
+  std::vector<std::vector<double>> job_link_bytes;  // [job][link] if per_job_links
+};
+
+class Simulator {
+ public:
+  Simulator(const Topology& topo, SimOptions opt);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+  // Builds the job's program from its schedules. Throws inc::Error on bad placements.
+  void add_job(JobSpec job);
+  // Adds a job whose program is given (tests with hand-written schedules).
+  void add_job(JobSpec job, Program prog);
+  SimResult run();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// Placement helpers: `n` distinct hosts out of `free` (consumed), in order or at random.
+std::vector<int> place_contiguous(std::vector<int>& free, int n);
+std::vector<int> place_random(std::vector<int>& free, int n, std::uint64_t seed);
+
+}  // namespace inc::sim

@@ -1,0 +1,199 @@
+#include "sim/flow.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "inc/types.hpp"
+
+namespace inc::sim {
+
+FlowNet::FlowNet(std::vector<double> caps) {
+  res_.resize(caps.size());
+  for (std::size_t i = 0; i < caps.size(); ++i) res_[i].cap = caps[i];
+}
+
+double FlowNet::finish_time(std::uint32_t f) const {
+  const Flow& x = flows_[f];
+  if (x.rate <= 0) return std::numeric_limits<double>::infinity();
+  return x.last + x.remaining / x.rate;
+}
+
+void FlowNet::advance(std::uint32_t f, double now) {
+  Flow& x = flows_[f];
+  if (now > x.last) {
+    x.remaining -= x.rate * (now - x.last);
+    if (x.remaining < 0) x.remaining = 0;
+    x.last = now;
+  }
+}
+
+std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, double bytes, double now, double cap) {
+  if (n == 0 || n > kMaxRes)
+    throw Error(Error::Kind::internal, "flow: a flow needs 1..16 resources");
+  std::uint32_t f;
+  if (!free_flows_.empty()) {
+    f = free_flows_.back();
+    free_flows_.pop_back();
+  } else {
+    f = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+    flow_stamp_.push_back(0);
+    fixed_.push_back(0);
+    res_pool_.resize(res_pool_.size() + kMaxRes);
+    pos_pool_.resize(pos_pool_.size() + kMaxRes);
+  }
+  Flow& x = flows_[f];
+  x.remaining = bytes;
+  x.rate = 0;
+  x.last = now;
+  x.cap = cap;
+  x.res_begin = f * kMaxRes;
+  x.nres = static_cast<std::uint8_t>(n);
+  x.active = true;
+  ++x.version;
+  ++active_count_;
+  seed_res_.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t r = resources[i];
+    res_pool_[x.res_begin + i] = r;
+    pos_pool_[x.res_begin + i] = static_cast<std::uint32_t>(res_[r].flows.size());
+    res_[r].flows.push_back(f);
+    seed_res_.push_back(r);
+  }
+  refill(now);
+  // The new flow always needs a completion event.
+  if (std::find(changed_.begin(), changed_.end(), f) == changed_.end()) changed_.push_back(f);
+  return f;
+}
+
+void FlowNet::finish(std::uint32_t f, double now) {
+  Flow& x = flows_[f];
+  if (!x.active) return;
+  seed_res_.clear();
+  for (std::uint32_t i = 0; i < x.nres; ++i) {
+    const std::uint32_t r = res_pool_[x.res_begin + i];
+    const std::uint32_t pos = pos_pool_[x.res_begin + i];
+    auto& v = res_[r].flows;
+    const std::uint32_t moved = v.back();
+    v[pos] = moved;
+    v.pop_back();
+    if (moved != f) {
+      Flow& m = flows_[moved];
+      for (std::uint32_t k = 0; k < m.nres; ++k)
+        if (res_pool_[m.res_begin + k] == r) {
+          pos_pool_[m.res_begin + k] = pos;
+          break;
+        }
+    }
+    seed_res_.push_back(r);
+  }
+  x.active = false;
+  x.rate = 0;
+  ++x.version;
+  --active_count_;
+  free_flows_.push_back(f);
+  refill(now);
+}
+
+void FlowNet::refill(double now) {
+  changed_.clear();
+  ++refills_;
+  ++stamp_;
+  comp_res_.clear();
+  comp_flows_.clear();
+  for (std::uint32_t r : seed_res_)
+    if (res_[r].stamp != stamp_) {
+      res_[r].stamp = stamp_;
+      comp_res_.push_back(r);
+    }
+  for (std::size_t i = 0; i < comp_res_.size(); ++i) {
+    const std::uint32_t r = comp_res_[i];
+    for (std::uint32_t f : res_[r].flows) {
+      if (flow_stamp_[f] == stamp_) continue;
+      flow_stamp_[f] = stamp_;
+      comp_flows_.push_back(f);
+      const Flow& x = flows_[f];
+      for (std::uint32_t k = 0; k < x.nres; ++k) {
+        const std::uint32_t r2 = res_pool_[x.res_begin + k];
+        if (res_[r2].stamp != stamp_) {
+          res_[r2].stamp = stamp_;
+          comp_res_.push_back(r2);
+        }
+      }
+    }
+  }
+  refill_flows_ += comp_flows_.size();
+  if (comp_flows_.empty()) return;
+  for (std::uint32_t f : comp_flows_) {
+    advance(f, now);
+    fixed_[f] = 0;
+  }
+  for (std::uint32_t r : comp_res_) {
+    res_[r].rem = res_[r].cap;
+    res_[r].unfixed = static_cast<std::uint32_t>(res_[r].flows.size());
+  }
+  auto fix = [&](std::uint32_t f, double rate) {
+    fixed_[f] = 1;
+    Flow& x = flows_[f];
+    const double old = x.rate;
+    x.rate = rate;
+    for (std::uint32_t k = 0; k < x.nres; ++k) {
+      Resource& R = res_[res_pool_[x.res_begin + k]];
+      R.rem -= rate;
+      if (R.rem < 0) R.rem = 0;
+      --R.unfixed;
+    }
+    if (!(std::fabs(old - rate) <= 1e-12 * std::max(old, rate))) {
+      ++x.version;
+      changed_.push_back(f);
+    }
+  };
+  // Small components (the common case: a flow alone on its links) need no heap.
+  if (comp_flows_.size() == 1) {
+    const std::uint32_t f = comp_flows_[0];
+    const Flow& x = flows_[f];
+    double rate = x.cap;
+    for (std::uint32_t k = 0; k < x.nres; ++k) rate = std::min(rate, res_[res_pool_[x.res_begin + k]].cap);
+    fix(f, rate);
+    return;
+  }
+  struct Entry {
+    double share;
+    std::uint32_t id;
+    bool is_flow;
+    bool operator>(const Entry& o) const { return share > o.share; }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  for (std::uint32_t r : comp_res_)
+    if (res_[r].unfixed) heap.push({res_[r].rem / res_[r].unfixed, r, false});
+  for (std::uint32_t f : comp_flows_)
+    if (flows_[f].cap < kNoCap) heap.push({flows_[f].cap, f, true});
+  std::size_t left = comp_flows_.size();
+  while (left && !heap.empty()) {
+    const Entry e = heap.top();
+    heap.pop();
+    if (e.is_flow) {
+      if (!fixed_[e.id]) {
+        fix(e.id, e.share);
+        --left;
+      }
+      continue;
+    }
+    Resource& R = res_[e.id];
+    if (!R.unfixed) continue;
+    const double share = R.rem / R.unfixed;
+    if (share > e.share * (1 + 1e-12) + 1e-300) {  // stale: shares only grow while filling
+      heap.push({share, e.id, false});
+      continue;
+    }
+    // Bottleneck: every unfixed flow on it gets the share. Copy: fix() edits R.flows' counters only.
+    for (std::uint32_t f : R.flows)
+      if (!fixed_[f]) {
+        fix(f, share);
+        --left;
+      }
+  }
+}
+
+}  // namespace inc::sim

@@ -1,0 +1,83 @@
+// Flow-level network with max-min fair bandwidth sharing.
+//
+// Resources (links, host memory buses) have capacities in bytes/s; a flow crosses a list of
+// resources and may carry its own rate cap. Rates are the max-min fair allocation computed by
+// progressive filling. When a flow starts or ends only the flows connected to it through shared
+// resources (its component) can change rate, so only that component is refilled; everything
+// else keeps its rate and its scheduled completion.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace inc::sim {
+
+class FlowNet {
+ public:
+  static constexpr double kNoCap = std::numeric_limits<double>::infinity();
+
+  explicit FlowNet(std::vector<double> capacities);
+
+  std::size_t num_resources() const { return res_.size(); }
+  void set_capacity(std::uint32_t r, double cap) { res_[r].cap = cap; }
+
+  // Starts a flow of `bytes` (> 0) at time `now` over `resources` (distinct ids), capped at
+  // `cap` bytes/s. Returns its id. Rates of the affected component are recomputed.
+  std::uint32_t start(const std::uint32_t* resources, std::size_t n, double bytes, double now,
+                      double cap = kNoCap);
+  // Removes a finished (or cancelled) flow; recomputes its component.
+  void finish(std::uint32_t flow, double now);
+
+  // Flows whose rate (and so completion time) changed in the last start/finish, including the
+  // started flow. The caller re-schedules their completions.
+  const std::vector<std::uint32_t>& changed() const { return changed_; }
+
+  double rate(std::uint32_t f) const { return flows_[f].rate; }
+  // Completion time if nothing changes (infinity for a zero rate).
+  double finish_time(std::uint32_t f) const;
+  std::uint32_t version(std::uint32_t f) const { return flows_[f].version; }
+  bool active(std::uint32_t f) const { return flows_[f].active; }
+  std::size_t active_flows() const { return active_count_; }
+  std::uint64_t refills() const { return refills_; }
+  std::uint64_t refill_flows() const { return refill_flows_; }
+
+ private:
+  struct Flow {
+    double remaining = 0;  // bytes at time `last`
+    double rate = 0;
+    double last = 0;
+    double cap = kNoCap;
+    std::uint32_t version = 0;
+    std::uint32_t res_begin = 0;  // into res_pool_/pos_pool_
+    std::uint8_t nres = 0;
+    bool active = false;
+  };
+  struct Resource {
+    double cap = 0;
+    std::vector<std::uint32_t> flows;  // active flows crossing it
+    // Scratch for progressive filling.
+    double rem = 0;
+    std::uint32_t unfixed = 0;
+    std::uint32_t stamp = 0;
+  };
+
+  void refill(double now);  // component of seed_res_ / seed_flows_
+  void advance(std::uint32_t f, double now);
+
+  std::vector<Flow> flows_;
+  std::vector<std::uint32_t> free_flows_;
+  std::vector<std::uint32_t> res_pool_, pos_pool_;  // per flow slot: resources and positions
+  std::vector<Resource> res_;
+  std::vector<std::uint32_t> changed_;
+  std::vector<std::uint32_t> seed_res_;
+  std::vector<std::uint32_t> comp_res_, comp_flows_;
+  std::vector<std::uint32_t> flow_stamp_;
+  std::vector<std::uint8_t> fixed_;
+  std::uint32_t stamp_ = 0;
+  std::size_t active_count_ = 0;
+  std::uint64_t refills_ = 0, refill_flows_ = 0;
+  static constexpr std::uint32_t kMaxRes = 16;
+};
+
+}  // namespace inc::sim
