@@ -69,7 +69,9 @@ TEST(Faults, CollectiveMismatch) {
   });
   std::string m = e.what();
   EXPECT_TRUE(e.kind() == Error::Kind::mismatch || e.kind() == Error::Kind::peer_failure) << m;
-  if (e.kind() == Error::Kind::mismatch) EXPECT_TRUE(contains(m, "allgather") && contains(m, "allreduce")) << m;
+  if (e.kind() == Error::Kind::mismatch) {
+    EXPECT_TRUE(contains(m, "allgather") && contains(m, "allreduce")) << m;
+  }
 }
 
 TEST(Faults, TypeAndOpMismatch) {
@@ -82,7 +84,9 @@ TEST(Faults, TypeAndOpMismatch) {
   });
   std::string m = e.what();
   EXPECT_TRUE(e.kind() == Error::Kind::mismatch || e.kind() == Error::Kind::peer_failure) << m;
-  if (e.kind() == Error::Kind::mismatch) EXPECT_TRUE(contains(m, "max") && contains(m, "sum")) << m;
+  if (e.kind() == Error::Kind::mismatch) {
+    EXPECT_TRUE(contains(m, "max") && contains(m, "sum")) << m;
+  }
 }
 
 TEST(Faults, SilentRankTimesOutWithDeadline) {
@@ -100,7 +104,9 @@ TEST(Faults, SilentRankTimesOutWithDeadline) {
     EXPECT_EQ(e.kind(), Error::Kind::peer_failure) << m;
   } else {
     EXPECT_TRUE(e.kind() == Error::Kind::timeout || e.kind() == Error::Kind::peer_failure) << m;
-    if (e.kind() == Error::Kind::timeout) EXPECT_TRUE(contains(m, "timed out") && contains(m, "waiting")) << m;
+    if (e.kind() == Error::Kind::timeout) {
+      EXPECT_TRUE(contains(m, "timed out") && contains(m, "waiting")) << m;
+    }
     EXPECT_LT(waited, 30.0) << "the deadline was not honoured";
   }
 }
