@@ -31,4 +31,7 @@ KernelIsa selected_kernel_isa() noexcept;
 void reduce_with(KernelIsa isa, DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                  std::size_t count) noexcept;
 
+// divide() with an explicit variant; an unavailable one falls back to generic.
+void divide_with(KernelIsa isa, DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
+
 }  // namespace inc::numerics::detail

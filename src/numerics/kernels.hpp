@@ -226,6 +226,83 @@ void reduce_all(DataType t, ReduceOp op, void* dst, const void* a, const void* b
   }
 }
 
+// ---- divide (the finalisation of avg) ------------------------------------------------------
+
+// x / d for 16-bit floats, in f32 and rounded once; pairs of elements as in combine_widened.
+// Correctly rounded for divisors exactly representable in f32 with at most 11 significant bits
+// (double rounding is innocuous when 24 >= 2p + 2); larger divisors may differ by an ulp.
+template <class H>
+void divide_widened(void* buf, std::size_t n, float d) noexcept {
+  auto* p = static_cast<unsigned char*>(buf);
+  const std::size_t pairs = n / 2;
+  for (std::size_t i = 0; i < pairs; ++i) {
+    std::uint32_t w;
+    __builtin_memcpy(&w, p + 4 * i, 4);
+    const std::uint32_t lo = H::narrow(H::widen(static_cast<std::uint16_t>(w)) / d);
+    const std::uint32_t hi = H::narrow(H::widen(static_cast<std::uint16_t>(w >> 16)) / d);
+    w = lo | (hi << 16);
+    __builtin_memcpy(p + 4 * i, &w, 4);
+  }
+  if (n % 2 != 0) {
+    std::uint16_t h;
+    __builtin_memcpy(&h, p + 2 * (n - 1), 2);
+    h = H::narrow(H::widen(h) / d);
+    __builtin_memcpy(p + 2 * (n - 1), &h, 2);
+  }
+}
+
+template <class F>
+void divide_float(void* buf, std::size_t n, std::uint64_t d) noexcept {
+  auto* p = static_cast<F*>(buf);
+  const F fd = static_cast<F>(d);
+  for (std::size_t i = 0; i < n; ++i) p[i] = p[i] / fd;
+}
+
+// Integers that fit in int32 (i8, u8, i32): truncate(double(x) / double(d)) equals the integer quotient
+// (|x| < 2^31: the rounded quotient never reaches the next integer, whose distance is at
+// least 1/d while half an ulp of the quotient is below 2^-21/d), and it vectorises, which
+// integer division does not. A divisor beyond 2^53 is inexact in double but every quotient
+// is then 0 anyway.
+template <class T>
+void divide_small_int(void* buf, std::size_t n, std::uint64_t d) noexcept {
+  auto* p = static_cast<T*>(buf);
+  const double dd = static_cast<double>(d);
+  for (std::size_t i = 0; i < n; ++i)
+    p[i] = static_cast<T>(static_cast<std::int32_t>(static_cast<double>(p[i]) / dd));
+}
+
+template <class T>
+void divide_int(void* buf, std::size_t n, std::uint64_t d) noexcept {
+  auto* p = static_cast<T*>(buf);
+  if constexpr (std::is_signed_v<T>) {
+    if (d > 0x7fffffffffffffffull) {  // |x| <= 2^63 < d: every quotient truncates to 0
+      for (std::size_t i = 0; i < n; ++i) p[i] = 0;
+      return;
+    }
+    const auto sd = static_cast<std::int64_t>(d);
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<std::int64_t>(p[i]) / sd);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<std::uint64_t>(p[i]) / d);
+  }
+}
+
+// The whole of divide() for one instruction set (d >= 1, n >= 1).
+template <class F16>
+void divide_all(DataType t, void* buf, std::size_t n, std::uint64_t d) noexcept {
+  switch (t) {
+    case DataType::f64: return divide_float<double>(buf, n, d);
+    case DataType::f32: return divide_float<float>(buf, n, d);
+    case DataType::f16: return divide_widened<F16>(buf, n, static_cast<float>(d));
+    case DataType::bf16: return divide_widened<BF16Soft>(buf, n, static_cast<float>(d));
+    case DataType::i8: return divide_small_int<std::int8_t>(buf, n, d);
+    case DataType::u8: return divide_small_int<std::uint8_t>(buf, n, d);
+    case DataType::i32: return divide_small_int<std::int32_t>(buf, n, d);
+    case DataType::u32: return divide_int<std::uint32_t>(buf, n, d);
+    case DataType::i64: return divide_int<std::int64_t>(buf, n, d);
+    case DataType::u64: return divide_int<std::uint64_t>(buf, n, d);
+  }
+}
+
 }  // namespace kern
 }  // namespace
 }  // namespace inc::numerics

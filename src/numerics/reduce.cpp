@@ -1,5 +1,5 @@
 // reduce(): dispatch to the best compiled kernel variant (kernels.hpp, kernel_isa.hpp);
-// divide() and element access, which are not hot, live here only.
+// element access (not hot) lives here only.
 #include "numerics/reduce.hpp"
 
 #include <cstring>
@@ -16,6 +16,7 @@ namespace detail {
 #if defined(INC_NUMERICS_X86_64_V3)
 void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                       std::size_t n) noexcept;  // reduce_x86_64_v3.cpp
+void divide_x86_64_v3(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
 #endif
 
 bool kernel_isa_available(KernelIsa isa) noexcept {
@@ -48,49 +49,19 @@ void reduce_with(KernelIsa isa, DataType t, ReduceOp op, void* dst, const void* 
   (void)isa;
   kern::reduce_all<kern::F16Soft>(t, op, dst, a, b, count);
 }
+void divide_with(KernelIsa isa, DataType t, void* buf, std::size_t count,
+                 std::uint64_t n) noexcept {
+  if (count == 0 || n == 0) return;  // n == 0 is a caller error; leave the data untouched
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (isa == KernelIsa::x86_64_v3 && kernel_isa_available(isa))
+    return divide_x86_64_v3(t, buf, count, n);
+#endif
+  (void)isa;
+  kern::divide_all<kern::F16Soft>(t, buf, count, n);
+}
 }  // namespace detail
 
 namespace {
-
-struct F16 {
-  static float load(std::uint16_t v) noexcept { return f16_to_f32(v); }
-  static std::uint16_t store(float v) noexcept { return f32_to_f16(v); }
-};
-struct BF16 {
-  static float load(std::uint16_t v) noexcept { return bf16_to_f32(v); }
-  static std::uint16_t store(float v) noexcept { return f32_to_bf16(v); }
-};
-
-template <class T>
-void divide_int(void* buf, std::size_t n, std::uint64_t d) noexcept {
-  auto* p = static_cast<T*>(buf);
-  if constexpr (std::is_signed_v<T>) {
-    // |x| <= 2^63 < d means every quotient truncates to 0.
-    if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      for (std::size_t i = 0; i < n; ++i) p[i] = 0;
-      return;
-    }
-    const auto sd = static_cast<std::int64_t>(d);
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<std::int64_t>(p[i]) / sd);
-  } else {
-    for (std::size_t i = 0; i < n; ++i)
-      p[i] = static_cast<T>(static_cast<std::uint64_t>(p[i]) / d);
-  }
-}
-
-template <class F>
-void divide_float(void* buf, std::size_t n, std::uint64_t d) noexcept {
-  auto* p = static_cast<F*>(buf);
-  const F fd = static_cast<F>(d);
-  for (std::size_t i = 0; i < n; ++i) p[i] = p[i] / fd;
-}
-
-template <class H>
-void divide_half(void* buf, std::size_t n, std::uint64_t d) noexcept {
-  auto* p = static_cast<std::uint16_t*>(buf);
-  const float fd = static_cast<float>(d);
-  for (std::size_t i = 0; i < n; ++i) p[i] = H::store(H::load(p[i]) / fd);
-}
 
 template <class T>
 T load_raw(const void* buf, std::size_t i) noexcept {
@@ -126,19 +97,7 @@ void reduce(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
 }
 
 void divide(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept {
-  if (count == 0 || n == 0) return;  // n == 0 is a caller error; leave the data untouched
-  switch (t) {
-    case DataType::f64: return divide_float<double>(buf, count, n);
-    case DataType::f32: return divide_float<float>(buf, count, n);
-    case DataType::f16: return divide_half<F16>(buf, count, n);
-    case DataType::bf16: return divide_half<BF16>(buf, count, n);
-    case DataType::i8: return divide_int<std::int8_t>(buf, count, n);
-    case DataType::u8: return divide_int<std::uint8_t>(buf, count, n);
-    case DataType::i32: return divide_int<std::int32_t>(buf, count, n);
-    case DataType::u32: return divide_int<std::uint32_t>(buf, count, n);
-    case DataType::i64: return divide_int<std::int64_t>(buf, count, n);
-    case DataType::u64: return divide_int<std::uint64_t>(buf, count, n);
-  }
+  detail::divide_with(detail::selected_kernel_isa(), t, buf, count, n);
 }
 
 double load_as_double(DataType t, const void* buf, std::size_t i) noexcept {

@@ -40,6 +40,22 @@ void combine_f16c(void* dst, const void* a, const void* b, std::size_t n) noexce
   }
 }
 
+// Same for divide: x / d in f32, rounded once.
+void divide_f16c(void* buf, std::size_t n, float d) noexcept {
+  auto* p = static_cast<std::uint16_t*>(buf);
+  const __m256 vd = _mm256_set1_ps(d);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i),
+                     _mm256_cvtps_ph(_mm256_div_ps(v, vd),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i)
+    p[i] = static_cast<std::uint16_t>(
+        _cvtss_sh(_cvtsh_ss(p[i]) / d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 }  // namespace
 
 namespace detail {
@@ -55,6 +71,11 @@ void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const v
     }
   }
   kern::reduce_all<kern::F16Soft>(t, op, dst, a, b, n);
+}
+
+void divide_x86_64_v3(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept {
+  if (t == DataType::f16) return divide_f16c(buf, count, static_cast<float>(n));
+  kern::divide_all<kern::F16Soft>(t, buf, count, n);
 }
 }  // namespace detail
 
