@@ -13,16 +13,21 @@ namespace inc::numerics {
 // dst[i] = a[i] (op) b[i] for i < count. dst may alias a and/or b (in-place use is the common
 // case); partial overlap is not allowed. ReduceOp::avg combines as sum (finalise with divide).
 // Integer sum/prod wrap around modulo 2^bits (two's complement), never undefined behaviour.
+// Floating min/max are IEEE 754-2019 minimum/maximum: NaN if either operand is NaN, and
+// -0 < +0 (commutative, so the order of combination does not matter); sum/prod propagate NaN.
+// See docs/NUMERICS.md.
 void reduce(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
             std::size_t count) noexcept;
 
 // buf[i] = buf[i] / n: the finalisation of ReduceOp::avg after a sum, as NCCL does.
 // Floating types divide in their own precision (f16/bf16 via f32); integers truncate.
+// n == 0 is a caller error and leaves buf untouched.
 void divide(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
 
 // Element access through double, for references, verification and fill patterns.
 // Exact for every value of f16/bf16/f32/f64/8- and 32-bit integers; 64-bit integers are exact
-// up to 2^53 in magnitude.
+// up to 2^53 in magnitude. Stores round once to f16/bf16/f32 (nearest-even); to integers they
+// truncate toward zero, saturate out-of-range values and store NaN as 0.
 double load_as_double(DataType t, const void* buf, std::size_t i) noexcept;
 void store_from_double(DataType t, void* buf, std::size_t i, double v) noexcept;
 
