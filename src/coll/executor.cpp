@@ -234,7 +234,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
     int w = comm.members[r];
     if (w != world_rank() && dead_[w]) {
       Error e(Error::Kind::peer_failure, fmt::format("{}: {}", describe(*op), dead_why_[w]));
-      fail(*op, e, false);
+      fail(*op, e, true);  // tell the others: this rank may exit before they see the cause
       throw e;
     }
   }
