@@ -6,4 +6,5 @@ int cmd_launch(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_model(int argc, char** argv);
+int cmd_sim(int argc, char** argv);
 }  // namespace inc::tools

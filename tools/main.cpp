@@ -18,6 +18,7 @@ const Command kCommands[] = {
     {"bench", inc::tools::cmd_bench, "nccl-tests style collective benchmark (run under a launcher)"},
     {"demo", inc::tools::cmd_demo, "the main job: a local INC cluster running the collectives"},
     {"model", inc::tools::cmd_model, "analytical model: collective costs, training iterations, paper-figure5"},
+    {"sim", inc::tools::cmd_sim, "discrete-event simulator: jobs on fat trees / rail clusters, links touched"},
 };
 
 void usage(std::FILE* out) {

@@ -80,12 +80,26 @@ StepCounts schedule_counts(const Program& P) {
   }
   // Critical path in rounds: a global topological pass. level = rounds completed when an op
   // can start; a matched message adds one round, a Core-INC group one (inc) round.
-  std::vector<std::uint32_t> pending(N);
+  std::vector<std::uint32_t> pending(N, 0);
   std::vector<std::uint32_t> level(N, 0), inc_level(N, 0);
   const std::size_t G = P.num_inc_groups();
   std::vector<std::uint32_t> group_pending(G, 0);
+  // A rank starts one send per round, in program order (LogP's overhead serialises sends):
+  // each send also waits for the previous send of its rank.
+  std::vector<std::uint32_t> next_send(N, ~0u);
+  for (int r = 0; r < P.nranks; ++r) {
+    std::uint32_t prev = ~0u;
+    for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i)
+      if (P.ops[i].kind == OpKind::send) {
+        if (prev != ~0u) {
+          next_send[prev] = i;
+          ++pending[i];
+        }
+        prev = i;
+      }
+  }
   for (std::size_t i = 0; i < N; ++i) {
-    pending[i] = P.ndeps[i] + (is_recv(P.ops[i].kind) ? 1u : 0u);
+    pending[i] += P.ndeps[i] + (is_recv(P.ops[i].kind) ? 1u : 0u);
     if (is_inc(P.ops[i].kind)) group_pending[P.match[i]] += P.ndeps[i];
   }
   std::vector<std::uint32_t> ready;
@@ -122,6 +136,11 @@ StepCounts schedule_counts(const Program& P) {
     max_level = std::max(max_level, fin);
     max_inc = std::max(max_inc, fin_inc);
     if (o.kind == OpKind::send) {
+      if (const std::uint32_t ns = next_send[i]; ns != ~0u) {
+        level[ns] = std::max(level[ns], fin + 1);
+        inc_level[ns] = std::max(inc_level[ns], fin_inc);
+        if (--pending[ns] == 0) ready.push_back(ns);
+      }
       const std::uint32_t r = P.match[i];
       level[r] = std::max(level[r], fin + 1);
       inc_level[r] = std::max(inc_level[r], fin_inc);
@@ -239,7 +258,12 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
           s.bytes_forwarded = (P - 2) / P * n;
           return s;
         case Algorithm::recursive_doubling:
+          // Powers of two: recursive doubling. Otherwise Bruck: ceil(lg p) steps, and a block
+          // range that wraps around the end goes as two messages (steps that send >= 2 blocks).
           s.rounds = s.messages = ceil_log2(p);
+          if (!pow2)
+            for (int d = 1; d < p; d <<= 1)
+              if (std::min(d, p - d) >= 2) s.rounds = s.messages = s.rounds + 1;
           s.bytes_sent = s.bytes_recv = f * n;
           s.bytes_forwarded = (P - 2) / P * n;
           return s;

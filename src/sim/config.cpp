@@ -246,6 +246,20 @@ std::vector<std::string> TableReader::get_string_list(std::string_view key) {
   return out;
 }
 
+std::vector<std::int64_t> TableReader::get_int_list(std::string_view key) {
+  std::vector<std::int64_t> out;
+  const toml::node* n = find(key);
+  if (!n) return out;
+  const toml::array* a = n->as_array();
+  if (!a) fail(key, "expected an array of integers");
+  for (const auto& e : *a) {
+    auto v = e.value_exact<std::int64_t>();
+    if (!v) fail(key, "expected an array of integers");
+    out.push_back(*v);
+  }
+  return out;
+}
+
 bool TableReader::sub(std::string_view key, const toml::table*& out) {
   const toml::node* n = find(key);
   out = nullptr;

@@ -42,6 +42,7 @@ class TableReader {
   std::uint64_t get_size(std::string_view key, std::uint64_t def, std::uint64_t min = 0);
   std::uint64_t require_size(std::string_view key, std::uint64_t min = 0);
   std::vector<std::string> get_string_list(std::string_view key);
+  std::vector<std::int64_t> get_int_list(std::string_view key);
   // Sub-table (nullptr-safe: returns false if absent).
   bool sub(std::string_view key, const toml::table*& out);
   // Array of tables ([[job]]); empty if absent.

@@ -122,6 +122,9 @@ struct Simulator::Impl {
     double inc_cap = FlowNet::kNoCap;
     std::vector<ChunkQueue> up_q, down_q;  // per tree node: chunks waiting for the edge
     std::vector<std::uint8_t> up_busy, down_busy;
+    // Point-to-point connections: one message at a time in its bandwidth phase, in order.
+    std::vector<ChunkQueue> pair_q;
+    std::vector<std::uint8_t> pair_busy;
     double inc_chunk = 0;
     JobResult res;
     std::uint64_t ops_done = 0;
@@ -204,6 +207,8 @@ struct Simulator::Impl {
     J.pending = J.prog.ndeps;
     J.state.assign(J.prog.num_ops(), 0);
     J.runs.assign(J.prog.num_inc_groups(), -1);
+    J.pair_q.resize(J.prog.num_pairs);
+    J.pair_busy.assign(J.prog.num_pairs, 0);
     if (J.prog.num_inc_groups() > 0) {
       J.tree = topo.build_tree(J.spec.hosts, jobs.size() * 0x51ed27u + 1);
       J.res.tree_switches = J.tree.switch_count();
@@ -349,7 +354,22 @@ struct Simulator::Impl {
     push(now + o + topo.path_latency(path), kXferStart, xi);
   }
 
+  // The message's overhead and latency have elapsed; it takes the connection when it is free.
   void xfer_start(std::uint32_t xi) {
+    Xfer& x = xfers[xi];
+    if (x.kind == XKind::p2p) {
+      Job& J = jobs[x.job];
+      const std::uint32_t pr = J.prog.pair_of[x.a];
+      if (J.pair_busy[pr]) {
+        J.pair_q[pr].push(xi, 0);
+        return;
+      }
+      J.pair_busy[pr] = 1;
+    }
+    begin_flow(xi);
+  }
+
+  void begin_flow(std::uint32_t xi) {
     Xfer& x = xfers[xi];
     account(jobs[x.job], x.job, x);
     if (x.bytes <= 0) {
@@ -384,6 +404,11 @@ struct Simulator::Impl {
     switch (x.kind) {
       case XKind::p2p: {
         Job& J = jobs[x.job];
+        const std::uint32_t pr = J.prog.pair_of[x.a];
+        if (J.pair_q[pr].empty())
+          J.pair_busy[pr] = 0;
+        else
+          begin_flow(J.pair_q[pr].pop().first);
         op_done(x.job, x.a);
         if (J.prog.ops[x.b].kind == OpKind::recv_reduce)
           compute(x.job, x.b, J.prog.ops[x.b].bytes * opt.np.gamma());

@@ -113,6 +113,7 @@ struct Builder {
     dep_edges_to.shrink_to_fit();
 
     P.match.assign(N, ~0u);
+    P.pair_of.assign(N, ~0u);
     // Point-to-point matching: per rank, sends and recvs grouped by peer in program order.
     struct Item {
       std::int32_t peer;
@@ -158,8 +159,10 @@ struct Builder {
           throw Error(Error::Kind::mismatch,
                       fmt::format("rank {} sends {} messages to rank {}, which receives {} from it",
                                   a, e - s, b, hi - lo));
+        const std::uint32_t pair_id = P.num_pairs++;
         for (std::size_t k = 0; k < e - s; ++k) {
           const std::uint32_t so = sends[s + k].op, ro = (lo + static_cast<std::ptrdiff_t>(k))->op;
+          P.pair_of[so] = pair_id;
           if (P.ops[so].bytes != P.ops[ro].bytes)
             throw Error(Error::Kind::mismatch,
                         fmt::format("message {} from rank {} to rank {}: {} bytes sent, {} expected",

@@ -30,6 +30,10 @@ struct Program {
   std::vector<std::uint32_t> succ;
   // send -> matching recv, recv -> matching send, inc op -> its group; ~0u otherwise.
   std::vector<std::uint32_t> match;
+  // Ordered (sender, receiver) pair of each send op (a connection: messages on it are delivered
+  // in order, one after the other); ~0u for other ops.
+  std::vector<std::uint32_t> pair_of;
+  std::uint32_t num_pairs = 0;
   // inc groups: members of group g are inc_members[inc_begin[g] .. inc_begin[g+1]) (one per rank).
   std::vector<std::uint32_t> inc_begin;
   std::vector<std::uint32_t> inc_members;
