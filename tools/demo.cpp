@@ -44,9 +44,9 @@ int run_worker() {
   if (lead) {
     std::printf("INC demo: %d ranks on this machine, TCP over loopback, f32 sum, results verified\n\n",
                 comm.size());
-    std::printf("%-15s %10s %-20s %11s %12s %12s %8s\n", "collective", "size", "algorithm", "time(us)",
+    std::printf("%-15s %10s %-28s %11s %12s %12s %8s\n", "collective", "size", "algorithm", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "check");
-    std::printf("%s\n", std::string(94, '-').c_str());
+    std::printf("%s\n", std::string(102, '-').c_str());
     std::fflush(stdout);
   }
   bool ok = true;
@@ -63,7 +63,7 @@ int run_worker() {
       std::string size = r.bytes >= (1u << 20) ? fmt::format("{} MiB", r.bytes >> 20)
                          : r.bytes >= 1024     ? fmt::format("{} KiB", r.bytes >> 10)
                                                : fmt::format("{} B", r.bytes);
-      std::printf("%-15s %10s %-20s %11.1f %12.3f %12.3f %8s\n", std::string(name(r.coll)).c_str(),
+      std::printf("%-15s %10s %-28s %11.1f %12.3f %12.3f %8s\n", std::string(name(r.coll)).c_str(),
                   size.c_str(),
                   (res.algorithm + (res.in_network ? " (in-network)" : " (host)")).c_str(),
                   res.time_us, res.algbw, res.busbw, res.correct == 1 ? "OK" : "WRONG");

@@ -195,6 +195,16 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
   // Messages that arrived before this collective started.
   if (auto eit = early_.find({comm_id, op->info_.seq}); eit != early_.end()) {
     for (EarlyMsg& m : eit->second) {
+      const int wpeer = m.peer;
+      m.peer = comm.comm_rank_of[wpeer];
+      if (m.peer < 0) {
+        Error e(Error::Kind::mismatch,
+                fmt::format("{}: world rank {} sent a message for a communicator it is not part of",
+                            describe(*op), wpeer));
+        early_.erase(eit);
+        fail(*op, e, true);
+        throw e;
+      }
       CollectiveParams theirs = decode_descriptor(m.h.desc);
       if (!same_call(theirs, op->params)) {
         Error e(Error::Kind::mismatch,
@@ -219,7 +229,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
       if (m.complete) {
         op->recv_arrived[idx] = 1;
       } else {
-        Incoming& in = incoming_[static_cast<std::size_t>((*op->members)[m.peer])];
+        Incoming& in = incoming_[static_cast<std::size_t>(wpeer)];
         in.mode = Incoming::Mode::parked;
         in.uid = op->uid;
         in.op = idx;
@@ -399,27 +409,22 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
   Incoming& in = incoming_[static_cast<std::size_t>(wpeer)];
   in = Incoming{};
   in.mode = Incoming::Mode::discard;
+  auto key = std::make_pair(h.comm_id, h.seq);
   auto cit = comms_.find(h.comm_id);
-  if (cit == comms_.end())
-    throw Error(Error::Kind::mismatch,
-                fmt::format("rank {} sent a message for a communicator this rank does not have "
-                            "(comm_split called differently on the ranks?)",
-                            wpeer));
-  Comm& comm = cit->second;
-  int peer = comm.comm_rank_of[wpeer];
-  if (peer < 0)
+  auto ait = active_.find(key);
+  if (cit != comms_.end() && cit->second.comm_rank_of[wpeer] < 0)
     throw Error(Error::Kind::mismatch,
                 fmt::format("world rank {} sent a message for a communicator it is not part of", wpeer));
-  auto key = std::make_pair(h.comm_id, h.seq);
-  auto ait = active_.find(key);
   if (ait == active_.end()) {
-    if (h.seq < comm.next_seq)
+    // Not started here yet; for a new sub-communicator this rank may not even have finished
+    // split() yet. Park it; start() checks it against this rank's own call.
+    if (cit != comms_.end() && h.seq < cit->second.next_seq)
       throw Error(Error::Kind::mismatch,
-                  fmt::format("rank {} sent a message for {} #{}, which already completed here "
-                              "(mismatched schedules?)",
-                              peer, name(decode_descriptor(h.desc).coll), h.seq));
+                  fmt::format("world rank {} sent a message for {} #{}, which already completed "
+                              "here (mismatched schedules?)",
+                              wpeer, name(decode_descriptor(h.desc).coll), h.seq));
     auto& list = early_[key];
-    list.push_back(EarlyMsg{peer, h, std::vector<std::byte>(h.bytes), false});
+    list.push_back(EarlyMsg{wpeer, h, std::vector<std::byte>(h.bytes), false});
     in.mode = Incoming::Mode::early;
     in.early = &list.back();
     RecvTarget t;
@@ -427,6 +432,7 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
     t.dst = list.back().payload.data();
     return t;
   }
+  int peer = cit->second.comm_rank_of[wpeer];
   CollOp& op = *ait->second;
   try {
     check_descriptor(op, peer, h);

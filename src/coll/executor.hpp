@@ -111,7 +111,7 @@ class Engine : public transport::MessageSink {
     std::uint64_t next_seq = 0;
   };
   struct EarlyMsg {
-    int peer;  // comm rank of the sender
+    int peer;  // world rank of the sender
     transport::WireHeader h;
     std::vector<std::byte> payload;
     bool complete = false;
