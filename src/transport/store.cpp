@@ -149,6 +149,7 @@ struct StoreServer::Impl {
   std::vector<std::unique_ptr<Client>> clients;
 
   void run();
+  bool iterate(std::vector<pollfd>& pfds);
   void accept_clients();
   void read_client(Client& c);
   void flush_client(Client& c);
@@ -194,65 +195,82 @@ StoreServerStats StoreServer::stats() const {
 void StoreServer::Impl::run() {
   std::vector<pollfd> pfds;
   while (!stop.load()) {
-    pfds.clear();
-    pfds.push_back({wake.get(), POLLIN, 0});
-    pfds.push_back({listener.fd.get(), POLLIN, 0});
-    Deadline next = Clock::now() + std::chrono::hours(1);
-    for (auto& c : clients) {
-      short ev = POLLRDHUP;
-      // One request at a time per client: read more only when nothing is pending or unsent.
-      if (c->pending == Client::Pending::none && c->out_off == c->out.size() && !c->close_after_flush)
-        ev |= POLLIN;
-      if (c->out_off < c->out.size()) ev |= POLLOUT;
-      if (c->pending != Client::Pending::none) next = std::min(next, c->deadline);
-      pfds.push_back({c->fd.get(), ev, 0});
-    }
-    int rc = ::poll(pfds.data(), pfds.size(), ms_until(next) + 1);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      // Nothing sensible to do but retry; poll only fails on resource exhaustion here.
+    try {
+      if (!iterate(pfds)) break;
+    } catch (const std::exception& e) {
+      // Only resource exhaustion gets here; keep serving rather than take the job down.
+      std::lock_guard lock(mu);
+      st.last_bad_request = fmt::format("server error: {}", e.what());
       std::this_thread::sleep_for(milliseconds(10));
-      continue;
     }
-    if (pfds[0].revents) break;
-    if (pfds[1].revents & POLLIN) accept_clients();
-    for (std::size_t i = 0; i + 2 < pfds.size(); ++i) {
-      Client& c = *clients[i];
-      short re = pfds[i + 2].revents;
-      if (!re || c.dead) continue;
-      if (re & POLLOUT) {
-        flush_client(c);
-        process_requests(c);  // requests that arrived while the reply was going out
-      }
-      if (c.dead) continue;
+  }
+  clients.clear();
+}
+
+// One poll round: accept, read, answer, release held requests. False when asked to stop.
+bool StoreServer::Impl::iterate(std::vector<pollfd>& pfds) {
+  pfds.clear();
+  pfds.push_back({wake.get(), POLLIN, 0});
+  pfds.push_back({listener.fd.get(), POLLIN, 0});
+  Deadline next = Clock::now() + std::chrono::hours(1);
+  for (auto& c : clients) {
+    short ev = POLLRDHUP;
+    // One request at a time per client: read more only when nothing is pending or unsent.
+    if (c->pending == Client::Pending::none && c->out_off == c->out.size() && !c->close_after_flush)
+      ev |= POLLIN;
+    if (c->out_off < c->out.size()) ev |= POLLOUT;
+    if (c->pending != Client::Pending::none) next = std::min(next, c->deadline);
+    pfds.push_back({c->fd.get(), ev, 0});
+  }
+  int rc = ::poll(pfds.data(), pfds.size(), ms_until(next) + 1);
+  if (rc < 0) {
+    // EINTR, or ENOMEM: nothing sensible to do but retry.
+    if (errno != EINTR) std::this_thread::sleep_for(milliseconds(10));
+    return true;
+  }
+  if (pfds[0].revents) return false;
+  if (pfds[1].revents & POLLIN) accept_clients();
+  for (std::size_t i = 0; i + 2 < pfds.size(); ++i) {
+    Client& c = *clients[i];
+    short re = pfds[i + 2].revents;
+    if (!re || c.dead) continue;
+    if (re & POLLOUT) {
+      flush_client(c);
+      process_requests(c);  // requests that arrived while the reply was going out
+    }
+    if (c.dead) continue;
+    try {
       if (re & POLLIN)
         read_client(c);  // reads up to EOF when idle
       else if (re & (POLLRDHUP | POLLHUP | POLLERR))
         c.dead = true;  // gone while a request was held or a reply was unsent
-    }
-    // Requests may have created keys that held gets/waits wait for, and deadlines may have
-    // passed. Completing a wait lets that client's buffered next request run, which can create
-    // keys in turn, so repeat until a pass changes nothing.
-    for (bool again = true; again;) {
-      again = false;
-      auto now = Clock::now();
-      for (auto& c : clients) {
-        if (c->dead || c->pending == Client::Pending::none) continue;
-        try_complete(*c, now >= c->deadline);
-        if (c->pending == Client::Pending::none) {
-          process_requests(*c);
-          again = true;
-        }
-      }
-    }
-    auto gone = std::remove_if(clients.begin(), clients.end(), [](auto& c) { return c->dead; });
-    if (gone != clients.end()) {
-      clients.erase(gone, clients.end());
-      std::lock_guard lock(mu);
-      st.clients = clients.size();
+    } catch (const std::exception& e) {
+      // e.g. bad_alloc for a huge value: drop this client, keep serving the others.
+      bad_request(c, fmt::format("server error while handling the request: {}", e.what()));
     }
   }
-  clients.clear();
+  // Requests may have created keys that held gets/waits wait for, and deadlines may have
+  // passed. Completing a wait lets that client's buffered next request run, which can create
+  // keys in turn, so repeat until a pass changes nothing.
+  for (bool again = true; again;) {
+    again = false;
+    auto now = Clock::now();
+    for (auto& c : clients) {
+      if (c->dead || c->pending == Client::Pending::none) continue;
+      try_complete(*c, now >= c->deadline);
+      if (c->pending == Client::Pending::none) {
+        process_requests(*c);
+        again = true;
+      }
+    }
+  }
+  auto gone = std::remove_if(clients.begin(), clients.end(), [](auto& c) { return c->dead; });
+  if (gone != clients.end()) {
+    clients.erase(gone, clients.end());
+    std::lock_guard lock(mu);
+    st.clients = clients.size();
+  }
+  return true;
 }
 
 void StoreServer::Impl::accept_clients() {

@@ -4,7 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -433,4 +437,87 @@ TEST(StoreAbort, FirstPublisherWins) {
   EXPECT_EQ(server.peek("abort/0"), "rank 0 failed: second");
   auto e = expect_error([&] { check_abort(b); }, Error::Kind::peer_failure);
   EXPECT_EQ(std::string(e.what()), "rank 2 failed: first");
+}
+
+// Seeded mutation of valid requests (a cheap, always-on companion of the libFuzzer target
+// fuzz_store_server): whatever arrives, the server answers or closes that connection, and keeps
+// serving everybody else. INC_TEST_SEED replays a failing run.
+TEST(Store, SurvivesMutatedRequests) {
+  std::uint64_t seed = 20240601;
+  if (const char* s = std::getenv("INC_TEST_SEED")) seed = std::strtoull(s, nullptr, 10);
+  SCOPED_TRACE("INC_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto pick = [&](std::uint64_t n) { return static_cast<std::size_t>(rng() % n); };
+  auto str = [&](std::size_t max) {
+    std::string s(pick(max + 1), '\0');
+    for (auto& c : s) c = static_cast<char>(rng());
+    return s;
+  };
+  auto field = [&](std::string& b, const std::string& s) {
+    put_u32(b, static_cast<std::uint32_t>(s.size()));
+    b += s;
+  };
+  auto valid_request = [&] {
+    std::string b(1, static_cast<char>(1 + pick(8)));
+    switch (b[0]) {
+      case 1: put_u32(b, kStoreMagic); b += std::string("\x01\x00", 2); break;
+      case 2: case 3: field(b, str(8)); field(b, str(16)); break;
+      case 4: field(b, str(8)); put_u32(b, static_cast<std::uint32_t>(pick(3))); break;
+      case 5: field(b, str(8)); put_u32(b, static_cast<std::uint32_t>(rng())); put_u32(b, 0); break;
+      case 6: case 7: {
+        std::uint32_t n = 1 + static_cast<std::uint32_t>(pick(3));
+        put_u32(b, n);
+        for (std::uint32_t i = 0; i < n; ++i) field(b, str(8));
+        if (b[0] == 7) {
+          b.push_back(static_cast<char>(pick(2)));
+          put_u32(b, static_cast<std::uint32_t>(pick(3)));
+        }
+        break;
+      }
+      default: field(b, str(8));
+    }
+    return frame(b);
+  };
+
+  StoreServer server;
+  StoreClient control("127.0.0.1", server.port());
+  control.set("control", "ok");
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string bytes = hello();
+    for (std::size_t i = 0, n = 1 + pick(4); i < n; ++i) bytes += valid_request();
+    switch (pick(5)) {
+      case 0: bytes[4 + pick(bytes.size() - 4)] ^= static_cast<char>(1 + pick(255)); break;
+      case 1: bytes.resize(4 + pick(bytes.size() - 4)); break;
+      case 2: bytes.insert(4 + pick(bytes.size() - 4), str(8)); break;
+      case 3: { std::size_t at = pick(bytes.size() - 3); for (int k = 0; k < 4; ++k) bytes[at + k] = static_cast<char>(rng()); break; }
+      default: break;  // valid as generated
+    }
+    Fd fd = connect_tcp("127.0.0.1", server.port(), deadline_after(kLong));
+    try {
+      send_all(fd.get(), bytes, deadline_after(kLong), "mutated");
+    } catch (const Error&) {
+      continue;  // the server already closed it
+    }
+    ::shutdown(fd.get(), SHUT_WR);
+    // The server must end this connection by itself (answer what it can, then close on EOF).
+    std::byte buf[4096];
+    bool closed = false;
+    auto deadline = deadline_after(kLong);
+    for (;;) {
+      try {
+        recv_all(fd.get(), std::span(buf, 1), deadline, "mutated reply");
+      } catch (const Error& e) {
+        closed = e.kind() == Error::Kind::peer_failure;
+        break;
+      }
+    }
+    ASSERT_TRUE(closed) << "iteration " << iter;
+  }
+  // Both paths were exercised: malformed requests rejected, valid ones served.
+  auto st = server.stats();
+  EXPECT_GT(st.bad_requests, 100u);
+  EXPECT_GT(st.requests, 400u);
+  EXPECT_EQ(control.get("control", kLong), "ok");
+  StoreClient fresh("127.0.0.1", server.port());
+  EXPECT_EQ(fresh.add("after", 1), 1);
 }
