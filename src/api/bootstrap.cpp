@@ -13,7 +13,9 @@ namespace {
 
 constexpr long long kMaxWorldSize = 1 << 20;
 
-[[noreturn]] void config_error(std::string msg) { throw Error(Error::Kind::config, std::move(msg)); }
+[[noreturn]] void config_error(std::string msg) {
+  throw Error(Error::Kind::config, std::move(msg));
+}
 
 // An empty value counts as unset (`export INC_STORE=` is a common way to clear a variable).
 std::optional<std::string> get(const EnvLookup& env, const std::string& name) {
@@ -22,8 +24,8 @@ std::optional<std::string> get(const EnvLookup& env, const std::string& name) {
   return v;
 }
 
-long long parse_int(const std::string& name, const std::string& value, long long min,
-                    long long max, std::string_view expected) {
+long long parse_int(const std::string& name, const std::string& value, long long min, long long max,
+                    std::string_view expected) {
   long long v = 0;
   auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || p != value.data() + value.size() || v < min || v > max)
@@ -32,8 +34,7 @@ long long parse_int(const std::string& name, const std::string& value, long long
 }
 
 int parse_rank(const std::string& name, const std::string& value) {
-  return static_cast<int>(
-      parse_int(name, value, 0, kMaxWorldSize - 1, "a rank (an integer >= 0)"));
+  return static_cast<int>(parse_int(name, value, 0, kMaxWorldSize - 1, "a rank (an integer >= 0)"));
 }
 int parse_size(const std::string& name, const std::string& value) {
   return static_cast<int>(parse_int(name, value, 1, kMaxWorldSize,
@@ -77,8 +78,8 @@ std::vector<int> parse_tasks_per_node(const std::string& name, const std::string
       if (paren != std::string::npos) {
         if (item.back() != ')') throw Error(Error::Kind::config, "");
         count = parse_size(name, item.substr(0, paren));
-        repeat = parse_int(name, item.substr(paren + 2, item.size() - paren - 3), 1, kMaxWorldSize,
-                           "");
+        repeat =
+            parse_int(name, item.substr(paren + 2, item.size() - paren - 3), 1, kMaxWorldSize, "");
       } else {
         count = parse_size(name, item);
       }
@@ -137,11 +138,11 @@ std::optional<Found> read_source(const EnvLookup& env, const SourceVars& s) {
   if (f.local_size > f.size)
     config_error(fmt::format("{}={} exceeds {}={}", ls_name, f.local_size, size_var, f.size));
   if (f.local_rank >= 0 && f.local_size > 0 && f.local_rank >= f.local_size)
-    config_error(fmt::format("{}={} is not below {}={}", s.local_rank, f.local_rank, ls_name,
-                             f.local_size));
+    config_error(
+        fmt::format("{}={} is not below {}={}", s.local_rank, f.local_rank, ls_name, f.local_size));
   if (f.local_rank >= f.size)
-    config_error(fmt::format("{}={} is not below {}={}", s.local_rank, f.local_rank, size_var,
-                             f.size));
+    config_error(
+        fmt::format("{}={} is not below {}={}", s.local_rank, f.local_rank, size_var, f.size));
   return f;
 }
 
@@ -284,8 +285,9 @@ BootstrapInfo detect_bootstrap(const EnvLookup& env) {
     auto agent = get(env, "TORCHELASTIC_USE_AGENT_STORE");
     if (info.source == "torchrun" && agent && parse_bool("TORCHELASTIC_USE_AGENT_STORE", *agent)) {
       if (info.store_port == 65535)
-        config_error("MASTER_PORT=65535: under torchrun INC uses MASTER_PORT+1 (torch's store "
-                     "holds MASTER_PORT); set INC_STORE=host:port instead");
+        config_error(
+            "MASTER_PORT=65535: under torchrun INC uses MASTER_PORT+1 (torch's store "
+            "holds MASTER_PORT); set INC_STORE=host:port instead");
       info.store_port += 1;
       info.store_source = "MASTER_ADDR/MASTER_PORT+1";
     }

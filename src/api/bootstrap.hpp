@@ -20,7 +20,7 @@ struct BootstrapInfo {
   int local_rank = -1;  // -1: the launcher did not say
   int local_size = -1;  // -1: the launcher did not say
   std::string store_host;
-  int store_port = 0;  // 0 only for a single-process job (ephemeral, hosted in-process)
+  int store_port = 0;       // 0 only for a single-process job (ephemeral, hosted in-process)
   bool host_store = false;  // this process must run the StoreServer (see connect_store)
   // Where rank / world size came from: "inc", "ompi", "pmi", "slurm", "torchrun", or
   // "single" (no launcher variables at all: a one-process job).

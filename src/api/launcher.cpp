@@ -27,15 +27,17 @@ namespace inc::api {
 
 namespace {
 
+using std::chrono::milliseconds;
 using transport::Clock;
 using transport::Deadline;
 using transport::Fd;
-using std::chrono::milliseconds;
 
 constexpr std::size_t kMaxLineBytes = 64 * 1024;  // longer lines are forwarded in pieces
 constexpr int kMaxRanks = 4096;
 
-[[noreturn]] void config_error(std::string msg) { throw Error(Error::Kind::config, std::move(msg)); }
+[[noreturn]] void config_error(std::string msg) {
+  throw Error(Error::Kind::config, std::move(msg));
+}
 
 // ---- signal forwarding: a process-wide self-pipe, because signal handlers are -------------
 
@@ -86,7 +88,8 @@ class SignalForwarding {
  private:
   bool on_;
   Fd read_, write_;
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // ---- child processes ------------------------------------------------------------------------
@@ -192,14 +195,27 @@ class Launcher {
   Fd devnull_;
 };
 
-const std::vector<std::string> kRemoved = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",       "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK",             "PMI_SIZE",
-    "MPI_LOCALRANKID",      "MPI_LOCALNRANKS",            "RANK",
-    "WORLD_SIZE",           "LOCAL_RANK",                 "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",           "TORCHELASTIC_RUN_ID",        "INC_RANK",
-    "INC_WORLD_SIZE",       "INC_LOCAL_RANK",             "INC_LOCAL_SIZE",
-    "INC_STORE",            "INC_STORE_HOST",             "INC_LAUNCH_WORLD_SIZE"};
+const std::vector<std::string> kRemoved = {"OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                           "PMI_RANK",
+                                           "PMI_SIZE",
+                                           "MPI_LOCALRANKID",
+                                           "MPI_LOCALNRANKS",
+                                           "RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "GROUP_RANK",
+                                           "TORCHELASTIC_RUN_ID",
+                                           "INC_RANK",
+                                           "INC_WORLD_SIZE",
+                                           "INC_LOCAL_RANK",
+                                           "INC_LOCAL_SIZE",
+                                           "INC_STORE",
+                                           "INC_STORE_HOST",
+                                           "INC_LAUNCH_WORLD_SIZE"};
 
 std::vector<std::string> Launcher::base_env() const {
   std::vector<std::string> env;
@@ -296,8 +312,8 @@ void Launcher::spawn(Child& c, const std::string& path, const std::vector<std::s
   if (got == sizeof e) {
     c.status.started = false;
     if (!stopping_) {
-      res_.failure = fmt::format("{}: cannot execute '{}': {}", c.status.name, path,
-                                 std::strerror(e));
+      res_.failure =
+          fmt::format("{}: cannot execute '{}': {}", c.status.name, path, std::strerror(e));
       res_.exit_code = 127;
       log(res_.failure);
       begin_stop(res_.failure);
@@ -386,8 +402,8 @@ void Launcher::on_exit(Child& c) {
   }
   // A sidecar must outlive the ranks.
   if (!stopping_ && !ranks_done_stop_) {
-    res_.failure = fmt::format("{} {} while the ranks were running", c.status.name,
-                               c.status.describe());
+    res_.failure =
+        fmt::format("{} {} while the ranks were running", c.status.name, c.status.describe());
     res_.exit_code = c.status.exited && c.status.code != 0 ? std::min(c.status.code, 255)
                      : c.status.signal                     ? std::min(128 + c.status.signal, 255)
                                                            : 1;
@@ -410,7 +426,8 @@ void Launcher::begin_stop(const std::string& why) {
   stopping_ = true;
   std::size_t alive = 0;
   for (auto& c : children_) alive += c->reaped ? 0 : 1;
-  if (alive) log(fmt::format("{}; stopping {} other process{}", why, alive, alive == 1 ? "" : "es"));
+  if (alive)
+    log(fmt::format("{}; stopping {} other process{}", why, alive, alive == 1 ? "" : "es"));
   signal_all(SIGTERM);
   kill_at_ = Clock::now() + o_.grace;
 }
@@ -435,8 +452,8 @@ void Launcher::wait_sidecar_ready(Child& c, const SidecarSpec& spec) {
     }
     reap(c);
     if (c.reaped || stopping_) {
-      if (!stopping_) begin_stop(fmt::format("{} {} before it was ready", c.status.name,
-                                             c.status.describe()));
+      if (!stopping_)
+        begin_stop(fmt::format("{} {} before it was ready", c.status.name, c.status.describe()));
       return;
     }
     if (Clock::now() >= deadline) {
@@ -613,8 +630,8 @@ LaunchResult Launcher::run() {
       std::string running;
       for (auto& c : children_)
         if (c->is_rank && !c->reaped) running += (running.empty() ? "" : ", ") + c->status.name;
-      res_.failure = fmt::format("timed out after {} ms (still running: {})", o_.timeout.count(),
-                                 running);
+      res_.failure =
+          fmt::format("timed out after {} ms (still running: {})", o_.timeout.count(), running);
       res_.exit_code = 124;
       begin_stop(res_.failure);
     }
@@ -648,7 +665,8 @@ LaunchResult Launcher::run() {
   for (auto& c : children_) (c->is_rank ? res_.ranks : res_.sidecars).push_back(c->status);
   if (res_.exit_code != 0) {
     log(fmt::format("job failed: {}", res_.failure));
-    if (res_.abort_reason) log(fmt::format("abort reason published by the job: {}", *res_.abort_reason));
+    if (res_.abort_reason)
+      log(fmt::format("abort reason published by the job: {}", *res_.abort_reason));
     for (auto& c : children_)
       if (c->status.started && !c->status.ok())
         log(fmt::format("  {}: {}{}", c->status.name, describe_exit(c->status),

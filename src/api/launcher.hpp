@@ -24,8 +24,8 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 // started before the ranks and stopped (SIGTERM, then SIGKILL after the grace period) once they
 // have all exited; exiting before that counts as a job failure.
 struct SidecarSpec {
-  std::string name;                // output prefix and messages, e.g. "switch"
-  std::vector<std::string> argv;   // program (searched in PATH) and arguments
+  std::string name;               // output prefix and messages, e.g. "switch"
+  std::vector<std::string> argv;  // program (searched in PATH) and arguments
   EnvVars env;
   // If set, the ranks start only once the sidecar has stored this key in the store (it is
   // ready), failing the launch if that takes longer than `ready_timeout`.
@@ -48,8 +48,8 @@ struct LaunchOptions {
   // Install SIGINT/SIGTERM handlers for the duration and forward the signals to the children
   // (a second SIGINT kills them). Only one launch may forward signals at a time.
   bool forward_signals = false;
-  int stdout_fd = 1;  // where the children's stdout lines go
-  int stderr_fd = 2;  // where their stderr lines and the launcher's messages go
+  int stdout_fd = 1;   // where the children's stdout lines go
+  int stderr_fd = 2;   // where their stderr lines and the launcher's messages go
   bool quiet = false;  // no "[launch] ..." messages
 };
 
@@ -59,7 +59,7 @@ struct ProcessExit {
   bool started = false;  // false: could not be executed (see LaunchResult::failure)
   bool exited = false;   // normal exit with `code`
   int code = 0;
-  int signal = 0;  // killed by this signal
+  int signal = 0;                    // killed by this signal
   bool stopped_by_launcher = false;  // we sent it SIGTERM/SIGKILL
   // "exited with code 3", "killed by signal 11 (Segmentation fault)", ...
   std::string describe() const;
@@ -70,7 +70,7 @@ struct LaunchResult {
   int exit_code = 0;    // 0 if every rank exited 0; else what `inc launch` returns
   std::string failure;  // first failure: "rank 2 exited with code 3", "timed out after 5 s", ...
   bool timed_out = false;
-  int interrupted_by = 0;  // signal forwarded to the job, if any
+  int interrupted_by = 0;                   // signal forwarded to the job, if any
   std::optional<std::string> abort_reason;  // the store's `abort` key, if a rank published one
   std::vector<ProcessExit> ranks;
   std::vector<ProcessExit> sidecars;
@@ -79,8 +79,9 @@ struct LaunchResult {
 
 // Runs the job to completion. Throws inc::Error (config) for bad options or a store that
 // cannot bind; everything else (a program that cannot be found or executed: exit_code 127;
-// failures, timeouts, signals) is reported in the result. Children run in their own process groups and die with the launching thread
-// (PR_SET_PDEATHSIG), so the calling thread must stay alive until this returns.
+// failures, timeouts, signals) is reported in the result. Children run in their own process groups
+// and die with the launching thread (PR_SET_PDEATHSIG), so the calling thread must stay alive until
+// this returns.
 LaunchResult launch_ranks(const LaunchOptions& opts);
 
 // Variables of other launchers that `launch_ranks` removes from the children's environment so

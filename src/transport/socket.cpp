@@ -229,7 +229,8 @@ Listener listen_tcp(const std::string& host, int port, int backlog) {
                                         : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
     return Listener{std::move(fd), bound};
   }
-  throw_errno(Error::Kind::network, fmt::format("listen on {}", where), last_err ? last_err : EINVAL);
+  throw_errno(Error::Kind::network, fmt::format("listen on {}", where),
+              last_err ? last_err : EINVAL);
 }
 
 Fd connect_tcp(const std::string& host, int port, Deadline deadline) {
@@ -241,9 +242,8 @@ Fd connect_tcp(const std::string& host, int port, Deadline deadline) {
     AddrInfoPtr res;
     int rc = resolve(host, port, AI_NUMERICSERV, res);
     if (rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_SERVICE || rc == EAI_FAMILY)
-      throw Error(Error::Kind::network,
-                  fmt::format("connect to {}: cannot resolve host '{}': {}", where, host,
-                              ::gai_strerror(rc)));
+      throw Error(Error::Kind::network, fmt::format("connect to {}: cannot resolve host '{}': {}",
+                                                    where, host, ::gai_strerror(rc)));
     if (rc != 0) {
       last_error = fmt::format("resolve: {}", ::gai_strerror(rc));
     } else {
@@ -332,9 +332,9 @@ void set_cloexec(int fd) {
 
 void set_buffer_sizes(int fd, int send_bytes, int recv_bytes) {
   if (send_bytes < 0 || recv_bytes < 0)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("set_buffer_sizes: negative size (send {}, recv {})", send_bytes,
-                            recv_bytes));
+    throw Error(
+        Error::Kind::invalid_argument,
+        fmt::format("set_buffer_sizes: negative size (send {}, recv {})", send_bytes, recv_bytes));
   if (send_bytes > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_bytes, sizeof send_bytes))
     throw_errno(Error::Kind::network, fmt::format("setsockopt(SO_SNDBUF, {})", send_bytes), errno);
   if (recv_bytes > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &recv_bytes, sizeof recv_bytes))
@@ -366,8 +366,8 @@ void send_all(int fd, std::span<const std::byte> data, Deadline deadline, std::s
     int err = errno;
     if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
       if (err != EINTR && poll_one(fd, POLLOUT, deadline) == 0)
-        throw Error(Error::Kind::timeout,
-                    fmt::format("{}: send timed out after {} of {} bytes", what, done, data.size()));
+        throw Error(Error::Kind::timeout, fmt::format("{}: send timed out after {} of {} bytes",
+                                                      what, done, data.size()));
       continue;
     }
     if (err == EPIPE || err == ECONNRESET)
@@ -393,9 +393,8 @@ void recv_all(int fd, std::span<std::byte> data, Deadline deadline, std::string_
     int err = errno;
     if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
       if (err != EINTR && poll_one(fd, POLLIN, deadline) == 0)
-        throw Error(Error::Kind::timeout,
-                    fmt::format("{}: receive timed out after {} of {} bytes", what, done,
-                                data.size()));
+        throw Error(Error::Kind::timeout, fmt::format("{}: receive timed out after {} of {} bytes",
+                                                      what, done, data.size()));
       continue;
     }
     if (err == ECONNRESET)

@@ -26,7 +26,7 @@ int ms_until(Deadline d) noexcept;
 // Environment lookup, injectable so tests can feed fake environments. Returns nullopt for an
 // unset variable; an empty value is reported as set-but-empty (callers decide).
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-EnvLookup process_env();                                    // ::getenv
+EnvLookup process_env();                                     // ::getenv
 EnvLookup map_env(std::map<std::string, std::string> vars);  // for tests
 
 // Owning file descriptor: closes on destruction, move-only.

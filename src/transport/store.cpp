@@ -70,7 +70,8 @@ class Reader {
   std::uint64_t u64() { return uint_le(8); }
   std::string_view str(std::size_t max, const char* what) {
     std::uint32_t n = u32();
-    if (n > max) throw ParseError{fmt::format("{} of {} bytes exceeds the limit of {}", what, n, max)};
+    if (n > max)
+      throw ParseError{fmt::format("{} of {} bytes exceeds the limit of {}", what, n, max)};
     return take(n);
   }
   void end() const {
@@ -81,7 +82,8 @@ class Reader {
  private:
   std::string_view take(std::size_t n) {
     if (b_.size() - pos_ < n)
-      throw ParseError{fmt::format("truncated: needed {} more bytes, {} left", n, b_.size() - pos_)};
+      throw ParseError{
+          fmt::format("truncated: needed {} more bytes, {} left", n, b_.size() - pos_)};
     auto s = b_.substr(pos_, n);
     pos_ += n;
     return s;
@@ -89,7 +91,8 @@ class Reader {
   std::uint64_t uint_le(int bytes) {
     auto s = take(static_cast<std::size_t>(bytes));
     std::uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(s[static_cast<std::size_t>(i)]);
+    for (int i = bytes - 1; i >= 0; --i)
+      v = (v << 8) | static_cast<std::uint8_t>(s[static_cast<std::size_t>(i)]);
     return v;
   }
   std::string_view b_;
@@ -603,7 +606,8 @@ struct StoreClient::Impl {
                label);
       auto status = static_cast<std::uint8_t>(buf[0]);
       if (status > 2)
-        throw Error(Error::Kind::network, fmt::format("{}: invalid reply status {}", label, status));
+        throw Error(Error::Kind::network,
+                    fmt::format("{}: invalid reply status {}", label, status));
       return Reply{static_cast<Status>(status), buf.substr(1)};
     } catch (const Error& e) {
       broken = e.what();
@@ -621,7 +625,8 @@ struct StoreClient::Impl {
       } catch (const ParseError&) {
         msg = "(unreadable error message)";
       }
-      throw Error(Error::Kind::invalid_argument, fmt::format("store {}: {}: {}", address, what, msg));
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("store {}: {}: {}", address, what, msg));
     }
     if (rep.status != Status::ok)
       throw Error(Error::Kind::network,
@@ -670,8 +675,7 @@ std::string key_list(std::span<const std::string> keys) {
 
 }  // namespace
 
-StoreClient::StoreClient(const std::string& host, int port)
-    : StoreClient(host, port, Options{}) {}
+StoreClient::StoreClient(const std::string& host, int port) : StoreClient(host, port, Options{}) {}
 
 StoreClient::StoreClient(const std::string& host, int port, Options opts)
     : impl_(std::make_unique<Impl>()) {
@@ -849,8 +853,8 @@ std::size_t StoreClient::wait_any(std::span<const std::string> keys, millisecond
   }
   auto idx = impl_->parse(impl_->ok_payload(rep, what), what, [](Reader& r) { return r.u32(); });
   if (idx >= keys.size())
-    throw Error(Error::Kind::network,
-                fmt::format("store {}: {}: reply index {} out of range", impl_->address, what, idx));
+    throw Error(Error::Kind::network, fmt::format("store {}: {}: reply index {} out of range",
+                                                  impl_->address, what, idx));
   return idx;
 }
 
@@ -896,8 +900,7 @@ void barrier(StoreClient& store, std::string_view name, int world, int rank, mil
   if (arrived == world) store.set(done_key, "1");
   const std::string keys[] = {done_key, std::string(kAbortKey)};
   auto left = std::max<milliseconds>(
-      milliseconds(0),
-      timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
+      milliseconds(0), timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
   std::size_t idx;
   try {
     idx = store.wait_any(keys, left);

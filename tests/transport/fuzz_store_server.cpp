@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string_view>
 

@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         return std::atoi(arg().c_str());
       } else if (op == "info") {
-        std::printf("rank %d of %d local %d/%d source %s store %s:%d\n", info.rank,
-                    info.world_size, info.local_rank, info.local_size, info.source.c_str(),
-                    info.store_host.c_str(), info.store_port);
+        std::printf("rank %d of %d local %d/%d source %s store %s:%d\n", info.rank, info.world_size,
+                    info.local_rank, info.local_size, info.source.c_str(), info.store_host.c_str(),
+                    info.store_port);
       } else {
         std::fprintf(stderr, "store_probe: unknown op %s\n", op.c_str());
         return 64;

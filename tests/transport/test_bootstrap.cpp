@@ -21,8 +21,8 @@ BootstrapInfo detect(const Env& e) { return detect_bootstrap(map_env(e)); }
 void expect_config_error(const Env& e, std::initializer_list<std::string> parts) {
   try {
     auto info = detect(e);
-    ADD_FAILURE() << "expected a config error, got rank " << info.rank << " of "
-                  << info.world_size << " from " << info.source;
+    ADD_FAILURE() << "expected a config error, got rank " << info.rank << " of " << info.world_size
+                  << " from " << info.source;
   } catch (const Error& err) {
     EXPECT_EQ(static_cast<int>(err.kind()), static_cast<int>(Error::Kind::config)) << err.what();
     for (auto& p : parts)
@@ -31,9 +31,9 @@ void expect_config_error(const Env& e, std::initializer_list<std::string> parts)
   }
 }
 
-const Env kIncLaunch = {{"INC_RANK", "1"},       {"INC_WORLD_SIZE", "4"},
-                        {"INC_LOCAL_RANK", "1"}, {"INC_LOCAL_SIZE", "4"},
-                        {"INC_STORE", "127.0.0.1:29500"}, {"INC_STORE_HOST", "0"}};
+const Env kIncLaunch = {
+    {"INC_RANK", "1"},       {"INC_WORLD_SIZE", "4"},          {"INC_LOCAL_RANK", "1"},
+    {"INC_LOCAL_SIZE", "4"}, {"INC_STORE", "127.0.0.1:29500"}, {"INC_STORE_HOST", "0"}};
 
 Env with(Env base, const Env& extra) {
   for (auto& [k, v] : extra) base[k] = v;
@@ -61,8 +61,7 @@ TEST(Bootstrap, IncLaunch) {
   EXPECT_FALSE(detect(with(kIncLaunch, {{"INC_RANK", "0"}})).host_store);
   EXPECT_TRUE(detect(with(without(kIncLaunch, "INC_STORE_HOST"), {{"INC_RANK", "0"}})).host_store);
   EXPECT_FALSE(detect(without(kIncLaunch, "INC_STORE_HOST")).host_store);  // rank 1
-  EXPECT_TRUE(
-      detect(with(kIncLaunch, {{"INC_RANK", "0"}, {"INC_STORE_HOST", "yes"}})).host_store);
+  EXPECT_TRUE(detect(with(kIncLaunch, {{"INC_RANK", "0"}, {"INC_STORE_HOST", "yes"}})).host_store);
   auto v6 = detect(with(kIncLaunch, {{"INC_STORE", "[::1]:1234"}}));
   EXPECT_EQ(v6.store_host, "::1");
   EXPECT_EQ(v6.store_port, 1234);
@@ -75,8 +74,10 @@ TEST(Bootstrap, LocalRankAndSizeAreOptional) {
 }
 
 TEST(Bootstrap, OpenMpiWithIncStoreRankZeroHosts) {
-  Env e = {{"OMPI_COMM_WORLD_RANK", "0"},       {"OMPI_COMM_WORLD_SIZE", "4"},
-           {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+  Env e = {{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "4"},
+           {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
            {"INC_STORE", "node1:29500"}};
   auto i = detect(e);
   EXPECT_EQ(i.source, "ompi");
@@ -142,11 +143,12 @@ TEST(Bootstrap, SlurmDerivesStoreFromStepNodelist) {
   EXPECT_EQ(i.store_port, 10000 + (1234 * 16) % 20000);
   EXPECT_FALSE(i.host_store);
   // Rank 0 on the first node hosts.
-  auto r0 = detect(with(e, {{"SLURM_PROCID", "0"}, {"SLURMD_NODENAME", "gpu07"}, {"SLURM_NODEID", "0"}}));
+  auto r0 =
+      detect(with(e, {{"SLURM_PROCID", "0"}, {"SLURMD_NODENAME", "gpu07"}, {"SLURM_NODEID", "0"}}));
   EXPECT_TRUE(r0.host_store);
   // Uneven nodes: "3(x2),2" -> node 2 has 2 tasks.
-  auto uneven = detect(with(e, {{"SLURM_NTASKS", "8"}, {"SLURM_NODEID", "2"},
-                                {"SLURM_STEP_TASKS_PER_NODE", "3(x2),2"}}));
+  auto uneven = detect(with(
+      e, {{"SLURM_NTASKS", "8"}, {"SLURM_NODEID", "2"}, {"SLURM_STEP_TASKS_PER_NODE", "3(x2),2"}}));
   EXPECT_EQ(uneven.local_size, 2);
   // INC_STORE wins over the derived address.
   EXPECT_EQ(detect(with(e, {{"INC_STORE", "login:9999"}})).store_host, "login");
@@ -158,8 +160,10 @@ TEST(Bootstrap, SlurmDerivesStoreFromStepNodelist) {
 }
 
 TEST(Bootstrap, SlurmErrors) {
-  Env e = {{"SLURM_PROCID", "0"},        {"SLURM_NTASKS", "2"},
-           {"SLURM_STEP_NODELIST", "n1"}, {"SLURM_JOB_ID", "7"},
+  Env e = {{"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "2"},
+           {"SLURM_STEP_NODELIST", "n1"},
+           {"SLURM_JOB_ID", "7"},
            {"SLURM_STEP_ID", "0"}};
   expect_config_error(without(e, "SLURM_STEP_ID"), {"Slurm", "INC_STORE", "SLURM_STEP_ID"});
   expect_config_error(without(e, "SLURM_STEP_NODELIST"), {"SLURM_STEP_NODELIST"});
@@ -239,21 +243,30 @@ TEST(Bootstrap, NestedLaunchersInsideSbatchIgnoreStaleSlurmValues) {
 }
 
 TEST(Bootstrap, ConflictingSourcesNameBothVariables) {
-  expect_config_error(
-      {{"INC_RANK", "1"}, {"INC_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
-       {"OMPI_COMM_WORLD_SIZE", "4"}, {"INC_STORE", "h:1"}},
-      {"INC_RANK=1", "OMPI_COMM_WORLD_RANK=2"});
-  expect_config_error(
-      {{"INC_RANK", "1"}, {"INC_WORLD_SIZE", "4"}, {"PMI_RANK", "1"}, {"PMI_SIZE", "8"},
-       {"INC_STORE", "h:1"}},
-      {"INC_WORLD_SIZE=4", "PMI_SIZE=8"});
-  expect_config_error(
-      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "1"},
-       {"WORLD_SIZE", "2"}, {"INC_STORE", "h:1"}},
-      {"OMPI_COMM_WORLD_RANK=0", "RANK=1"});
+  expect_config_error({{"INC_RANK", "1"},
+                       {"INC_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_RANK", "2"},
+                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"INC_STORE", "h:1"}},
+                      {"INC_RANK=1", "OMPI_COMM_WORLD_RANK=2"});
+  expect_config_error({{"INC_RANK", "1"},
+                       {"INC_WORLD_SIZE", "4"},
+                       {"PMI_RANK", "1"},
+                       {"PMI_SIZE", "8"},
+                       {"INC_STORE", "h:1"}},
+                      {"INC_WORLD_SIZE=4", "PMI_SIZE=8"});
+  expect_config_error({{"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "2"},
+                       {"RANK", "1"},
+                       {"WORLD_SIZE", "2"},
+                       {"INC_STORE", "h:1"}},
+                      {"OMPI_COMM_WORLD_RANK=0", "RANK=1"});
   // Agreeing sources are fine.
-  auto i = detect({{"INC_RANK", "2"}, {"INC_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
-                   {"OMPI_COMM_WORLD_SIZE", "4"}, {"INC_STORE", "h:1"}});
+  auto i = detect({{"INC_RANK", "2"},
+                   {"INC_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_RANK", "2"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"INC_STORE", "h:1"}});
   EXPECT_EQ(i.source, "inc");
 }
 
@@ -297,8 +310,7 @@ TEST(Bootstrap, BadValuesNameVariableAndValue) {
   expect_config_error(with(mpi, {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "0"}}), {"MASTER_PORT"});
   expect_config_error(with(mpi, {{"MASTER_ADDR", "a b"}, {"MASTER_PORT", "1"}}),
                       {"MASTER_ADDR='a b'"});
-  expect_config_error(with(mpi, {{"OMPI_COMM_WORLD_SIZE", "two"}}),
-                      {"OMPI_COMM_WORLD_SIZE='two'"});
+  expect_config_error(with(mpi, {{"OMPI_COMM_WORLD_SIZE", "two"}}), {"OMPI_COMM_WORLD_SIZE='two'"});
   expect_config_error({{"PMI_RANK", "0"}}, {"PMI_RANK=0", "PMI_SIZE"});
   expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-3"}},
                       {"LOCAL_RANK='-3'"});
@@ -333,7 +345,8 @@ TEST(ConnectStore, RankZeroHostsAndOthersConnect) {
 }
 
 TEST(ConnectStore, HostingANonLocalAddressIsAConfigError) {
-  auto info = detect({{"INC_RANK", "0"}, {"INC_WORLD_SIZE", "2"}, {"INC_STORE", "192.0.2.1:29500"}});
+  auto info =
+      detect({{"INC_RANK", "0"}, {"INC_WORLD_SIZE", "2"}, {"INC_STORE", "192.0.2.1:29500"}});
   try {
     connect_store(info, milliseconds(1000));
     ADD_FAILURE() << "expected a config error";
@@ -346,7 +359,8 @@ TEST(ConnectStore, HostingANonLocalAddressIsAConfigError) {
 
 TEST(ConnectStore, BusyPortNamesTheSource) {
   auto busy = inc::transport::listen_tcp("127.0.0.1", 0);
-  auto info = detect({{"INC_RANK", "0"}, {"INC_WORLD_SIZE", "2"},
+  auto info = detect({{"INC_RANK", "0"},
+                      {"INC_WORLD_SIZE", "2"},
                       {"INC_STORE", "127.0.0.1:" + std::to_string(busy.port)}});
   try {
     connect_store(info, milliseconds(1000));

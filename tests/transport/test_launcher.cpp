@@ -207,8 +207,7 @@ TEST(Launcher, RanksBootstrapThroughTheStore) {
   for (int i = 0; i < 4; ++i) {
     auto s = std::to_string(i);
     EXPECT_TRUE(contains(text, "[" + s + "] rank " + s + " of 4 local " + s +
-                                   "/4 source inc store 127.0.0.1:" +
-                                   std::to_string(r.store_port)))
+                                   "/4 source inc store 127.0.0.1:" + std::to_string(r.store_port)))
         << text;
     EXPECT_TRUE(contains(text, "[" + s + "] passed barrier")) << text;
     // After the barrier everybody has added.
@@ -232,21 +231,24 @@ TEST(Launcher, SidecarRunsAlongsideAndIsStoppedAfterwards) {
   Job job(2, sh("echo rank $INC_RANK done"));
   SidecarSpec side;
   side.name = "switch";
-  side.argv = sh("echo \"side up for $INC_LAUNCH_WORLD_SIZE ranks, rank='$INC_RANK' "
-                 "world='$INC_WORLD_SIZE'\"; exec sleep 600");
+  side.argv =
+      sh("echo \"side up for $INC_LAUNCH_WORLD_SIZE ranks, rank='$INC_RANK' "
+         "world='$INC_WORLD_SIZE'\"; exec sleep 600");
   job.opts.sidecars.push_back(side);
   auto r = job.run();
   EXPECT_EQ(r.exit_code, 0) << r.failure;
   ASSERT_EQ(r.sidecars.size(), 1u);
   EXPECT_EQ(r.sidecars[0].signal, SIGTERM) << r.sidecars[0].describe();
-  EXPECT_TRUE(contains(job.out.text(), "[switch] side up for 2 ranks, rank='' world=''")) << job.out.text();
+  EXPECT_TRUE(contains(job.out.text(), "[switch] side up for 2 ranks, rank='' world=''"))
+      << job.out.text();
 }
 
 TEST(Launcher, SidecarReadyKeyGatesTheRanks) {
   Job job(2, {INC_STORE_PROBE, "get", "switch/addr"});
   SidecarSpec side;
   side.name = "switch";
-  side.argv = {"/bin/sh", "-c", "\"$0\" set switch/addr 10.1.2.3:9999 set switch/ready 1; exec sleep 600",
+  side.argv = {"/bin/sh", "-c",
+               "\"$0\" set switch/addr 10.1.2.3:9999 set switch/ready 1; exec sleep 600",
                INC_STORE_PROBE};
   side.ready_key = "switch/ready";
   job.opts.sidecars.push_back(side);
@@ -289,7 +291,8 @@ TEST(Launcher, ForwardsSigintToRanks) {
     // Wait (bounded) until both ranks run, then interrupt the launcher like Ctrl-C would.
     for (int i = 0; i < 6000; ++i) {
       auto t = job.out.text();
-      if (t.find("[0] ready") != std::string::npos && t.find("[1] ready") != std::string::npos) break;
+      if (t.find("[0] ready") != std::string::npos && t.find("[1] ready") != std::string::npos)
+        break;
       std::this_thread::sleep_for(milliseconds(10));
     }
     ::kill(::getpid(), SIGINT);
@@ -319,11 +322,11 @@ int cli(std::vector<std::string> args) {
 TEST(LaunchCli, StrictArguments) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(cli({"-n", "2", "--bogus", "true"}), 2);
-  EXPECT_EQ(cli({"true"}), 2);                   // -n missing
-  EXPECT_EQ(cli({"-n", "0", "true"}), 2);        // out of range
+  EXPECT_EQ(cli({"true"}), 2);             // -n missing
+  EXPECT_EQ(cli({"-n", "0", "true"}), 2);  // out of range
   EXPECT_EQ(cli({"-n", "x", "true"}), 2);
-  EXPECT_EQ(cli({"-n", "2"}), 2);                // no program
-  EXPECT_EQ(cli({"-n"}), 2);                     // missing value
+  EXPECT_EQ(cli({"-n", "2"}), 2);  // no program
+  EXPECT_EQ(cli({"-n"}), 2);       // missing value
   EXPECT_EQ(cli({"-n", "1", "--timeout", "-1", "true"}), 2);
   EXPECT_EQ(cli({"-n", "1", "--store-port", "70000", "true"}), 2);
   EXPECT_EQ(cli({"-n", "1", "--no-prefix=1", "true"}), 2);

@@ -49,9 +49,9 @@ TEST(HostPort, ParsesNamesIpv4AndBracketedIpv6) {
 }
 
 TEST(HostPort, RejectsMalformedAddressesNamingTheSource) {
-  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:-1",
-                          "host:abc", "host:80x", "::1:80", "[::1]80", "[::1]", "[zz]:80",
-                          "[::1:80", "ho st:80", "host:+80", "host: 80"}) {
+  for (const char* bad :
+       {"", "host", "host:", ":80", "host:0", "host:65536", "host:-1", "host:abc", "host:80x",
+        "::1:80", "[::1]80", "[::1]", "[zz]:80", "[::1:80", "ho st:80", "host:+80", "host: 80"}) {
     auto e = expect_error([&] { parse_host_port(bad, "INC_STORE"); }, Error::Kind::config);
     std::string msg = e.what();
     EXPECT_NE(msg.find("INC_STORE"), std::string::npos) << msg;
@@ -133,9 +133,7 @@ TEST(Tcp, RecvTimesOutAndReportsPeerClose) {
 TEST(Tcp, SendToClosedPeerIsPeerFailureNotSigpipe) {
   auto l = listen_tcp("127.0.0.1", 0);
   auto client = connect_tcp("127.0.0.1", l.port, deadline_after(milliseconds(10000)));
-  {
-    auto server = accept_tcp(l.fd.get(), deadline_after(milliseconds(10000)));
-  }
+  { auto server = accept_tcp(l.fd.get(), deadline_after(milliseconds(10000))); }
   std::string chunk(1 << 16, 'x');
   expect_error(
       [&] {
@@ -200,7 +198,10 @@ TEST(LocalAddress, HonoursIncHostThenIfaceThenRouteToStore) {
   EXPECT_EQ(local_address_for_peers(map_env({}), "127.0.0.1", 1234), "127.0.0.1");
   EXPECT_EQ(local_address_for_peers(map_env({})), "127.0.0.1");
   auto e = expect_error(
-      [&] { local_address_for_peers(map_env({{"INC_IFACE", "nosuchif0"}})); }, Error::Kind::config);
+      [&] {
+        local_address_for_peers(map_env({{"INC_IFACE", "nosuchif0"}}));
+      },
+      Error::Kind::config);
   std::string msg = e.what();
   EXPECT_NE(msg.find("nosuchif0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lo"), std::string::npos) << msg;  // lists the interfaces that exist

@@ -1,10 +1,9 @@
 // Rendezvous store: semantics across threads and processes, timeouts, and resilience of the
 // server to malformed clients.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -174,7 +173,9 @@ TEST(Store, WaitTimeoutListsOnlyMissingKeys) {
   StoreClient c("127.0.0.1", server.port());
   c.set("present", "1");
   auto e = expect_error(
-      [&] { c.wait(std::vector<std::string>{"present", "absent1", "absent2"}, milliseconds(30)); },
+      [&] {
+        c.wait(std::vector<std::string>{"present", "absent1", "absent2"}, milliseconds(30));
+      },
       Error::Kind::timeout);
   std::string msg = e.what();
   EXPECT_TRUE(contains(msg, "2 of 3")) << msg;
@@ -284,17 +285,17 @@ TEST(Store, MalformedRequestsCloseOnlyThatConnection) {
   std::thread t([&] { waited = waiter.get("released", kLong); });
 
   std::vector<std::string> bad = {
-      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",                  // not our protocol at all
-      frame(std::string("\x02\x01\0\0\0k\x01\0\0\0v", 11)),  // set before hello
-      hello() + frame(std::string("\x63", 1)),               // unknown op
-      hello() + std::string("\0\0\0\0", 4),                  // zero-length frame
-      hello() + frame(std::string("\x02\xff\xff\xff\x7f", 5)),             // key length huge
-      hello() + frame(std::string("\x02\x01\0\0\0k", 6)),                  // set without value
-      hello() + frame(std::string("\x08\x01\0\0\0kEXTRA", 11)),            // trailing bytes
-      hello() + frame(std::string("\x06\0\0\0\0", 5)),                     // check with 0 keys
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",                       // not our protocol at all
+      frame(std::string("\x02\x01\0\0\0k\x01\0\0\0v", 11)),      // set before hello
+      hello() + frame(std::string("\x63", 1)),                   // unknown op
+      hello() + std::string("\0\0\0\0", 4),                      // zero-length frame
+      hello() + frame(std::string("\x02\xff\xff\xff\x7f", 5)),   // key length huge
+      hello() + frame(std::string("\x02\x01\0\0\0k", 6)),        // set without value
+      hello() + frame(std::string("\x08\x01\0\0\0kEXTRA", 11)),  // trailing bytes
+      hello() + frame(std::string("\x06\0\0\0\0", 5)),           // check with 0 keys
       hello() + frame(std::string("\x07\x01\0\0\0\x01\0\0\0k\x02\0\0\0\0", 15)),  // bad mode
-      hello() + frame(std::string("\x04\x01\0\0\0k\xff\xff\xff\xff", 10)),  // timeout too big
-      hello() + hello(),                                                   // second hello
+      hello() + frame(std::string("\x04\x01\0\0\0k\xff\xff\xff\xff", 10)),        // timeout too big
+      hello() + hello(),                                                          // second hello
   };
   {
     std::string b = frame(std::string("\x01\x49\x4e\x43\x58\x01\x00", 7));  // wrong magic
@@ -460,11 +461,26 @@ TEST(Store, SurvivesMutatedRequests) {
   auto valid_request = [&] {
     std::string b(1, static_cast<char>(1 + pick(8)));
     switch (b[0]) {
-      case 1: put_u32(b, kStoreMagic); b += std::string("\x01\x00", 2); break;
-      case 2: case 3: field(b, str(8)); field(b, str(16)); break;
-      case 4: field(b, str(8)); put_u32(b, static_cast<std::uint32_t>(pick(3))); break;
-      case 5: field(b, str(8)); put_u32(b, static_cast<std::uint32_t>(rng())); put_u32(b, 0); break;
-      case 6: case 7: {
+      case 1:
+        put_u32(b, kStoreMagic);
+        b += std::string("\x01\x00", 2);
+        break;
+      case 2:
+      case 3:
+        field(b, str(8));
+        field(b, str(16));
+        break;
+      case 4:
+        field(b, str(8));
+        put_u32(b, static_cast<std::uint32_t>(pick(3)));
+        break;
+      case 5:
+        field(b, str(8));
+        put_u32(b, static_cast<std::uint32_t>(rng()));
+        put_u32(b, 0);
+        break;
+      case 6:
+      case 7: {
         std::uint32_t n = 1 + static_cast<std::uint32_t>(pick(3));
         put_u32(b, n);
         for (std::uint32_t i = 0; i < n; ++i) field(b, str(8));
@@ -474,7 +490,8 @@ TEST(Store, SurvivesMutatedRequests) {
         }
         break;
       }
-      default: field(b, str(8));
+      default:
+        field(b, str(8));
     }
     return frame(b);
   };
@@ -486,11 +503,22 @@ TEST(Store, SurvivesMutatedRequests) {
     std::string bytes = hello();
     for (std::size_t i = 0, n = 1 + pick(4); i < n; ++i) bytes += valid_request();
     switch (pick(5)) {
-      case 0: bytes[4 + pick(bytes.size() - 4)] ^= static_cast<char>(1 + pick(255)); break;
-      case 1: bytes.resize(4 + pick(bytes.size() - 4)); break;
-      case 2: bytes.insert(4 + pick(bytes.size() - 4), str(8)); break;
-      case 3: { std::size_t at = pick(bytes.size() - 3); for (int k = 0; k < 4; ++k) bytes[at + k] = static_cast<char>(rng()); break; }
-      default: break;  // valid as generated
+      case 0:
+        bytes[4 + pick(bytes.size() - 4)] ^= static_cast<char>(1 + pick(255));
+        break;
+      case 1:
+        bytes.resize(4 + pick(bytes.size() - 4));
+        break;
+      case 2:
+        bytes.insert(4 + pick(bytes.size() - 4), str(8));
+        break;
+      case 3: {
+        std::size_t at = pick(bytes.size() - 3);
+        for (int k = 0; k < 4; ++k) bytes[at + k] = static_cast<char>(rng());
+        break;
+      }
+      default:
+        break;  // valid as generated
     }
     Fd fd = connect_tcp("127.0.0.1", server.port(), deadline_after(kLong));
     try {
