@@ -258,6 +258,10 @@ int cmd_sim(int argc, char** argv) {
   run->add_option("--placement", placement, "contiguous | random")->capture_default_str();
   run->add_option("--seed", seed, "placement seed")->capture_default_str();
   run->add_flag("--edge", edge, "Edge-INC offload (NIC-driven host algorithm)");
+  std::string seg;
+  bool rtt = false;
+  run->add_option("--segment", seg, "message segment size (default: the algorithm's)");
+  run->add_flag("--rtt-weighted", rtt, "share bottlenecks by route latency, as SimGrid does");
   run->add_option("--overhead-us", np.host_overhead_us, "host per-message overhead, us")->capture_default_str();
   run->add_option("--nic-overhead-us", np.nic_overhead_us, "Edge-INC per-message overhead, us")->capture_default_str();
   run->add_option("--reduce-GBps", np.reduce_GBps, "endpoint reduction rate GB/s (0 = free)")->capture_default_str();
@@ -306,6 +310,7 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.np.switch_memory_bytes = static_cast<double>(parse_size(switch_mem));
       sc.opt.max_inc_chunks = max_inc_chunks;
       sc.opt.max_inc_ops = max_inc_ops;
+      sc.opt.rtt_weighted = rtt;
       sc.seed = seed;
       if (njobs < 1) throw Error(Error::Kind::invalid_argument, "--jobs must be >= 1");
       const int per = ranks > 0 ? ranks : tf.hosts / njobs;
@@ -323,6 +328,7 @@ int cmd_sim(int argc, char** argv) {
         j.bytes = parse_size(size);
         j.placement = placement;
         j.edge = edge;
+        j.segment_bytes = seg.empty() ? 0 : parse_size(seg);
         sc.jobs.push_back(j);
       }
     }

@@ -63,6 +63,7 @@ struct Xfer {
   std::uint32_t chunk = 0;
   double bytes = 0;
   double cap = FlowNet::kNoCap;
+  double latency = 0;  // route latency (the sharing weight in rtt_weighted mode)
   std::uint8_t nres = 0;
   std::uint32_t res[10];
 };
@@ -125,6 +126,7 @@ struct Simulator::Impl {
     // Point-to-point connections: one message at a time in its bandwidth phase, in order.
     std::vector<ChunkQueue> pair_q;
     std::vector<std::uint8_t> pair_busy;
+    std::vector<std::uint32_t> pair_next;  // seq of the next message each connection delivers
     double inc_chunk = 0;
     JobResult res;
     std::uint64_t ops_done = 0;
@@ -209,6 +211,7 @@ struct Simulator::Impl {
     J.runs.assign(J.prog.num_inc_groups(), -1);
     J.pair_q.resize(J.prog.num_pairs);
     J.pair_busy.assign(J.prog.num_pairs, 0);
+    J.pair_next.assign(J.prog.num_pairs, 0);
     if (J.prog.num_inc_groups() > 0) {
       J.tree = topo.build_tree(J.spec.hosts, jobs.size() * 0x51ed27u + 1);
       J.res.tree_switches = J.tree.switch_count();
@@ -351,7 +354,8 @@ struct Simulator::Impl {
     ++J.res.messages;
     J.res.bytes_injected += x.bytes;
     const double o = (J.spec.edge_offload ? opt.np.nic_overhead_us : opt.np.host_overhead_us) * 1e-6;
-    push(now + o + topo.path_latency(path), kXferStart, xi);
+    x.latency = topo.path_latency(path);
+    push(now + o + x.latency, kXferStart, xi);
   }
 
   // The message's overhead and latency have elapsed; it takes the connection when it is free.
@@ -360,8 +364,8 @@ struct Simulator::Impl {
     if (x.kind == XKind::p2p) {
       Job& J = jobs[x.job];
       const std::uint32_t pr = J.prog.pair_of[x.a];
-      if (J.pair_busy[pr]) {
-        J.pair_q[pr].push(xi, 0);
+      if (J.pair_busy[pr] || J.prog.pair_seq[x.a] != J.pair_next[pr]) {
+        J.pair_q[pr].v.emplace_back(xi, J.prog.pair_seq[x.a]);  // waits for its turn
         return;
       }
       J.pair_busy[pr] = 1;
@@ -376,7 +380,8 @@ struct Simulator::Impl {
       xfer_done(xi);
       return;
     }
-    const std::uint32_t f = net.start(x.res, x.nres, x.bytes, now, x.cap);
+    const double w = opt.rtt_weighted && x.latency > 0 ? x.latency : 1.0;
+    const std::uint32_t f = net.start(x.res, x.nres, x.bytes, now, x.cap, w);
     ++flows;
     if (flow_xfer.size() <= f) flow_xfer.resize(f + 1);
     flow_xfer[f] = xi;
@@ -404,11 +409,20 @@ struct Simulator::Impl {
     switch (x.kind) {
       case XKind::p2p: {
         Job& J = jobs[x.job];
+        // The connection delivers messages in program order: start the next one if it waits.
         const std::uint32_t pr = J.prog.pair_of[x.a];
-        if (J.pair_q[pr].empty())
-          J.pair_busy[pr] = 0;
-        else
-          begin_flow(J.pair_q[pr].pop().first);
+        J.pair_busy[pr] = 0;
+        ++J.pair_next[pr];
+        auto& w = J.pair_q[pr].v;
+        for (std::size_t k = 0; k < w.size(); ++k)
+          if (w[k].second == J.pair_next[pr]) {
+            const std::uint32_t next = w[k].first;
+            w[k] = w.back();
+            w.pop_back();
+            J.pair_busy[pr] = 1;
+            begin_flow(next);
+            break;
+          }
         op_done(x.job, x.a);
         if (J.prog.ops[x.b].kind == OpKind::recv_reduce)
           compute(x.job, x.b, J.prog.ops[x.b].bytes * opt.np.gamma());
@@ -520,7 +534,8 @@ struct Simulator::Impl {
     if (mem_on() && N.member >= 0) x.res[x.nres++] = mem_res(J.spec.hosts[N.member]);
     x.cap = (up && N.member >= 0) ? J.inc_cap : FlowNet::kNoCap;
     ++J.res.inc_chunks;
-    push(now + topo.link(link).latency, kXferStart, xi);
+    x.latency = topo.link(link).latency;
+    push(now + x.latency, kXferStart, xi);
   }
 
   // A run's newly available chunks join the job's FIFO on node's up edge (a port sends one

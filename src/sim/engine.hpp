@@ -45,6 +45,9 @@ struct SimOptions {
   int max_inc_ops = 8;
   int max_inc_chunks = 16;
   bool progress = false;       // progress bar on stderr
+  // Share bottlenecks in inverse proportion to each flow's route latency (SimGrid's flow
+  // models, TCP's RTT unfairness) instead of plain max-min. Off by default.
+  bool rtt_weighted = false;
   bool per_job_links = true;   // keep per-job per-link byte counts (links-touched queries)
 };
 

@@ -28,7 +28,8 @@ void FlowNet::advance(std::uint32_t f, double now) {
   }
 }
 
-std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, double bytes, double now, double cap) {
+std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, double bytes, double now, double cap,
+                             double weight) {
   if (n == 0 || n > kMaxRes)
     throw Error(Error::Kind::internal, "flow: a flow needs 1..16 resources");
   std::uint32_t f;
@@ -48,6 +49,7 @@ std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, doub
   x.rate = 0;
   x.last = now;
   x.cap = cap;
+  x.weight = weight > 0 ? weight : 1.0;
   x.res_begin = f * kMaxRes;
   x.nres = static_cast<std::uint8_t>(n);
   x.active = true;
@@ -132,6 +134,9 @@ void FlowNet::refill(double now) {
   for (std::uint32_t r : comp_res_) {
     res_[r].rem = res_[r].cap;
     res_[r].unfixed = static_cast<std::uint32_t>(res_[r].flows.size());
+    double w = 0;
+    for (std::uint32_t f : res_[r].flows) w += 1.0 / flows_[f].weight;
+    res_[r].inv_w = w;
   }
   auto fix = [&](std::uint32_t f, double rate) {
     fixed_[f] = 1;
@@ -142,7 +147,8 @@ void FlowNet::refill(double now) {
       Resource& R = res_[res_pool_[x.res_begin + k]];
       R.rem -= rate;
       if (R.rem < 0) R.rem = 0;
-      --R.unfixed;
+      R.inv_w -= 1.0 / x.weight;
+      if (--R.unfixed == 0 || R.inv_w < 0) R.inv_w = 0;
     }
     if (!(std::fabs(old - rate) <= 1e-12 * std::max(old, rate))) {
       ++x.version;
@@ -165,32 +171,35 @@ void FlowNet::refill(double now) {
     bool operator>(const Entry& o) const { return share > o.share; }
   };
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  // Fill level lambda: an unfixed flow runs at lambda / weight; a resource saturates at
+  // lambda = rem / sum(1 / weight); a capped flow stops at lambda = cap x weight.
+  auto level = [&](const Resource& R) { return R.inv_w > 0 ? R.rem / R.inv_w : kNoCap; };
   for (std::uint32_t r : comp_res_)
-    if (res_[r].unfixed) heap.push({res_[r].rem / res_[r].unfixed, r, false});
+    if (res_[r].unfixed) heap.push({level(res_[r]), r, false});
   for (std::uint32_t f : comp_flows_)
-    if (flows_[f].cap < kNoCap) heap.push({flows_[f].cap, f, true});
+    if (flows_[f].cap < kNoCap) heap.push({flows_[f].cap * flows_[f].weight, f, true});
   std::size_t left = comp_flows_.size();
   while (left && !heap.empty()) {
     const Entry e = heap.top();
     heap.pop();
     if (e.is_flow) {
       if (!fixed_[e.id]) {
-        fix(e.id, e.share);
+        fix(e.id, flows_[e.id].cap);
         --left;
       }
       continue;
     }
     Resource& R = res_[e.id];
     if (!R.unfixed) continue;
-    const double share = R.rem / R.unfixed;
-    if (share > e.share * (1 + 1e-12) + 1e-300) {  // stale: shares only grow while filling
-      heap.push({share, e.id, false});
+    const double lambda = level(R);
+    if (lambda > e.share * (1 + 1e-12) + 1e-300) {  // stale: levels only grow while filling
+      heap.push({lambda, e.id, false});
       continue;
     }
-    // Bottleneck: every unfixed flow on it gets the share. Copy: fix() edits R.flows' counters only.
+    // Bottleneck: every unfixed flow on it runs at lambda / weight. fix() edits counters only.
     for (std::uint32_t f : R.flows)
       if (!fixed_[f]) {
-        fix(f, share);
+        fix(f, lambda / flows_[f].weight);
         --left;
       }
   }

@@ -24,8 +24,11 @@ class FlowNet {
 
   // Starts a flow of `bytes` (> 0) at time `now` over `resources` (distinct ids), capped at
   // `cap` bytes/s. Returns its id. Rates of the affected component are recomputed.
+  // `weight` > 0 is the flow's sharing penalty: on a shared bottleneck rates are inversely
+  // proportional to it (weighted max-min; 1 for all flows = plain max-min). SimGrid weights
+  // flows by their route latency, as TCP's RTT unfairness does.
   std::uint32_t start(const std::uint32_t* resources, std::size_t n, double bytes, double now,
-                      double cap = kNoCap);
+                      double cap = kNoCap, double weight = 1.0);
   // Removes a finished (or cancelled) flow; recomputes its component.
   void finish(std::uint32_t flow, double now);
 
@@ -48,6 +51,7 @@ class FlowNet {
     double rate = 0;
     double last = 0;
     double cap = kNoCap;
+    double weight = 1.0;
     std::uint32_t version = 0;
     std::uint32_t res_begin = 0;  // into res_pool_/pos_pool_
     std::uint8_t nres = 0;
@@ -58,6 +62,7 @@ class FlowNet {
     std::vector<std::uint32_t> flows;  // active flows crossing it
     // Scratch for progressive filling.
     double rem = 0;
+    double inv_w = 0;  // sum of 1/weight over unfixed flows
     std::uint32_t unfixed = 0;
     std::uint32_t stamp = 0;
   };

@@ -114,6 +114,7 @@ struct Builder {
 
     P.match.assign(N, ~0u);
     P.pair_of.assign(N, ~0u);
+    P.pair_seq.assign(N, ~0u);
     // Point-to-point matching: per rank, sends and recvs grouped by peer in program order.
     struct Item {
       std::int32_t peer;
@@ -163,6 +164,7 @@ struct Builder {
         for (std::size_t k = 0; k < e - s; ++k) {
           const std::uint32_t so = sends[s + k].op, ro = (lo + static_cast<std::ptrdiff_t>(k))->op;
           P.pair_of[so] = pair_id;
+          P.pair_seq[so] = P.pair_seq[ro] = static_cast<std::uint32_t>(k);
           if (P.ops[so].bytes != P.ops[ro].bytes)
             throw Error(Error::Kind::mismatch,
                         fmt::format("message {} from rank {} to rank {}: {} bytes sent, {} expected",

@@ -33,6 +33,7 @@ struct Program {
   // Ordered (sender, receiver) pair of each send op (a connection: messages on it are delivered
   // in order, one after the other); ~0u for other ops.
   std::vector<std::uint32_t> pair_of;
+  std::vector<std::uint32_t> pair_seq;  // send and recv ops: index of the message on its connection
   std::uint32_t num_pairs = 0;
   // inc groups: members of group g are inc_members[inc_begin[g] .. inc_begin[g+1]) (one per rank).
   std::vector<std::uint32_t> inc_begin;

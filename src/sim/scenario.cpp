@@ -63,6 +63,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.max_inc_ops = static_cast<int>(r.get_int("max_inc_ops", s.opt.max_inc_ops, 1, 1 << 20));
     s.opt.max_inc_chunks = static_cast<int>(r.get_int("max_inc_chunks", s.opt.max_inc_chunks, 1, 1 << 20));
     s.seed = static_cast<std::uint64_t>(r.get_int("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+    s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
     r.finish();
   }
   const auto jobs = top.sub_array("job");

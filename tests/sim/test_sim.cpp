@@ -52,6 +52,15 @@ TEST(FlowNet, RateCapIsRespectedAndLeftoverRedistributed) {
   EXPECT_DOUBLE_EQ(net.rate(b), 9);
 }
 
+TEST(FlowNet, WeightedSharingIsInverseToWeight) {
+  FlowNet net({9.0});
+  const std::uint32_t r0[] = {0};
+  const auto a = net.start(r0, 1, 100, 0, FlowNet::kNoCap, 1.0);
+  const auto b = net.start(r0, 1, 100, 0, FlowNet::kNoCap, 2.0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 6);
+  EXPECT_DOUBLE_EQ(net.rate(b), 3);
+}
+
 // Reference: progressive filling over all flows from scratch.
 std::vector<double> reference_maxmin(const std::vector<double>& cap, const std::vector<std::vector<std::uint32_t>>& flows) {
   std::vector<double> rate(flows.size(), 0), rem = cap;
