@@ -115,8 +115,8 @@ struct Simulator::Impl {
   struct Job {
     JobSpec spec;
     Program prog;
-    std::vector<std::uint32_t> pending;
-    std::vector<std::uint8_t> state;  // 0 waiting, 1 posted, 2 moving, 3 done
+    BigVec<std::uint32_t> pending;
+    BigVec<std::uint8_t> state;  // 0 waiting, 1 posted, 2 moving, 3 done
     std::vector<double> rank_busy;    // endpoint compute engine
     AggTree tree;
     std::vector<std::int32_t> runs;          // group -> run id (-1 none)

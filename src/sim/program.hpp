@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coll/schedule.hpp"
+#include "sim/huge_alloc.hpp"
 
 namespace inc::sim {
 
@@ -23,21 +24,21 @@ struct SimOp {
 
 struct Program {
   int nranks = 0;
-  std::vector<std::uint32_t> rank_begin;  // ops of rank r: [rank_begin[r], rank_begin[r+1])
-  std::vector<SimOp> ops;
-  std::vector<std::uint32_t> ndeps;       // intra-rank dependencies of each op
-  std::vector<std::uint32_t> succ_begin;  // CSR successors (intra-rank)
-  std::vector<std::uint32_t> succ;
+  BigVec<std::uint32_t> rank_begin;  // ops of rank r: [rank_begin[r], rank_begin[r+1])
+  BigVec<SimOp> ops;
+  BigVec<std::uint32_t> ndeps;       // intra-rank dependencies of each op
+  BigVec<std::uint32_t> succ_begin;  // CSR successors (intra-rank)
+  BigVec<std::uint32_t> succ;
   // send -> matching recv, recv -> matching send, inc op -> its group; ~0u otherwise.
-  std::vector<std::uint32_t> match;
+  BigVec<std::uint32_t> match;
   // Ordered (sender, receiver) pair of each send op (a connection: messages on it are delivered
   // in order, one after the other); ~0u for other ops.
-  std::vector<std::uint32_t> pair_of;
-  std::vector<std::uint32_t> pair_seq;  // send and recv ops: index of the message on its connection
+  BigVec<std::uint32_t> pair_of;
+  BigVec<std::uint32_t> pair_seq;  // send and recv ops: index of the message on its connection
   std::uint32_t num_pairs = 0;
   // inc groups: members of group g are inc_members[inc_begin[g] .. inc_begin[g+1]) (one per rank).
-  std::vector<std::uint32_t> inc_begin;
-  std::vector<std::uint32_t> inc_members;
+  BigVec<std::uint32_t> inc_begin;
+  BigVec<std::uint32_t> inc_members;
 
   std::size_t num_ops() const { return ops.size(); }
   int rank_of(std::uint32_t op) const;  // binary search in rank_begin
