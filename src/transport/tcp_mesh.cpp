@@ -301,6 +301,9 @@ void TcpMesh::handle_readable(int peer) {
     fail_peer(peer, fmt::format("read from rank {} failed: {}", peer, std::strerror(errno)));
     return;
   }
+  // Out of budget: deliver what was read. The socket may now be empty, and epoll would not
+  // report it again for bytes that already sit in our buffer.
+  if (p.alive) consume_rx(peer, p);
 }
 
 void TcpMesh::fail_peer(int peer, const std::string& why) {
