@@ -255,7 +255,7 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
 
 void TcpMesh::handle_readable(int peer) {
   Peer& p = *peers_[peer];
-  std::uint64_t budget = 8u << 20;  // bytes per call, so one busy peer cannot starve others
+  std::uint64_t budget = read_budget_;  // per call, so one busy peer cannot starve others
   while (p.alive && budget > 0) {
     consume_rx(peer, p);
     if (!p.alive) return;

@@ -94,6 +94,9 @@ class TcpMesh {
   void discard_incoming(int peer);
   void drop_sends();
 
+  // Bytes read from one peer per event before others get a turn (tests make it tiny).
+  void set_read_budget(std::uint64_t bytes) { read_budget_ = bytes; }
+
   bool peer_alive(int peer) const;
   const TransportStats& stats() const { return stats_; }
 
@@ -110,6 +113,7 @@ class TcpMesh {
   std::vector<std::unique_ptr<Peer>> peers_;
   MessageSink* sink_ = nullptr;
   TransportStats stats_;
+  std::uint64_t read_budget_ = 8u << 20;
 };
 
 // Connect all `world` ranks pairwise. Each rank listens on `listen_host`, publishes its
