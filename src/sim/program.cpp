@@ -1,7 +1,9 @@
 #include "sim/program.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -217,11 +219,39 @@ struct Builder {
 Program build_program(const coll::CollectiveParams& proto) {
   Builder b;
   b.prog.rank_begin.push_back(0);
-  coll::CollectiveParams p = proto;
-  for (int r = 0; r < proto.nranks; ++r) {
-    p.rank = r;
-    coll::RankSchedule s = coll::build_schedule(p);
-    b.add_rank(s);
+  // Schedules are built in parallel, in batches (build_schedule is a pure function), and
+  // appended in rank order; the batches bound the memory held in coll::RankSchedule form.
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  const int batch = 8 * threads;
+  std::vector<coll::RankSchedule> buf(static_cast<std::size_t>(std::min(batch, std::max(proto.nranks, 1))));
+  for (int base = 0; base < proto.nranks; base += batch) {
+    const int n = std::min(batch, proto.nranks - base);
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+    auto work = [&](int t) {
+      try {
+        coll::CollectiveParams p = proto;
+        for (int i = t; i < n; i += threads) {
+          p.rank = base + i;
+          buf[static_cast<std::size_t>(i)] = coll::build_schedule(p);
+        }
+      } catch (...) {
+        errors[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+    };
+    if (threads == 1 || n == 1) {
+      work(0);
+    } else {
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+      work(0);
+      for (auto& th : pool) th.join();
+    }
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (int i = 0; i < n; ++i) {
+      b.add_rank(buf[static_cast<std::size_t>(i)]);
+      buf[static_cast<std::size_t>(i)] = coll::RankSchedule{};
+    }
   }
   b.finish();
   return std::move(b.prog);
