@@ -126,7 +126,8 @@ struct Simulator::Impl {
   struct Job {
     JobSpec spec;
     Program prog;
-    BigVec<EngOp> E;
+    BigVec<EngOp> E;              // ops in step-major order (see add)
+    BigVec<std::uint32_t> succ;   // successors, in E's numbering
     std::vector<double> rank_busy;    // endpoint compute engine
     AggTree tree;
     std::vector<std::int32_t> runs;          // group -> run id (-1 none)
@@ -216,24 +217,53 @@ struct Simulator::Impl {
     J.prog = std::move(prog);
     J.res.name = J.spec.name;
     J.rank_busy.assign(p, 0);
-    J.E.resize(J.prog.num_ops());
-    for (int r = 0; r < p; ++r)
-      for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) {
-        EngOp& e = J.E[i];
-        e.op = J.prog.ops[i];
-        e.match = J.prog.match[i];
-        e.pair_of = J.prog.pair_of[i];
-        e.pair_seq = J.prog.pair_seq[i];
-        e.succ_begin = J.prog.succ_begin[i];
-        e.succ_end = J.prog.succ_begin[i + 1];
-        e.pending = J.prog.ndeps[i];
-        e.rank = r;
+    // The event loop's op order is step-major: the i-th op of every rank side by side. Ranks
+    // advance roughly together, so the ops touched at one moment (a send and its matching
+    // receive on the next rank, their successors) share cache lines instead of lying a rank's
+    // schedule apart.
+    const std::size_t N = J.prog.num_ops();
+    BigVec<std::uint32_t> perm(N), inv(N);
+    {
+      std::vector<int> active;
+      for (int r = 0; r < p; ++r)
+        if (J.prog.rank_begin[r + 1] > J.prog.rank_begin[r]) active.push_back(r);
+      std::uint32_t next = 0;
+      for (std::uint32_t i = 0; !active.empty(); ++i) {
+        std::size_t keep = 0;
+        for (int r : active) {
+          const std::uint32_t pi = J.prog.rank_begin[r] + i;
+          perm[pi] = next;
+          inv[next++] = pi;
+          if (pi + 1 < J.prog.rank_begin[r + 1]) active[keep++] = r;
+        }
+        active.resize(keep);
       }
-    // The event loop reads these from E only: release the copies.
-    for (auto* v : {&J.prog.ndeps, &J.prog.match, &J.prog.pair_of, &J.prog.pair_seq, &J.prog.succ_begin}) {
+    }
+    J.E.resize(N);
+    J.succ.reserve(J.prog.succ.size());
+    for (std::uint32_t e = 0; e < N; ++e) {
+      const std::uint32_t i = inv[e];
+      EngOp& x = J.E[e];
+      x.op = J.prog.ops[i];
+      const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast;
+      x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
+      x.pair_of = J.prog.pair_of[i];
+      x.pair_seq = J.prog.pair_seq[i];
+      x.succ_begin = static_cast<std::uint32_t>(J.succ.size());
+      for (std::uint32_t k = J.prog.succ_begin[i]; k < J.prog.succ_begin[i + 1]; ++k) J.succ.push_back(perm[J.prog.succ[k]]);
+      x.succ_end = static_cast<std::uint32_t>(J.succ.size());
+      x.pending = J.prog.ndeps[i];
+    }
+    for (int r = 0; r < p; ++r)
+      for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) J.E[perm[i]].rank = r;
+    for (auto& m : J.prog.inc_members) m = perm[m];
+    // The event loop reads everything from E, succ and inc_members: release the rest.
+    for (auto* v : {&J.prog.ndeps, &J.prog.match, &J.prog.pair_of, &J.prog.pair_seq, &J.prog.succ_begin, &J.prog.succ}) {
       v->clear();
       v->shrink_to_fit();
     }
+    J.prog.ops.clear();
+    J.prog.ops.shrink_to_fit();
     J.runs.assign(J.prog.num_inc_groups(), -1);
     J.pair_q.resize(J.prog.num_pairs);
     J.pair_busy.assign(J.prog.num_pairs, 0);
@@ -247,7 +277,7 @@ struct Simulator::Impl {
       J.down_busy.assign(J.tree.nodes.size(), 0);
       J.res.tree_depth = J.tree.depth;
     }
-    total_ops += J.prog.num_ops();
+    total_ops += J.E.size();
     jobs.push_back(std::move(J));
   }
 
@@ -340,7 +370,7 @@ struct Simulator::Impl {
     ++done_ops;
     J.res.end_s = std::max(J.res.end_s, now);
     for (std::uint32_t s = eo.succ_begin; s < eo.succ_end; ++s) {
-      const std::uint32_t j = J.prog.succ[s];
+      const std::uint32_t j = J.succ[s];
       if (--J.E[j].pending == 0) work.emplace_back(ji, j);
     }
   }
@@ -484,14 +514,14 @@ struct Simulator::Impl {
     }
     IncRun& R = runs[ri];
     const std::uint32_t first = J.prog.inc_members[J.prog.inc_begin[group]];
-    const SimOp& o = J.prog.ops[first];
+    const SimOp& o = J.E[first].op;
     R.job = ji;
     R.group = group;
     R.bcast = o.kind == OpKind::inc_broadcast;
     R.root_member = R.bcast ? o.peer : -1;
     double bytes = 0;
     for (std::uint32_t m = J.prog.inc_begin[group]; m < J.prog.inc_begin[group + 1]; ++m)
-      bytes = std::max(bytes, static_cast<double>(J.prog.ops[J.prog.inc_members[m]].bytes));
+      bytes = std::max(bytes, static_cast<double>(J.E[J.prog.inc_members[m]].op.bytes));
     double chunk = std::max(opt.np.inc_chunk_bytes, std::ceil(bytes / std::max(1, opt.max_inc_chunks)));
     R.nchunks = bytes > 0 ? static_cast<std::uint32_t>(std::ceil(bytes / chunk)) : 1;
     R.chunk = bytes > 0 ? chunk : 0;
@@ -514,7 +544,7 @@ struct Simulator::Impl {
     R.has_receiver.assign(n, 0);
     for (std::uint32_t m = J.prog.inc_begin[group]; m < J.prog.inc_begin[group + 1]; ++m) {
       const int member = static_cast<int>(m - J.prog.inc_begin[group]);
-      if (!J.prog.ops[J.prog.inc_members[m]].receives) continue;
+      if (!J.E[J.prog.inc_members[m]].op.receives) continue;
       for (int x = J.tree.member_node[member]; x >= 0 && !R.has_receiver[x]; x = J.tree.nodes[x].parent)
         R.has_receiver[x] = 1;
     }
@@ -703,7 +733,7 @@ struct Simulator::Impl {
       switch (e.type) {
         case kJobStart: {
           Job& J = jobs[e.a];
-          for (std::uint32_t i = 0; i < J.prog.num_ops(); ++i)
+          for (std::uint32_t i = 0; i < J.E.size(); ++i)
             if (J.E[i].pending == 0) work.emplace_back(e.a, i);
           break;
         }
@@ -740,10 +770,10 @@ struct Simulator::Impl {
     if (bar) std::fprintf(stderr, "\r%*s\r", 90, "");
     SimResult out;
     for (auto& J : jobs) {
-      if (J.ops_done != J.prog.num_ops())
+      if (J.ops_done != J.E.size())
         throw Error(Error::Kind::mismatch,
-                    fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.prog.num_ops() - J.ops_done,
-                                J.prog.num_ops()));
+                    fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.E.size() - J.ops_done,
+                                J.E.size()));
       J.res.ops = J.ops_done;
       out.makespan_s = std::max(out.makespan_s, J.res.end_s);
     }

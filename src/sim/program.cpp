@@ -60,7 +60,14 @@ std::uint64_t op_bytes(const coll::Op& op) {
 // Appends one rank's schedule to the program (ops, deps as successors later).
 struct Builder {
   Program prog;
-  std::vector<std::uint32_t> dep_edges_from, dep_edges_to;  // global op indices
+  BigVec<std::uint32_t> dep_edges_from, dep_edges_to;  // global op indices
+
+  void reserve(std::size_t ops, std::size_t deps) {
+    prog.ops.reserve(ops);
+    prog.ndeps.reserve(ops);
+    dep_edges_from.reserve(deps);
+    dep_edges_to.reserve(deps);
+  }
 
   void add_rank(const coll::RankSchedule& s) {
     const auto base = static_cast<std::uint32_t>(prog.ops.size());
@@ -248,6 +255,17 @@ Program build_program(const coll::CollectiveParams& proto) {
     }
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
+    if (base == 0) {
+      // Reserve from the first batch (growing these arrays by doubling would fault in and
+      // zero-fill fresh pages at every step).
+      std::size_t ops = 0, deps = 0;
+      for (int i = 0; i < n; ++i) {
+        ops += buf[static_cast<std::size_t>(i)].ops.size();
+        deps += buf[static_cast<std::size_t>(i)].deps.size();
+      }
+      const double scale = 1.02 * proto.nranks / n;
+      b.reserve(static_cast<std::size_t>(ops * scale) + 16, static_cast<std::size_t>(deps * scale) + 16);
+    }
     for (int i = 0; i < n; ++i) {
       b.add_rank(buf[static_cast<std::size_t>(i)]);
       buf[static_cast<std::size_t>(i)] = coll::RankSchedule{};
