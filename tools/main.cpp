@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"demo", inc::tools::cmd_demo, "the main job: a local INC cluster running the collectives"},
     {"model", inc::tools::cmd_model, "analytical model: collective costs, training iterations, paper-figure5"},
     {"sim", inc::tools::cmd_sim, "discrete-event simulator: jobs on fat trees / rail clusters, links touched"},
+    {"switch", inc::tools::cmd_switch, "software Core-INC aggregation switch (UDP daemon)"},
 };
 
 void usage(std::FILE* out) {

@@ -1,0 +1,43 @@
+// `inc switch`: options, Prometheus/--stats rendering and the daemon's main loop, as a library
+// so that tests can run it in-process (tools/switch.cpp only adds signal handling).
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/switch/dataplane.hpp"
+#include "src/switch/udp.hpp"
+
+namespace inc::sw {
+
+struct SwitchDaemonOptions {
+  std::string name = "switch";
+  Endpoint bind = Endpoint::ipv4(0x7F000001, 7710);
+  SwitchConfig cfg;
+  bool incarnation_given = false;
+  std::vector<JobSpec> jobs;  // admitted at start-up (--job, or the topology file)
+  int metrics_port = -1;      // -1: no HTTP endpoint; 0: any free port
+  std::string metrics_bind = "127.0.0.1";
+  bool stats = false;         // print counters at exit
+  double stats_interval = 0;  // and every N seconds
+  FaultConfig faults;
+  std::size_t batch = 32;
+};
+
+const char* switch_usage();
+// Parses argv (argv[0] is the subcommand name). Returns "" on success, else a message that
+// names the offending flag and value. Sets `help` for --help.
+std::string parse_switch_args(int argc, char** argv, SwitchDaemonOptions& o, bool& help);
+
+std::string render_prometheus(const SwitchSnapshot& s, const std::string& switch_name);
+std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name);
+
+// Runs until `stop` becomes true. Logs to `log`. Returns the process exit code.
+// `on_ready(server, metrics_port)` is called once the socket (and metrics endpoint) are up.
+int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& stop, std::FILE* log,
+                      const std::function<void(UdpSwitchServer&, int)>& on_ready = {});
+
+}  // namespace inc::sw

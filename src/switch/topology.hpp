@@ -1,0 +1,74 @@
+// Topology files: which switches exist, who is whose parent, and where each job's ranks attach.
+// A small line-oriented text format (docs/SWITCH.md):
+//
+//   # comment
+//   switch spine 127.0.0.1:7100
+//   switch leaf0 127.0.0.1:7101 parent=spine slots=512 slot-elements=256 types=i32,f32
+//   switch leaf1 127.0.0.1:7102 parent=spine
+//   job 7 slots=32 leaf0=0-3 leaf1=4-7
+//
+// plan_job turns a job line into the admission (JobSpec) of every switch on the job's tree and
+// the attachment (switch, member id) of every rank. The controller issue will compute trees;
+// until then this is how trees are configured.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/switch/dataplane.hpp"
+
+namespace inc::sw {
+
+struct TopoSwitch {
+  std::string name;
+  Endpoint addr;
+  std::string parent;  // empty: a root
+  std::uint32_t slots = 1024;
+  std::uint32_t slot_elems = 256;
+  std::uint32_t caps = proto::cap::all;
+  int line = 0;
+};
+
+struct TopoJob {
+  std::uint32_t id = 0;
+  std::uint32_t slots = 16;
+  std::vector<std::pair<std::string, std::vector<std::uint32_t>>> attach;  // switch -> ranks
+  std::uint32_t nranks = 0;
+  int line = 0;
+};
+
+struct Topology {
+  std::vector<TopoSwitch> switches;
+  std::vector<TopoJob> jobs;
+  const TopoSwitch* find(std::string_view name) const;
+  const TopoJob* find_job(std::uint32_t id) const;
+};
+
+// Parses and checks the file (unknown keys, duplicate names, unknown or cyclic parents, rank
+// sets that are not exactly 0..n-1). On error returns nullopt and sets `err` ("line N: ...").
+std::optional<Topology> parse_topology(std::string_view text, std::string& err);
+std::optional<Topology> load_topology(const std::string& path, std::string& err);
+
+// "i32,f32" -> capability bits (raw replication is always there). nullopt on unknown names.
+std::optional<std::uint32_t> parse_types(std::string_view list);
+
+struct JobPlan {
+  std::map<std::string, JobSpec> specs;  // per switch on the job's tree
+  std::string root;
+  struct Attachment {
+    std::string sw;
+    Endpoint addr;
+    std::uint16_t member = 0;
+  };
+  std::vector<Attachment> ranks;  // per rank
+};
+std::optional<JobPlan> plan_job(const Topology& t, const TopoJob& job, std::string& err);
+
+// The data-plane configuration of switch `name` (parent endpoint resolved).
+SwitchConfig switch_config(const Topology& t, const TopoSwitch& s);
+
+}  // namespace inc::sw

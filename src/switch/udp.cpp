@@ -1,0 +1,395 @@
+#include "src/switch/udp.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+namespace inc::sw {
+
+Nanos monotonic_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return Nanos(ts.tv_sec) * kSecond + ts.tv_nsec;
+}
+
+std::optional<Endpoint> parse_endpoint(std::string_view s) {
+  std::string_view host = "0.0.0.0", port = s;
+  if (auto c = s.rfind(':'); c != std::string_view::npos) {
+    host = s.substr(0, c);
+    port = s.substr(c + 1);
+    if (host.empty()) host = "0.0.0.0";
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  if (port.empty() || port.size() > 5) return std::nullopt;
+  std::uint32_t p = 0;
+  for (char ch : port) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    p = p * 10 + std::uint32_t(ch - '0');
+  }
+  if (p > 65535) return std::nullopt;
+  in_addr a;
+  std::string h(host);
+  if (inet_pton(AF_INET, h.c_str(), &a) != 1) return std::nullopt;
+  return Endpoint::ipv4(ntohl(a.s_addr), std::uint16_t(p));
+}
+
+namespace {
+sockaddr_in to_sockaddr(Endpoint e) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(e.ipv4_addr());
+  sa.sin_port = htons(e.port());
+  return sa;
+}
+Endpoint from_sockaddr(const sockaddr_in& sa) {
+  return Endpoint::ipv4(ntohl(sa.sin_addr.s_addr), ntohs(sa.sin_port));
+}
+[[noreturn]] void sys_fail(const std::string& what) {
+  throw std::runtime_error(what + ": " + std::strerror(errno));
+}
+}  // namespace
+
+// ---- fault injector ---------------------------------------------------------------------------
+
+void FaultInjector::submit(Endpoint to, std::span<const std::byte> bytes, Nanos now) {
+  int copies = 1;
+  if (f_.dup > 0 && uniform() < f_.dup) {
+    copies = 2;
+    ++duplicated;
+  }
+  for (int c = 0; c < copies; ++c) {
+    if (f_.loss > 0 && uniform() < f_.loss) {
+      ++lost;
+      continue;
+    }
+    Nanos at = now + f_.delay + Nanos(uniform() * double(f_.jitter));
+    if (f_.reorder > 0 && uniform() < f_.reorder) {
+      at += Nanos(uniform() * double(f_.reorder_delay));
+      ++reordered;
+    }
+    q_.push(Held{at, seq_++, to, std::vector<std::byte>(bytes.begin(), bytes.end())});
+  }
+}
+
+void FaultInjector::due(Nanos now, Outbox& out) {
+  while (!q_.empty() && q_.top().at <= now) {
+    const Held& h = q_.top();
+    std::byte* p = out.reserve(h.bytes.size());
+    std::memcpy(p, h.bytes.data(), h.bytes.size());
+    out.commit(h.to, h.bytes.size());
+    q_.pop();
+  }
+}
+
+Nanos FaultInjector::next_due() const {
+  return q_.empty() ? std::numeric_limits<Nanos>::max() : q_.top().at;
+}
+
+// ---- UdpPort ----------------------------------------------------------------------------------
+
+UdpPort::UdpPort(Endpoint bind, std::size_t batch) : batch_(std::max<std::size_t>(1, batch)) {
+  fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) sys_fail("socket");
+  int buf = 8 << 20;
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  sockaddr_in sa = to_sockaddr(bind);
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int e = errno;
+    ::close(fd_);
+    errno = e;
+    sys_fail("bind " + bind.str());
+  }
+  socklen_t len = sizeof sa;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+  local_ = from_sockaddr(sa);
+  ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep_ < 0 || ev_ < 0) sys_fail("epoll/eventfd");
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.fd = fd_;
+  ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd_, &e);
+  e.data.fd = ev_;
+  ::epoll_ctl(ep_, EPOLL_CTL_ADD, ev_, &e);
+  bufs_.resize(batch_ * proto::kMaxPacketBytes);
+  lens_.resize(batch_);
+  from_.resize(batch_);
+  msgs_.resize(batch_);
+  iov_.resize(batch_);
+  addrs_.resize(batch_);
+  for (std::size_t i = 0; i < batch_; ++i) {
+    iov_[i].iov_base = bufs_.data() + i * proto::kMaxPacketBytes;
+    iov_[i].iov_len = proto::kMaxPacketBytes;
+    std::memset(&msgs_[i], 0, sizeof(msgs_[i]));
+    msgs_[i].msg_hdr.msg_iov = &iov_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_name = &addrs_[i];
+  }
+}
+
+UdpPort::~UdpPort() {
+  if (fd_ >= 0) ::close(fd_);
+  if (ep_ >= 0) ::close(ep_);
+  if (ev_ >= 0) ::close(ev_);
+}
+
+void UdpPort::wait(Nanos timeout) {
+  if (timeout < 0) timeout = 0;
+  timespec ts{time_t(timeout / kSecond), long(timeout % kSecond)};
+  epoll_event evs[2];
+  int n = ::epoll_pwait2(ep_, evs, 2, &ts, nullptr);
+  if (n < 0 && errno == ENOSYS)  // kernels before 5.11: millisecond resolution
+    n = ::epoll_wait(ep_, evs, 2, int((timeout + kMillisecond - 1) / kMillisecond));
+  for (int i = 0; i < n; ++i)
+    if (evs[i].data.fd == ev_) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = ::read(ev_, &v, sizeof v);
+    }
+}
+
+void UdpPort::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(ev_, &one, sizeof one);
+}
+
+std::size_t UdpPort::recv_batch() {
+  auto& msgs = msgs_;
+  auto& addrs = addrs_;
+  for (std::size_t i = 0; i < batch_; ++i) {
+    msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    msgs[i].msg_hdr.msg_flags = 0;
+  }
+  int n = ::recvmmsg(fd_, msgs.data(), unsigned(batch_), MSG_DONTWAIT, nullptr);
+  if (n <= 0) return 0;
+  for (int i = 0; i < n; ++i) {
+    // A datagram longer than the buffer is truncated: hand over its real length so that the
+    // decoder refuses it (length check) instead of reading a cut packet.
+    lens_[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? proto::kMaxPacketBytes + 1 : msgs[i].msg_len;
+    if (lens_[i] > proto::kMaxPacketBytes) lens_[i] = 0;
+    from_[i] = from_sockaddr(addrs[i]);
+  }
+  recv_datagrams += std::uint64_t(n);
+  return std::size_t(n);
+}
+
+std::span<const std::byte> UdpPort::datagram(std::size_t i) const {
+  return {bufs_.data() + i * proto::kMaxPacketBytes, lens_[i]};
+}
+
+void UdpPort::send_entries(const Outbox& out) {
+  const auto& ents = out.entries();
+  constexpr std::size_t kChunk = 64;
+  mmsghdr msgs[kChunk];
+  iovec iov[kChunk];
+  sockaddr_in addrs[kChunk];
+  for (std::size_t base = 0; base < ents.size(); base += kChunk) {
+    std::size_t n = std::min(kChunk, ents.size() - base);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& e = ents[base + i];
+      auto b = out.bytes(e);
+      iov[i].iov_base = const_cast<std::byte*>(b.data());
+      iov[i].iov_len = b.size();
+      addrs[i] = to_sockaddr(e.to);
+      std::memset(&msgs[i], 0, sizeof(msgs[i]));
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &addrs[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    }
+    std::size_t done = 0;
+    while (done < n) {
+      int r = ::sendmmsg(fd_, msgs + done, unsigned(n - done), 0);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        // Unreachable peer or full buffers: the datagram is lost, as on any network.
+        ++send_errors;
+        ++done;
+        continue;
+      }
+      done += std::size_t(r);
+      sent_datagrams += std::uint64_t(r);
+    }
+  }
+}
+
+void UdpPort::send_all(Outbox& out, FaultInjector* inj, Nanos now) {
+  if (inj) {
+    for (const auto& e : out.entries()) inj->submit(e.to, out.bytes(e), now);
+    out.clear();
+    send_due(*inj, now);
+    return;
+  }
+  send_entries(out);
+  out.clear();
+}
+
+void UdpPort::send_due(FaultInjector& inj, Nanos now) {
+  inj.due(now, held_);
+  send_entries(held_);
+  held_.clear();
+}
+
+// ---- switch server ----------------------------------------------------------------------------
+
+UdpSwitchServer::UdpSwitchServer(const SwitchConfig& cfg, Endpoint bind, const FaultConfig& faults,
+                                 std::size_t batch)
+    : dp_(cfg), port_(bind, batch) {
+  if (faults.enabled()) inj_.emplace(faults);
+  snap_ = dp_.snapshot();
+}
+
+void UdpSwitchServer::stop() {
+  stop_.store(true);
+  port_.wake();
+}
+
+SwitchSnapshot UdpSwitchServer::snapshot() const {
+  std::lock_guard<std::mutex> g(snap_mu_);
+  return snap_;
+}
+
+void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
+  constexpr Nanos kPeriod = 100 * kMillisecond;
+  Nanos next_period = monotonic_now() + kPeriod;
+  FaultInjector* inj = inj_ ? &*inj_ : nullptr;
+  while (!stop_.load(std::memory_order_relaxed) &&
+         !(also_stop && also_stop->load(std::memory_order_relaxed))) {
+    Nanos now = monotonic_now();
+    Nanos until = next_period;
+    if (inj) until = std::min(until, inj->next_due());
+    port_.wait(until - now);
+    // Drain what is readable, a bounded number of batches before looking at timers again.
+    for (int round = 0; round < 64; ++round) {
+      std::size_t n = port_.recv_batch();
+      if (n == 0) break;
+      now = monotonic_now();
+      for (std::size_t i = 0; i < n; ++i) dp_.on_packet(port_.datagram(i), port_.from(i), now);
+      port_.send_all(dp_.outbox(), inj, now);
+    }
+    now = monotonic_now();
+    if (inj) port_.send_due(*inj, now);
+    if (now >= next_period) {
+      dp_.on_tick(now);
+      port_.send_all(dp_.outbox(), inj, now);
+      auto s = dp_.snapshot();
+      std::lock_guard<std::mutex> g(snap_mu_);
+      snap_ = std::move(s);
+      next_period = now + kPeriod;
+    }
+  }
+  auto s = dp_.snapshot();
+  std::lock_guard<std::mutex> g(snap_mu_);
+  snap_ = std::move(s);
+}
+
+// ---- worker -----------------------------------------------------------------------------------
+
+UdpWorker::UdpWorker(const WorkerConfig& cfg, Endpoint bind, const FaultConfig& faults)
+    : proto_(cfg), port_(bind, 32) {
+  if (faults.enabled()) inj_.emplace(faults);
+}
+
+void UdpWorker::pump_io() {
+  FaultInjector* inj = inj_ ? &*inj_ : nullptr;
+  Nanos now = monotonic_now();
+  port_.send_all(proto_.outbox(), inj, now);
+  Nanos until = proto_.next_deadline();
+  if (inj) until = std::min(until, inj->next_due());
+  port_.wait(until - now);
+  for (int round = 0; round < 64; ++round) {
+    std::size_t n = port_.recv_batch();
+    if (n == 0) break;
+    now = monotonic_now();
+    for (std::size_t i = 0; i < n; ++i) proto_.on_packet(port_.datagram(i), port_.from(i), now);
+    port_.send_all(proto_.outbox(), inj, now);
+  }
+  now = monotonic_now();
+  if (now >= proto_.next_deadline()) proto_.on_tick(now);
+  if (inj) port_.send_due(*inj, now);
+}
+
+bool UdpWorker::run(WorkerOp op) {
+  proto_.start(std::move(op), monotonic_now());
+  while (proto_.busy()) pump_io();
+  port_.send_all(proto_.outbox(), inj_ ? &*inj_ : nullptr, monotonic_now());
+  return proto_.done();
+}
+
+void UdpWorker::leave() {
+  proto_.leave(monotonic_now());
+  port_.send_all(proto_.outbox(), nullptr, monotonic_now());
+}
+
+// ---- control client ---------------------------------------------------------------------------
+
+namespace {
+std::optional<proto::Reason> control_exchange(Endpoint sw, const proto::Header& h,
+                                              std::span<const std::byte> payload,
+                                              proto::PacketType ack, Nanos timeout) {
+  UdpPort port(Endpoint::ipv4(0, 0), 4);
+  Outbox out;
+  const Nanos deadline = monotonic_now() + timeout;
+  Nanos rto = 20 * kMillisecond;
+  while (monotonic_now() < deadline) {
+    std::byte* p = out.reserve(proto::kHeaderBytes + payload.size());
+    proto::encode(h, payload, std::span<std::byte>(p, proto::kHeaderBytes + payload.size()));
+    out.commit(sw, proto::kHeaderBytes + payload.size());
+    port.send_all(out, nullptr, 0);
+    const Nanos resend = std::min(deadline, monotonic_now() + rto);
+    rto *= 2;
+    while (monotonic_now() < resend) {
+      port.wait(resend - monotonic_now());
+      std::size_t n = port.recv_batch();
+      for (std::size_t i = 0; i < n; ++i) {
+        proto::PacketView v;
+        if (port.from(i) != sw || proto::decode(port.datagram(i), v) != proto::Reason::ok ||
+            v.h.job != h.job)
+          continue;
+        if (v.h.type == ack) return proto::Reason::ok;
+        if (v.h.type == proto::PacketType::nack && proto::PacketType(v.h.aux & 0xFF) == h.type) return v.h.reason;
+      }
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<proto::Reason> udp_admit(Endpoint sw, std::uint64_t key, const JobSpec& spec,
+                                       Nanos timeout) {
+  proto::Header h;
+  h.type = proto::PacketType::admit;
+  h.elem = proto::ElemType::raw;
+  h.count = proto::kAdmitInfoBytes;
+  h.job = spec.job;
+  proto::AdmitInfo a;
+  a.key = key;
+  a.slots = spec.slots;
+  a.members = spec.members;
+  a.parent_member = spec.parent_member;
+  std::byte p[proto::kAdmitInfoBytes];
+  proto::write_admit_info(a, p);
+  return control_exchange(sw, h, p, proto::PacketType::admit_ack, timeout);
+}
+
+std::optional<proto::Reason> udp_release(Endpoint sw, std::uint64_t key, std::uint32_t job,
+                                         Nanos timeout) {
+  proto::Header h;
+  h.type = proto::PacketType::release;
+  h.elem = proto::ElemType::raw;
+  h.count = proto::kReleaseInfoBytes;
+  h.job = job;
+  std::byte p[proto::kReleaseInfoBytes];
+  proto::store_u64(p, key);
+  return control_exchange(sw, h, p, proto::PacketType::release_ack, timeout);
+}
+
+}  // namespace inc::sw

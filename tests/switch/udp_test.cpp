@@ -1,0 +1,350 @@
+// The same protocol code on real UDP sockets over loopback: a switch thread (or a tree of
+// them) and worker threads in one process, with the seeded fault injector in the transport.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <random>
+#include <thread>
+
+#include "src/switch/daemon.hpp"
+#include "src/switch/topology.hpp"
+#include "src/switch/udp.hpp"
+#include "tests/switch/sim_util.hpp"
+
+namespace inc::sw {
+namespace {
+
+using namespace inc::sw::testing;
+
+const Endpoint kLoopback0 = Endpoint::ipv4(0x7F000001, 0);
+
+WorkerConfig udp_worker_cfg(std::uint32_t job, std::uint16_t member, Endpoint sw) {
+  WorkerConfig w;
+  w.job = job;
+  w.member = member;
+  w.switch_ep = sw;
+  w.rto_initial = 2 * kMillisecond;
+  w.rto_max = 50 * kMillisecond;
+  w.progress_timeout = 20 * kSecond;  // a deadline, not an assertion: only hit if broken
+  w.join_timeout = 20 * kSecond;
+  return w;
+}
+
+FaultConfig faults(std::uint64_t seed, double loss) {
+  FaultConfig f;
+  f.loss = loss;
+  f.dup = loss / 2;
+  f.reorder = loss;
+  f.reorder_delay = 3 * kMillisecond;
+  f.seed = seed;
+  return f;
+}
+
+struct ServerThread {
+  std::unique_ptr<UdpSwitchServer> s;
+  std::thread t;
+  ServerThread(const SwitchConfig& c, const FaultConfig& f = {}) : s(std::make_unique<UdpSwitchServer>(c, kLoopback0, f)) {}
+  void start() { t = std::thread([this] { s->run(); }); }
+  ~ServerThread() {
+    s->stop();
+    if (t.joinable()) t.join();
+  }
+};
+
+// Runs `ops(rank)` on one thread per rank; each returns an error string (empty = ok).
+void run_ranks(int n, const std::function<std::string(int)>& body) {
+  std::vector<std::string> errs(static_cast<std::size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) ts.emplace_back([&, r] { errs[std::size_t(r)] = body(r); });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errs[std::size_t(r)], "") << "rank " << r;
+}
+
+// Several collectives back to back on one worker; every result checked exactly.
+std::string collectives(UdpWorker& w, int r, int n, std::uint64_t seed, std::uint32_t block) {
+  std::mt19937_64 rng(seed);  // same sequence on every rank: inputs are recomputed per rank
+  for (int round = 0; round < 3; ++round) {
+    const std::uint64_t count = 1 + rng() % 5000;
+    // i32 allreduce: rank r contributes (i * 7 + r * 13) wrapping.
+    std::vector<std::int32_t> in(count), out(count, 0);
+    for (std::uint64_t i = 0; i < count; ++i) in[i] = std::int32_t(std::uint32_t(i * 2654435761u + std::uint64_t(r) * 97));
+    if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), count, std::uint32_t(n))))
+      return w.protocol().error().message;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint32_t e = 0;
+      for (int q = 0; q < n; ++q) e += std::uint32_t(i * 2654435761u + std::uint64_t(q) * 97);
+      if (std::uint32_t(out[i]) != e) return "i32 allreduce element " + std::to_string(i);
+    }
+    // fx32 allreduce against the block reference.
+    std::vector<std::vector<float>> fin(static_cast<std::size_t>(n), std::vector<float>(count));
+    for (int q = 0; q < n; ++q)
+      for (std::uint64_t i = 0; i < count; ++i) fin[std::size_t(q)][i] = std::sin(float(i) * 0.01f + float(q)) * float(1 + q);
+    std::vector<float> fout(count);
+    if (!w.run(WorkerOp::allreduce(NumKind::fx32, ReduceKind::sum, cbytes(fin[std::size_t(r)]), wbytes(fout), count, std::uint32_t(n))))
+      return w.protocol().error().message;
+    auto ref = fx32_reference(fin, 0, count, block, std::uint32_t(n));
+    if (std::memcmp(ref.data(), fout.data(), count * 4) != 0) return "fx32 result differs from reference";
+    // allgather of raw bytes.
+    const std::uint64_t bytes = 1 + rng() % 3000;
+    std::vector<std::uint8_t> gin(bytes), gout(bytes * std::uint64_t(n));
+    for (std::uint64_t i = 0; i < bytes; ++i) gin[i] = std::uint8_t(i * 31 + std::uint64_t(r));
+    if (!w.run(WorkerOp::allgather(cbytes(gin), wbytes(gout), bytes, std::uint32_t(n), std::uint32_t(r))))
+      return w.protocol().error().message;
+    for (int q = 0; q < n; ++q)
+      for (std::uint64_t i = 0; i < bytes; ++i)
+        if (gout[std::uint64_t(q) * bytes + i] != std::uint8_t(i * 31 + std::uint64_t(q))) return "allgather byte";
+  }
+  if (!w.run(WorkerOp::barrier())) return w.protocol().error().message;
+  return "";
+}
+
+class UdpLoss : public ::testing::TestWithParam<double> {};
+
+TEST_P(UdpLoss, FlatSwitchWithFaultInjection) {
+  const double loss = GetParam();
+  const int n = 4;
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = 128;
+  sc.incarnation = 11;
+  ServerThread srv(sc, faults(77, loss));
+  ASSERT_EQ(srv.s->dataplane().admit({3, n, 16}, 0), proto::Reason::ok);
+  srv.start();
+  const Endpoint sw = srv.s->local();
+  std::printf("fault seed 77 (switch), 100+rank (workers), loss %.2f\n", loss);
+  std::vector<OpReport> reps(n);
+  run_ranks(n, [&](int r) {
+    UdpWorker w(udp_worker_cfg(3, std::uint16_t(r), sw), kLoopback0, faults(100 + std::uint64_t(r), loss));
+    auto e = collectives(w, r, n, 5, 128);
+    reps[std::size_t(r)] = w.protocol().report();
+    return e;
+  });
+  srv.s->stop();
+  srv.t.join();
+  auto s = srv.s->dataplane().snapshot();
+  EXPECT_GT(s.counters.aggregations, 0u);
+  if (loss > 0) {
+    std::uint64_t retrans = 0;
+    for (auto& r : reps) retrans += r.retransmissions;
+    EXPECT_GT(s.counters.duplicates + retrans, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, UdpLoss, ::testing::Values(0.0, 0.01, 0.05, 0.20));
+
+TEST(Udp, HierarchyFromTopologyFile) {
+  // Bind first (port 0), then describe the bound addresses in a topology file.
+  SwitchConfig spine_cfg;
+  spine_cfg.slots = 64;
+  spine_cfg.slot_elems = 96;
+  ServerThread spine(spine_cfg, faults(1, 0.02));
+  SwitchConfig leaf_cfg = spine_cfg;
+  leaf_cfg.slot_elems = 128;
+  leaf_cfg.parent = spine.s->local();
+  ServerThread leaf0(leaf_cfg, faults(2, 0.02)), leaf1(leaf_cfg, faults(3, 0.02));
+  std::string text = "switch spine " + spine.s->local().str() + " slot-elements=96\n" +
+                     "switch leaf0 " + leaf0.s->local().str() + " parent=spine\n" +
+                     "switch leaf1 " + leaf1.s->local().str() + " parent=spine\n" +
+                     "job 21 slots=8 leaf0=0,2 leaf1=1,3,4\n";
+  std::string err;
+  auto topo = parse_topology(text, err);
+  ASSERT_TRUE(topo) << err;
+  auto plan = plan_job(*topo, topo->jobs[0], err);
+  ASSERT_TRUE(plan) << err;
+  EXPECT_EQ(plan->root, "spine");
+  ASSERT_EQ(plan->specs.size(), 3u);
+  EXPECT_EQ(plan->specs["spine"].members, 2);
+  EXPECT_EQ(plan->specs["leaf0"].parent_member, 0);
+  EXPECT_EQ(plan->specs["leaf1"].parent_member, 1);
+  EXPECT_EQ(plan->ranks[3].sw, "leaf1");
+  EXPECT_EQ(plan->ranks[3].member, 1);
+  ASSERT_EQ(spine.s->dataplane().admit(plan->specs["spine"], 0), proto::Reason::ok);
+  ASSERT_EQ(leaf0.s->dataplane().admit(plan->specs["leaf0"], 0), proto::Reason::ok);
+  ASSERT_EQ(leaf1.s->dataplane().admit(plan->specs["leaf1"], 0), proto::Reason::ok);
+  spine.start();
+  leaf0.start();
+  leaf1.start();
+  const int n = 5;
+  run_ranks(n, [&](int r) {
+    const auto& a = plan->ranks[std::size_t(r)];
+    UdpWorker w(udp_worker_cfg(21, a.member, a.addr), kLoopback0, faults(200 + std::uint64_t(r), 0.02));
+    auto e = collectives(w, r, n, 9, 96);  // the path minimum of the slot size is 96
+    if (e.empty() && w.protocol().join_info().slot_elems != 96) e = "join_info.slot_elems != 96";
+    return e;
+  });
+  spine.s->stop();
+  spine.t.join();
+  auto s = spine.s->dataplane().snapshot();
+  ASSERT_EQ(s.jobs.size(), 1u);
+  EXPECT_GT(s.counters.aggregations, 0u);
+  // The spine only ever saw the two leaves, never the five workers.
+  EXPECT_EQ(s.jobs[0].joined, 2);
+}
+
+TEST(Udp, ControlAdmitReleaseWithKey) {
+  SwitchConfig sc;
+  sc.slots = 32;
+  sc.slot_elems = 64;
+  sc.control_key = 0xC0FFEE;
+  ServerThread srv(sc);
+  srv.start();
+  const Endpoint sw = srv.s->local();
+  EXPECT_FALSE(udp_admit(sw, 0xBAD, {5, 2, 8}, 200 * kMillisecond).has_value());  // refused silently
+  auto r = udp_admit(sw, 0xC0FFEE, {5, 2, 8});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  r = udp_admit(sw, 0xC0FFEE, {6, 2, 64});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::no_slots);
+  run_ranks(2, [&](int rank) {
+    UdpWorker w(udp_worker_cfg(5, std::uint16_t(rank), sw));
+    std::vector<std::int32_t> in(1000, rank + 1), out(1000);
+    if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 1000, 2)))
+      return w.protocol().error().message;
+    return out == std::vector<std::int32_t>(1000, 3) ? std::string() : std::string("wrong sum");
+  });
+  r = udp_release(sw, 0xC0FFEE, 5);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  srv.s->stop();
+  srv.t.join();
+  EXPECT_EQ(srv.s->dataplane().snapshot().slots_allocated, 0u);
+}
+
+TEST(Udp, SwitchRestartIsDetectedAndRetrySucceeds) {
+  SwitchConfig sc;
+  sc.slots = 16;
+  sc.slot_elems = 32;
+  sc.incarnation = 1;
+  auto srv = std::make_unique<ServerThread>(sc);
+  ASSERT_EQ(srv->s->dataplane().admit({4, 2, 4}, 0), proto::Reason::ok);
+  srv->start();
+  const Endpoint sw = srv->s->local();
+  const std::uint64_t count = 200000;
+  std::vector<std::vector<std::int32_t>> in(2, std::vector<std::int32_t>(count, 1));
+  std::vector<std::vector<std::int32_t>> out(2, std::vector<std::int32_t>(count, 0));
+  std::vector<std::unique_ptr<UdpWorker>> ws;
+  for (int r = 0; r < 2; ++r) ws.push_back(std::make_unique<UdpWorker>(udp_worker_cfg(4, std::uint16_t(r), sw)));
+  // Rank 0 starts alone: its chunks wait at the switch for rank 1, which has not started.
+  std::thread t0([&] { ws[0]->run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[0]), wbytes(out[0]), count, 2)); });
+  for (int i = 0; i < 2000; ++i) {  // until the switch shows chunks in progress (bounded)
+    auto snap = srv->s->snapshot();
+    if (!snap.jobs.empty() && snap.jobs[0].busy_copies > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Restart: same address, new incarnation, static job admitted again from configuration.
+  srv.reset();
+  sc.incarnation = 2;
+  auto srv2 = std::make_unique<UdpSwitchServer>(sc, sw);
+  ASSERT_EQ(srv2->dataplane().admit({4, 2, 4}, 0), proto::Reason::ok);
+  std::thread ts([&] { srv2->run(); });
+  t0.join();
+  EXPECT_TRUE(ws[0]->protocol().failed());
+  EXPECT_EQ(ws[0]->protocol().error().kind, WorkerErrorKind::switch_restarted) << ws[0]->protocol().error().message;
+  // Both members retry from a fresh join: the collective completes exactly.
+  run_ranks(2, [&](int r) {
+    auto& w = *ws[std::size_t(r)];
+    w.protocol().reset();
+    if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[std::size_t(r)]), wbytes(out[std::size_t(r)]), count, 2)))
+      return w.protocol().error().message;
+    return out[std::size_t(r)] == std::vector<std::int32_t>(count, 2) ? std::string() : std::string("wrong");
+  });
+  srv2->stop();
+  ts.join();
+}
+
+TEST(Udp, MalformedDatagramsAreCountedAndServiceContinues) {
+  SwitchConfig sc;
+  sc.slots = 16;
+  sc.slot_elems = 32;
+  ServerThread srv(sc);
+  ASSERT_EQ(srv.s->dataplane().admit({8, 1, 4}, 0), proto::Reason::ok);
+  srv.start();
+  UdpPort junk(kLoopback0, 4);
+  Outbox o;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    std::size_t len = rng() % 200;
+    std::byte* p = o.reserve(len);
+    for (std::size_t k = 0; k < len; ++k) p[k] = std::byte(rng());
+    if (len >= 5 && i % 2) {
+      proto::store_u32(p, proto::kMagic);
+      p[4] = std::byte(1);
+    }
+    o.commit(srv.s->local(), len);
+  }
+  junk.send_all(o, nullptr, 0);
+  UdpWorker w(udp_worker_cfg(8, 0, srv.s->local()));
+  std::vector<std::int32_t> in(100, 9), out(100);
+  ASSERT_TRUE(w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 100, 1)))
+      << w.protocol().error().message;
+  EXPECT_EQ(out, in);
+  srv.s->stop();
+  srv.t.join();
+  EXPECT_GE(srv.s->dataplane().counters().drops, 250u);  // some junk may have been valid-ish joins
+}
+
+TEST(Daemon, MetricsEndpointAndStats) {
+  SwitchDaemonOptions o;
+  o.name = "t0";
+  o.bind = kLoopback0;
+  o.cfg.slots = 32;
+  o.cfg.slot_elems = 64;
+  o.jobs.push_back({12, 2, 8});
+  o.metrics_port = 0;
+  o.stats = true;
+  std::atomic<bool> stop{false};
+  std::atomic<UdpSwitchServer*> server{nullptr};
+  std::atomic<int> mport{-1};
+  char* logbuf = nullptr;
+  std::size_t loglen = 0;
+  std::FILE* log = open_memstream(&logbuf, &loglen);
+  std::thread d([&] {
+    int rc = run_switch_daemon(o, stop, log, [&](UdpSwitchServer& s, int p) {
+      mport.store(p);
+      server.store(&s);
+    });
+    EXPECT_EQ(rc, 0);
+  });
+  while (!server.load()) std::this_thread::yield();
+  const Endpoint sw = server.load()->local();
+  run_ranks(2, [&](int r) {
+    UdpWorker w(udp_worker_cfg(12, std::uint16_t(r), sw));
+    std::vector<std::int32_t> in(640, 1), out(640);
+    if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 640, 2)))
+      return w.protocol().error().message;
+    return std::string();
+  });
+  // The counters are published by the loop every 100 ms: poll (bounded) until they show up.
+  std::string body;
+  httplib::Client cli("127.0.0.1", mport.load());
+  for (int i = 0; i < 100; ++i) {
+    auto res = cli.Get("/metrics");
+    ASSERT_TRUE(res) << "metrics endpoint unreachable";
+    EXPECT_EQ(res->status, 200);
+    body = res->body;
+    if (body.find("inc_switch_aggregations_total{switch=\"t0\"} 10\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(body.find("inc_switch_aggregations_total{switch=\"t0\"} 10\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("inc_job_aggregations_total{switch=\"t0\",job=\"12\"} 10\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_drops_total{switch=\"t0\",reason=\"bad_magic\"} 0\n"), std::string::npos);
+  EXPECT_NE(body.find("# TYPE inc_switch_slots gauge"), std::string::npos);
+  stop.store(true);
+  d.join();
+  std::fclose(log);
+  std::string text(logbuf, loglen);
+  std::free(logbuf);
+  EXPECT_NE(text.find("serving 127.0.0.1:"), std::string::npos) << text;
+  EXPECT_NE(text.find("aggregations 10"), std::string::npos) << text;
+  EXPECT_NE(text.find("job 12: members 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("stopped"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace inc::sw
