@@ -37,6 +37,7 @@ std::vector<std::string> g_mbox_name;  // per pair id
 int g_payload = 0;
 bool g_one_at_a_time = false;
 std::size_t g_window = 64;
+std::uint32_t g_recv_window = 8;
 
 void rank_actor(int r) {
   const Program& P = *g_prog;
@@ -52,6 +53,7 @@ void rank_actor(int r) {
   struct Conn {
     std::map<std::uint32_t, std::uint32_t> waiting;  // seq -> op
     std::uint32_t next = 0;
+    std::uint32_t posted = 0;  // receives posted, not yet complete
     bool busy = false;
   };
   std::map<std::uint32_t, Conn> out, in;
@@ -74,12 +76,16 @@ void rank_actor(int r) {
         ++c.next;
     }
   };
+  // At most g_recv_window receives posted per connection: SimGrid scans a mailbox's posted
+  // receives linearly when a message arrives, and a long schedule posts thousands early.
   auto pump_recv = [&](std::uint32_t pr) {
     Conn& c = in[pr];
-    for (auto it = c.waiting.find(c.next); it != c.waiting.end(); it = c.waiting.find(c.next)) {
+    for (auto it = c.waiting.find(c.next); it != c.waiting.end() && c.posted < g_recv_window;
+         it = c.waiting.find(c.next)) {
       const std::uint32_t op = it->second;
       c.waiting.erase(it);
       ++c.next;
+      ++c.posted;
       comms.push_back(sg::Mailbox::by_name(g_mbox_name[pr])->get_async<int>(&sink[op - b]));
       comm_op.push_back(op);
     }
@@ -124,6 +130,11 @@ void rank_actor(int r) {
     const std::uint32_t op = comm_op[static_cast<std::size_t>(i)];
     comms.erase(comms.begin() + i);
     comm_op.erase(comm_op.begin() + i);
+    if (P.ops[op].kind != OpKind::send) {
+      const std::uint32_t pr = P.pair_of[P.match[op]];
+      --in[pr].posted;
+      pump_recv(pr);
+    }
     if (P.ops[op].kind == OpKind::send) {
       const std::uint32_t pr = P.pair_of[op];
       if (g_one_at_a_time) {
@@ -173,6 +184,7 @@ int main(int argc, char** argv) {
     else if (a == "--model") model = val();
     else if (a == "--crosstraffic") cross = true;
     else if (a == "--one-at-a-time") g_one_at_a_time = true;
+    else if (a == "--recv-window") g_recv_window = static_cast<std::uint32_t>(std::max(1, std::atoi(val().c_str())));
     else if (a == "--window") g_window = static_cast<std::size_t>(std::max(1, std::atoi(val().c_str())));
     else if (a == "--weight-S") weight_s = val();
     else {
