@@ -345,7 +345,10 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
   if (s.inc_rounds > 0) {
     const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np);
     c.latency_s += s.inc_rounds * one.latency_s;
-    c.bandwidth_s += s.inc_rounds * one.bandwidth_s;
+    double bw_inc = s.inc_rounds * one.bandwidth_s;
+    // The NIC reads the contribution from host memory and writes the result back.
+    if (np.host_mem_GBps > 0) bw_inc = std::max(bw_inc, 2 * s.inc_bytes / (np.host_mem_GBps * 1e9));
+    c.bandwidth_s += bw_inc;
   }
   c.total_s = c.latency_s + c.bandwidth_s + c.reduce_s;
   return c;
