@@ -322,9 +322,11 @@ TEST(Selection, DefaultsAreSupportedAndFollowTheDocumentedRule) {
     return select_algorithm(params(Collective::allreduce, Algorithm::automatic, p, bytes / 4));
   };
   EXPECT_EQ(ar(8, 4 << 10), Algorithm::recursive_doubling);
-  EXPECT_EQ(ar(8, 1 << 20), Algorithm::rabenseifner);
+  EXPECT_EQ(ar(5, 32 << 10), Algorithm::recursive_doubling);
+  EXPECT_EQ(ar(8, 128 << 10), Algorithm::ring);
+  EXPECT_EQ(ar(8, 2 << 20), Algorithm::rabenseifner);
+  EXPECT_EQ(ar(5, 2 << 20), Algorithm::rabenseifner);
   EXPECT_EQ(ar(8, 64 << 20), Algorithm::ring);
-  EXPECT_EQ(ar(7, 1 << 20), Algorithm::ring);  // fold cost: ring earlier off powers of two
   auto bc = [](int p, std::uint64_t bytes) {
     return select_algorithm(params(Collective::broadcast, Algorithm::automatic, p, bytes / 4));
   };
