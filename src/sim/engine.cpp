@@ -222,7 +222,7 @@ struct Simulator::Impl {
     // receive on the next rank, their successors) share cache lines instead of lying a rank's
     // schedule apart.
     const std::size_t N = J.prog.num_ops();
-    BigVec<std::uint32_t> perm(N), inv(N);
+    BigVec<std::uint32_t> perm(N);
     {
       std::vector<int> active;
       for (int r = 0; r < p; ++r)
@@ -232,30 +232,30 @@ struct Simulator::Impl {
         std::size_t keep = 0;
         for (int r : active) {
           const std::uint32_t pi = J.prog.rank_begin[r] + i;
-          perm[pi] = next;
-          inv[next++] = pi;
+          perm[pi] = next++;
           if (pi + 1 < J.prog.rank_begin[r + 1]) active[keep++] = r;
         }
         active.resize(keep);
       }
     }
+    // Read the program sequentially, scatter into E; successor lists stay in program order
+    // (E points into them) with their targets renumbered.
     J.E.resize(N);
-    J.succ.reserve(J.prog.succ.size());
-    for (std::uint32_t e = 0; e < N; ++e) {
-      const std::uint32_t i = inv[e];
-      EngOp& x = J.E[e];
-      x.op = J.prog.ops[i];
-      const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast;
-      x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
-      x.pair_of = J.prog.pair_of[i];
-      x.pair_seq = J.prog.pair_seq[i];
-      x.succ_begin = static_cast<std::uint32_t>(J.succ.size());
-      for (std::uint32_t k = J.prog.succ_begin[i]; k < J.prog.succ_begin[i + 1]; ++k) J.succ.push_back(perm[J.prog.succ[k]]);
-      x.succ_end = static_cast<std::uint32_t>(J.succ.size());
-      x.pending = J.prog.ndeps[i];
-    }
     for (int r = 0; r < p; ++r)
-      for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) J.E[perm[i]].rank = r;
+      for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) {
+        EngOp& x = J.E[perm[i]];
+        x.op = J.prog.ops[i];
+        const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast;
+        x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
+        x.pair_of = J.prog.pair_of[i];
+        x.pair_seq = J.prog.pair_seq[i];
+        x.succ_begin = J.prog.succ_begin[i];
+        x.succ_end = J.prog.succ_begin[i + 1];
+        x.pending = J.prog.ndeps[i];
+        x.rank = r;
+      }
+    J.succ = std::move(J.prog.succ);
+    for (auto& t : J.succ) t = perm[t];
     for (auto& m : J.prog.inc_members) m = perm[m];
     // The event loop reads everything from E, succ and inc_members: release the rest.
     for (auto* v : {&J.prog.ndeps, &J.prog.match, &J.prog.pair_of, &J.prog.pair_seq, &J.prog.succ_begin, &J.prog.succ}) {
