@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -98,10 +99,15 @@ class ExactlyOnce : public ::testing::TestWithParam<double> {};
 
 TEST_P(ExactlyOnce, ThousandsOfSeededRuns) {
   const double loss = GetParam();
-  const int runs = 500;  // x 4 loss rates = 2000 runs in CI; soak: switch_sim_soak
+  // 500 x 4 loss rates = 2000 runs in CI. The soak target (ninja switch_sim_soak) sets
+  // INC_SOAK_RUNS and INC_SOAK_SEED for a longer run with other seeds.
+  const char* env_runs = std::getenv("INC_SOAK_RUNS");
+  const char* env_seed = std::getenv("INC_SOAK_SEED");
+  const int runs = env_runs ? std::atoi(env_runs) : 500;
+  const std::uint64_t base = env_seed ? std::strtoull(env_seed, nullptr, 10) : 0;
   RunStats st;
   for (int i = 0; i < runs; ++i) {
-    std::uint64_t seed = 1000003ull * std::uint64_t(loss * 100 + 1) + std::uint64_t(i);
+    std::uint64_t seed = base + 1000003ull * std::uint64_t(loss * 100 + 1) + std::uint64_t(i);
     std::string err = exactly_once_run(seed, loss, st);
     ASSERT_TRUE(err.empty()) << "seed " << seed << " loss " << loss << ": " << err;
   }
