@@ -9,8 +9,16 @@
 #include <string_view>
 #include <vector>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
+#include "src/switch/topology.hpp"
 #include "tools/commands.hpp"
 
 namespace inc::tools {
@@ -32,6 +40,14 @@ constexpr const char* kUsage =
     "  --store-port P      port of the store (default: an ephemeral port)\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
     "  --no-prefix         forward output lines without the \"[rank] \" prefix\n"
+    "  --switch            also start a Core-INC switch (`inc switch`) on a free loopback UDP\n"
+    "                      port with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
+    "  --switch-slots S    aggregation slots the job gets at the switch (default 32)\n"
+    "  --switch-slot-elements E  4-byte elements per slot = per packet (default 4096)\n"
+    "  --topology FILE     start every switch of a topology file (a tree); ranks get\n"
+    "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
+    "                      --switch-job)\n"
+    "  --switch-job ID     job id to use from the topology file\n"
     "  -h, --help          this text\n"
     "\n"
     "exit code: 0 if every rank exited 0; else the failing rank's exit code, 128+signal if it\n"
@@ -41,6 +57,71 @@ constexpr const char* kUsage =
 struct UsageError {
   std::string message;
 };
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error(Error::Kind::internal, "cannot find the inc executable (/proc/self/exe)");
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// A UDP port free on loopback right now (the switch binds it a moment later).
+int free_udp_port() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error(Error::Kind::network, "cannot find a free UDP port for the switch");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Sidecars and rank environment for --switch / --topology.
+void add_switches(api::LaunchOptions& o, int n, bool single, int slots, int slot_elems,
+                  const std::string& topo_path, long long job_id) {
+  const std::string exe = self_exe();
+  if (single) {
+    int port = free_udp_port();
+    api::SidecarSpec sc;
+    sc.name = "switch";
+    sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--job",
+               fmt::format("1:{}:{}", n, slots), "--slot-elements", std::to_string(slot_elems)};
+    o.sidecars.push_back(std::move(sc));
+    o.env.emplace_back("INC_SWITCH", fmt::format("127.0.0.1:{}", port));
+    o.env.emplace_back("INC_SWITCH_JOB", "1");
+    return;
+  }
+  std::string err;
+  auto topo = sw::load_topology(topo_path, err);
+  if (!topo) throw UsageError{fmt::format("--topology {}: {}", topo_path, err)};
+  const sw::TopoJob* job = nullptr;
+  for (const auto& j : topo->jobs)
+    if (job_id > 0 ? j.id == job_id : static_cast<int>(j.nranks) == n) {
+      job = &j;
+      break;
+    }
+  if (!job)
+    throw UsageError{job_id > 0 ? fmt::format("--topology {}: no 'job {}' line", topo_path, job_id)
+                                : fmt::format("--topology {}: no job line attaches {} ranks", topo_path, n)};
+  if (static_cast<int>(job->nranks) != n)
+    throw UsageError{fmt::format("--topology {}: job {} attaches {} ranks, not -n {}", topo_path,
+                                 job->id, job->nranks, n)};
+  char abs[PATH_MAX];
+  std::string path = ::realpath(topo_path.c_str(), abs) ? std::string(abs) : topo_path;
+  for (const auto& s : topo->switches) {
+    api::SidecarSpec sc;
+    sc.name = s.name;
+    sc.argv = {exe, "switch", "--topology", path, "--name", s.name};
+    o.sidecars.push_back(std::move(sc));
+  }
+  o.env.emplace_back("INC_TOPOLOGY", path);
+  o.env.emplace_back("INC_SWITCH_JOB", std::to_string(job->id));
+}
 
 long long parse_int_arg(std::string_view flag, std::string_view v, long long lo, long long hi) {
   long long x = 0;
@@ -65,6 +146,11 @@ int cmd_launch(int argc, char** argv) {
   api::LaunchOptions o;
   o.forward_signals = true;
   int n = -1;
+  bool with_switch = false;
+  int switch_slots = 32;
+  int slot_elems = 4096;
+  std::string topology;
+  long long switch_job = 0;
   try {
     int i = 1;
     // Options come first; the first non-option (or whatever follows "--") is the program.
@@ -105,6 +191,17 @@ int cmd_launch(int argc, char** argv) {
       } else if (flag == "--no-prefix") {
         no_value();
         o.prefix_output = false;
+      } else if (flag == "--switch") {
+        no_value();
+        with_switch = true;
+      } else if (flag == "--switch-slots") {
+        switch_slots = static_cast<int>(parse_int_arg(flag, take_value(), 1, 1 << 20));
+      } else if (flag == "--switch-slot-elements") {
+        slot_elems = static_cast<int>(parse_int_arg(flag, take_value(), 1, 16368));
+      } else if (flag == "--topology") {
+        topology = std::string(take_value());
+      } else if (flag == "--switch-job") {
+        switch_job = parse_int_arg(flag, take_value(), 1, 0xffffffffll);
       } else {
         throw UsageError{fmt::format("unknown option '{}'", a)};
       }
@@ -112,6 +209,10 @@ int cmd_launch(int argc, char** argv) {
     if (n < 0) throw UsageError{"-n N is required"};
     if (i >= argc) throw UsageError{"no program given"};
     for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
+    if (with_switch && !topology.empty()) throw UsageError{"--switch and --topology exclude each other"};
+    if (switch_job > 0 && topology.empty()) throw UsageError{"--switch-job goes with --topology"};
+    if (with_switch && n > 0xfffe) throw UsageError{"--switch serves at most 65534 ranks"};
+    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_slots, slot_elems, topology, switch_job);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "inc launch: %s\n\n%s", e.message.c_str(), kUsage);
     return 2;

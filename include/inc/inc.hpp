@@ -57,6 +57,8 @@ struct Report {
   std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received
   std::uint64_t bytes_received = 0;
   double seconds = 0;             // from start to completion as seen by this rank
+  bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
+  std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
 };
 
 struct TrafficStats {
@@ -171,6 +173,8 @@ class Communicator {
   explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}
   static Request start(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
                        const CallOptions& o);
+  static Request start_inc(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
+                           const std::string& selection, const std::string& how);
   static void check_spans(std::size_t send, std::size_t recv);
   std::shared_ptr<detail::CommState> state_;
 };

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "api/bootstrap.hpp"
+#include "api/inc_path.hpp"
 #include "coll/executor.hpp"
 #include "inc/inc.hpp"
 #include "transport/socket.hpp"
@@ -130,6 +131,11 @@ struct CommState {
   Algorithm algo = Algorithm::automatic;
   std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
   std::uint64_t segment_bytes = 0;
+  // The switch tree of this communicator (the world only, for now: sub-communicators have no
+  // tree until a controller builds them). `switch_configured` is the process-wide fact.
+  std::shared_ptr<api::IncPath> inc;
+  bool switch_configured = false;
+  std::uint64_t inc_ops = 0;
   std::atomic<std::uint64_t> splits{0};
   std::mutex mu;
   Report last;
@@ -171,7 +177,7 @@ struct RequestState {
 
 void Request::wait() {
   if (!state_) throw Error(Error::Kind::invalid_argument, "wait() on an empty inc::Request");
-  if (!state_->finished) {
+  if (!state_->finished) {  // in-network requests complete when issued (see start_inc)
     state_->comm->world->engine->wait(*state_->op);
     state_->complete();
   }
@@ -246,6 +252,13 @@ Communicator Communicator::init(const Options& opts) {
     st->algo_source = fmt::format("{}={}", source, algo);
   }
   st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
+  st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag);
+  st->switch_configured = static_cast<bool>(st->inc);
+  if (st->algo == Algorithm::inc && !st->inc)
+    throw Error(Error::Kind::config,
+                fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
+                            "or run under `inc launch --switch`",
+                            st->algo_source));
   world->engine->add_comm(0, st->members);
   return Communicator(std::move(st));
 }
@@ -308,6 +321,40 @@ void validate(const detail::CommState& st, const Call& c) {
 
 }  // namespace
 
+Request Communicator::start_inc(const std::shared_ptr<detail::CommState>& st, const Call& c,
+                               const std::string& selection, const std::string& how) {
+  auto rs = std::make_shared<detail::RequestState>();
+  rs->comm = st;
+  auto t0 = std::chrono::steady_clock::now();
+  api::IncResult res;
+  try {
+    const void* send = c.coll == Collective::broadcast && st->rank != c.root ? c.recv : c.send;
+    res = st->inc->run(c.coll, send, c.recv, c.count, c.dtype, c.op, c.root);
+  } catch (const Error& e) {
+    // The ranks cannot tell who got a result: stop the job everywhere, never hand out a
+    // possibly wrong one.
+    st->world->engine->abort(e);
+    throw;
+  }
+  Report& rep = rs->report;
+  rep.coll = c.coll;
+  rep.seq = st->inc_ops++;
+  rep.algorithm = "inc";
+  rep.in_network = true;
+  rep.reason = fmt::format("{}: {}", selection, how);
+  rep.bytes_sent = res.bytes_sent;
+  rep.bytes_received = res.bytes_received;
+  rep.overflow = res.overflow;
+  rep.retransmissions = res.retransmissions;
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rs->finished = true;
+  {
+    std::lock_guard lk(st->mu);
+    st->last = rep;
+  }
+  return Request(rs);
+}
+
 Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& c,
                            const CallOptions& o) {
   if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
@@ -341,6 +388,28 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
       selection = fmt::format("{} does not implement {}; ", st->algo_source, name(c.coll));
       algo = Algorithm::automatic;
     }
+  }
+  // Core-INC: explicitly asked for, or by default when this communicator has a switch tree.
+  if (algo == Algorithm::inc || (algo == Algorithm::automatic && st->inc)) {
+    const bool asked = algo == Algorithm::inc;
+    std::string fallback;
+    if (!st->switch_configured) {
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: algorithm 'inc' needs a Core-INC switch (INC_SWITCH, INC_TOPOLOGY "
+                              "or `inc launch --switch`)",
+                              name(c.coll)));
+    } else if (!st->inc) {
+      fallback = "sub-communicators have no switch tree yet";
+    } else if (c.count == 0 && c.coll != Collective::barrier) {
+      fallback = "nothing to send";
+    } else {
+      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op);
+      if (plan.ok) return start_inc(st, c, selection.empty() ? std::string("automatic") : selection,
+                                    plan.why);
+      fallback = plan.why;
+    }
+    selection = fmt::format("host fallback{}: {}; ", asked ? " from 'inc'" : "", fallback);
+    algo = Algorithm::automatic;
   }
   params.algo = algo;
   if (algo == Algorithm::automatic) {
@@ -439,6 +508,7 @@ Communicator Communicator::split(int color, int key) const {
   st->algo = state_->algo;
   st->algo_source = state_->algo_source;
   st->segment_bytes = state_->segment_bytes;
+  st->switch_configured = state_->switch_configured;
   st->world->engine->add_comm(st->comm_id, st->members);
   return Communicator(std::move(st));
 }
