@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "  --no-prefix         forward output lines without the \"[rank] \" prefix\n"
     "  --switch            also start a Core-INC switch (`inc switch`) on a free loopback UDP\n"
     "                      port with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
-    "  --switch-slots S    aggregation slots the job gets at the switch (default 32)\n"
+    "  --switch-slots S    aggregation slots the job gets at the switch (default 16)\n"
     "  --switch-slot-elements E  4-byte elements per slot = per packet (default 4096)\n"
     "  --topology FILE     start every switch of a topology file (a tree); ranks get\n"
     "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
@@ -147,7 +147,7 @@ int cmd_launch(int argc, char** argv) {
   o.forward_signals = true;
   int n = -1;
   bool with_switch = false;
-  int switch_slots = 32;
+  int switch_slots = 16;
   int slot_elems = 4096;
   std::string topology;
   long long switch_job = 0;

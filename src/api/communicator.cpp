@@ -390,7 +390,7 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
     }
   }
   // Core-INC: explicitly asked for, or by default when this communicator has a switch tree.
-  if (algo == Algorithm::inc || (algo == Algorithm::automatic && st->inc)) {
+  if (algo == Algorithm::inc || (algo == Algorithm::automatic && st->switch_configured)) {
     const bool asked = algo == Algorithm::inc;
     std::string fallback;
     if (!st->switch_configured) {

@@ -98,9 +98,13 @@ Nanos FaultInjector::next_due() const {
 UdpPort::UdpPort(Endpoint bind, std::size_t batch) : batch_(std::max<std::size_t>(1, batch)) {
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) sys_fail("socket");
+  // Deep buffers: a window of 16 KiB datagrams from every member arrives in one burst. The
+  // *FORCE variants pass net.core.rmem_max when running as root; otherwise the capped request.
   int buf = 8 << 20;
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (::setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   sockaddr_in sa = to_sockaddr(bind);
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     int e = errno;
