@@ -10,7 +10,7 @@ loopback first:  inc launch -n N -- inc bench -c allreduce -a ring,recursive_dou
 The counts (message rounds on the critical path, bytes sent per rank, bytes handed to switch
 trees) come from the real schedules through `inc model cost --from-schedules --json`, so the fit
 uses the same schedules the runtime executed. alpha and beta are fitted by least squares on the
-host algorithms (T = alpha x rounds + beta x bytes); Core-INC rows are predicted with the same
+host algorithms (T = alpha x rounds + beta x bytes + gamma x bytes reduced); Core-INC rows are predicted with the same
 alpha/beta plus the tree pass (reported, not fitted).
 """
 import argparse
@@ -43,27 +43,41 @@ def counts(inc, coll, algo, ranks, size, cache={}):
     return cache[key]
 
 
+def lstsq(rows, ys):
+    """Least squares by normal equations and Gaussian elimination (no numpy on the machine)."""
+    k = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] + [sum(r[i] * y for r, y in zip(rows, ys))]
+         for i in range(k)]
+    for c in range(k):
+        piv = max(range(c, k), key=lambda r: abs(a[r][c]))
+        if abs(a[piv][c]) < 1e-300:
+            return None
+        a[c], a[piv] = a[piv], a[c]
+        for r in range(k):
+            if r != c:
+                f = a[r][c] / a[c][c]
+                a[r] = [x - f * y for x, y in zip(a[r], a[c])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
 def fit(points):
-    # Least squares of the relative error (T = a x r + b x s, each row divided by its measured
-    # time, so small sizes weigh as much as large ones), a, b >= 0.
-    points = [(r / t, s / t, 1.0) for r, s, t in points if t > 0]
-    srr = sum(r * r for r, s, t in points)
-    sss = sum(s * s for r, s, t in points)
-    srs = sum(r * s for r, s, t in points)
-    srt = sum(r * t for r, s, t in points)
-    sst = sum(s * t for r, s, t in points)
-    det = srr * sss - srs * srs
-    if det > 0:
-        a = (srt * sss - sst * srs) / det
-        b = (sst * srr - srt * srs) / det
-        if a >= 0 and b >= 0:
-            return a, b
-    a = max(0.0, srt / srr) if srr else 0.0
-    b = max(0.0, sst / sss) if sss else 0.0
-    # Pick the better of the two one-parameter fits.
-    ea = sum((a * r - t) ** 2 for r, s, t in points)
-    eb = sum((b * s - t) ** 2 for r, s, t in points)
-    return (a, 0.0) if ea < eb else (0.0, b)
+    """T = alpha x rounds + beta x bytes sent + gamma x bytes reduced, all >= 0, minimising the
+    relative error (each row divided by its measured time, so small sizes weigh as much as large
+    ones). Terms that come out negative are dropped and the rest refitted."""
+    active = [0, 1, 2]
+    while active:
+        rows = [[(r, s, g)[i] / t for i in active] for r, s, g, t in points if t > 0]
+        sol = lstsq(rows, [1.0] * len(rows))
+        if sol is not None and all(x >= 0 for x in sol):
+            out = [0.0, 0.0, 0.0]
+            for i, x in zip(active, sol):
+                out[i] = x
+            return out
+        if sol is None:
+            active.pop()
+        else:
+            active.pop(min(range(len(sol)), key=lambda j: sol[j]))
+    return [0.0, 0.0, 0.0]
 
 
 def main():
@@ -73,7 +87,8 @@ def main():
     ap.add_argument("--inc", help="path of the inc binary (default: BUILD_DIR/tools/inc or inc in PATH)")
     ap.add_argument("-n", "--ranks", type=int, default=4, help="ranks (for --run, or CSVs without a ranks column)")
     ap.add_argument("--colls", default="allreduce")
-    ap.add_argument("--algos", default="ring,recursive_doubling,rabenseifner,inc")
+    ap.add_argument("--algos", default="ring,recursive_doubling,rabenseifner",
+                    help="add inc when a Core-INC switch is configured for the ranks (inc switch, issue 3)")
     ap.add_argument("--min-bytes", default="4K")
     ap.add_argument("--max-bytes", default="16M")
     args = ap.parse_args()
@@ -99,21 +114,25 @@ def main():
                     continue
                 rows.append(dict(coll=coll, algo=r["algo"], ranks=ranks, size=size,
                                  t=float(r["time_us"]) * 1e-6, c=c))
-    host = [(x["c"]["rounds"], x["c"]["bytes_sent"], x["t"]) for x in rows if x["c"]["inc_bytes"] == 0]
-    if len(host) < 2:
-        sys.exit("need at least two host-algorithm rows to fit alpha and beta")
-    a, b = fit(host)
+    host = [(x["c"]["rounds"], x["c"]["bytes_sent"], x["c"]["bytes_reduced"], x["t"]) for x in rows
+            if x["c"]["inc_bytes"] == 0]
+    if len(host) < 3:
+        sys.exit("need at least three host-algorithm rows to fit alpha, beta and gamma")
+    a, b, g = fit(host)
     print(f"fitted on {len(host)} host-algorithm rows: alpha = {a*1e6:.2f} us per round, "
-          f"beta = {b*1e9:.4f} ns/byte ({(1/b/1e9 if b else float('inf')):.2f} GB/s)")
+          f"beta = {b*1e9:.4f} ns/byte ({(1/b/1e9 if b else float('inf')):.2f} GB/s), "
+          f"gamma = {g*1e9:.4f} ns/byte reduced ({(1/g/1e9 if g else float('inf')):.2f} GB/s)")
     print(f"{'collective':<12} {'algorithm':<20} {'ranks':>5} {'bytes':>10} {'measured':>12} {'model':>12} {'model/meas':>10}")
     for x in rows:
         c = x["c"]
-        pred = a * (c["rounds"] - (1 if c["inc_bytes"] else 0)) + b * max(c["bytes_sent"], c["inc_bytes"])
+        pred = a * (c["rounds"] - (1 if c["inc_bytes"] else 0)) + b * max(c["bytes_sent"], c["inc_bytes"]) \
+            + g * c["bytes_reduced"]
         if c["inc_bytes"]:
             pred += a  # one tree pass: one round of per-message cost
         print(f"{x['coll']:<12} {x['algo']:<20} {x['ranks']:>5} {x['size']:>10} {x['t']*1e6:>10.1f}us "
               f"{pred*1e6:>10.1f}us {pred/x['t']:>10.3f}")
-    print("\nRun `inc model cost` with --overhead-us/--link-gbps set from these values for predictions at scale.")
+    print("\nFor predictions at scale: inc model cost --overhead-us <alpha - path latency> "
+          "--link-gbps <8/beta> --reduce-GBps <1/gamma>")
 
 
 if __name__ == "__main__":
