@@ -228,6 +228,7 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   double slowest = 0;
   comm.allreduce(&local_us, &slowest, 1, DataType::f64, ReduceOp::max);
   res.algorithm = rep.algorithm;
+  res.bytes_sent = rep.bytes_sent;
   res.in_network = rep.in_network;
   res.time_us = slowest;
   double seconds = slowest * 1e-6;

@@ -32,6 +32,7 @@ struct BenchResult {
   double algbw = 0;         // GB/s
   double busbw = 0;         // GB/s
   int correct = -1;         // 1 verified, 0 wrong, -1 not checked
+  std::uint64_t bytes_sent = 0;  // payload this rank sent in one run (its report)
   std::uint64_t wrong_elements = 0;
 };
 
