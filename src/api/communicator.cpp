@@ -230,7 +230,7 @@ Communicator Communicator::init(const Options& opts) {
 
   std::string listen_host =
       !opts.listen_host.empty() ? opts.listen_host
-                                : transport::local_address_for_peers(env, boot.store_host.empty() ? std::string("127.0.0.1") : boot.store_host);
+                                : transport::local_address_for_peers(env, boot.store_host, boot.store_port);
   StoreAddressBook book(*world->store, prefix, timeout);
   auto fds = transport::connect_mesh(boot.rank, boot.world_size, listen_host, book, job_tag,
                                      static_cast<int>(timeout.count()));
