@@ -147,7 +147,9 @@ void SwitchDataPlane::nack(Job* j, Endpoint to, const Header& req, Reason r, std
   h.reason = r;
   h.member = req.member;
   h.job = req.job;
-  h.epoch = j ? j->epoch : 0;
+  // The job's epoch when the switch knows the job, else the epoch the refused packet carried:
+  // either way the receiver can tell a refusal of its current packets from a late one.
+  h.epoch = j ? j->epoch : req.epoch;
   h.chunk = req.chunk;
   h.slot = req.slot;
   h.aux = std::uint32_t(req.type) | (detail << 8);
@@ -353,6 +355,8 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     drop(j, Reason::bad_member);
     return nack(j, from, h, Reason::bad_member);
   }
+  // A join to a job that failed upstream is a retry: its state is useless, start afresh.
+  if (j->failed) reset_job(*j);
   // A join naming a newer session starts the job afresh (new epoch, empty slots); an older
   // session is refused so that a late join of a finished run cannot disturb the current one.
   if (!j->session_set) {
@@ -382,7 +386,6 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     emit(j, cfg_.parent, proto::kHeaderBytes);
     return;
   }
-  if (j->failed) return nack(j, from, h, Reason::job_failed, std::uint32_t(j->fail_reason));
   send_join_ack(*j, from);
 }
 
@@ -562,13 +565,20 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       ++J.c.results;
       return replicate(J, cp, idx);
     }
-    case PacketType::nack:
-      // A refusal of our join before the parent admitted the job is not fatal: children retry.
-      if ((h.aux & 0xFF) == std::uint32_t(PacketType::join) && !J.parent_joined &&
-          h.reason == Reason::unknown_job)
+    case PacketType::nack: {
+      const auto about = PacketType(h.aux & 0xFF);
+      if (about == PacketType::leave) return;
+      if (about == PacketType::join) {
+        // Before the parent admitted the job: not fatal, the members' joins retry.
+        if (J.parent_joined || h.reason == Reason::unknown_job) return;
+        return fail_job(J, h.reason);
+      }
+      // Refusals of packets sent under an older join of the parent are late: ignore them.
+      if (!J.parent_joined) return;
+      if (h.reason == Reason::stale_epoch ? h.epoch == J.parent_epoch : h.epoch != J.parent_epoch)
         return;
-      if ((h.aux & 0xFF) == std::uint32_t(PacketType::leave)) return;
       return fail_job(J, h.reason);
+    }
     case PacketType::pending:
     case PacketType::leave_ack:
       return;

@@ -203,6 +203,8 @@ void UdpPort::send_entries(const Outbox& out) {
       iov[i].iov_base = const_cast<std::byte*>(b.data());
       iov[i].iov_len = b.size();
       addrs[i] = to_sockaddr(e.to);
+      // memset, not `msgs[i] = {}`: with the aggregate clear, GCC 12 at -O3 emitted the clear
+      // after the field stores here (every datagram went out without address or iovec).
       std::memset(&msgs[i], 0, sizeof(msgs[i]));
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;

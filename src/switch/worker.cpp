@@ -541,10 +541,13 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
              " (the parent switch restarted or lost the job); retry or use the host algorithm");
     return;
   }
-  // Other refusals must name a chunk in flight, else they are late answers to old packets.
+  // Other refusals must name a chunk in flight and a packet of the current join (the nack
+  // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
+  // else they are late answers to old packets.
   if (about != PacketType::data || h.slot >= slots_.size() || !slots_[h.slot].busy ||
       slots_[h.slot].chunk != h.chunk)
     return;
+  if (h.reason != Reason::stale_epoch && h.epoch != epoch_) return;
   switch (h.reason) {
     case Reason::unknown_job:
       fail(WorkerErrorKind::switch_restarted,
