@@ -377,12 +377,13 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
   Algorithm algo = st->algo;
   if (!o.algo.empty()) {
     algo = parse_algo_or_throw(o.algo, "CallOptions::algo");
-    if (algo != Algorithm::automatic && !coll::supports(c.coll, algo))
+    // 'inc' falls back to the hosts with a reason where the switch cannot help (alltoall).
+    if (algo != Algorithm::automatic && algo != Algorithm::inc && !coll::supports(c.coll, algo))
       throw Error(Error::Kind::invalid_argument,
                   fmt::format("{}: algorithm '{}' does not implement this collective", name(c.coll), o.algo));
     selection = fmt::format("CallOptions::algo={}", o.algo);
   } else if (algo != Algorithm::automatic) {
-    if (coll::supports(c.coll, algo)) {
+    if (algo == Algorithm::inc || coll::supports(c.coll, algo)) {
       selection = st->algo_source;
     } else {
       selection = fmt::format("{} does not implement {}; ", st->algo_source, name(c.coll));
