@@ -157,7 +157,7 @@ void SwitchDataPlane::nack(Job* j, Endpoint to, const Header& req, Reason r, std
   emit(j, to, proto::kHeaderBytes);
 }
 
-void SwitchDataPlane::send_join_ack(Job& j, Endpoint to) {
+void SwitchDataPlane::send_join_ack(Job& j, const Member& m) {
   proto::JoinInfo info;
   info.slots = j.spec.slots;
   info.slot_elems = cfg_.slot_elems;
@@ -172,11 +172,12 @@ void SwitchDataPlane::send_join_ack(Job& j, Endpoint to) {
   h.elem = ElemType::raw;
   h.job = j.spec.job;
   h.epoch = j.epoch;
+  h.chunk = m.join_nonce;
   h.count = proto::kJoinInfoBytes;
   std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kJoinInfoBytes);
   proto::encode_header(h, p);
   proto::write_join_info(info, p + proto::kHeaderBytes);
-  emit(&j, to, proto::kHeaderBytes + proto::kJoinInfoBytes);
+  emit(&j, m.ep, proto::kHeaderBytes + proto::kJoinInfoBytes);
 }
 
 void SwitchDataPlane::send_pending(Job& j, const Copy& cp, const Header& req, Endpoint to) {
@@ -374,6 +375,7 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
   m.ep = from;
   m.joined = true;
   m.left = false;
+  m.join_nonce = h.chunk;
   if (j->has_parent() && !j->parent_joined) {
     // Join upward first; the member retries its join until the whole path is ready.
     Header up;
@@ -382,11 +384,12 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     up.member = j->spec.parent_member;
     up.job = j->spec.job;
     up.aux = j->session;
+    up.chunk = j->parent_join_nonce = j->epoch;  // unique per (re)start of the job here
     proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
     emit(j, cfg_.parent, proto::kHeaderBytes);
     return;
   }
-  send_join_ack(*j, from);
+  send_join_ack(*j, m);
 }
 
 void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
@@ -523,16 +526,14 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
   switch (h.type) {
     case PacketType::join_ack: {
       auto info = proto::read_join_info(v.payload);
-      if (J.parent_joined) {
-        if (h.epoch != J.parent_epoch) fail_job(J, Reason::stale_epoch);
-        return;
-      }
+      // Only the answer to our current join attempt counts (a late one is ignored).
+      if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
       if (info.slots != J.spec.slots || info.slot_elems == 0) return fail_job(J, Reason::mismatch);
       J.parent_joined = true;
       J.parent_epoch = h.epoch;
       J.parent_info = info;
       for (auto& m : J.members)
-        if (m.joined && !m.left) send_join_ack(J, m.ep);
+        if (m.joined && !m.left) send_join_ack(J, m);
       return;
     }
     case PacketType::result: {

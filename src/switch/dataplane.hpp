@@ -100,6 +100,7 @@ class SwitchDataPlane {
     Endpoint ep{};
     bool joined = false;
     bool left = false;
+    std::uint32_t join_nonce = 0;  // echoed in the join_ack (chunk field)
   };
   struct Copy {
     std::uint32_t seq = 0;      // chunk held (or last held) by this copy
@@ -122,6 +123,7 @@ class SwitchDataPlane {
     std::vector<Member> members;
     bool parent_joined = false;
     std::uint32_t parent_epoch = 0;
+    std::uint32_t parent_join_nonce = 0;  // our join attempt at the parent
     proto::JoinInfo parent_info{};
     bool failed = false;
     proto::Reason fail_reason = proto::Reason::ok;
@@ -140,7 +142,7 @@ class SwitchDataPlane {
   void forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool resend);
   void replicate(Job& j, const Copy& cp, std::uint32_t idx);
   void send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to, bool want);
-  void send_join_ack(Job& j, Endpoint to);
+  void send_join_ack(Job& j, const Member& m);
   void send_pending(Job& j, const Copy& cp, const proto::Header& req, Endpoint to);
   void nack(Job* j, Endpoint to, const proto::Header& req, proto::Reason r,
             std::uint32_t detail = 0);

@@ -214,6 +214,10 @@ void WorkerProtocol::start(WorkerOp op, Nanos now) {
     join_deadline_ = now + cfg_.join_timeout;
     join_rto_ = cfg_.rto_initial;
     join_refusal_ = Reason::ok;
+    // A fresh nonce per join: a join_ack that answers an earlier join (before a restart or a
+    // reset) carries another nonce and is ignored.
+    join_nonce_ = std::uint32_t(std::uint64_t(now) * 0x9E3779B1u) ^ (cfg_.member * 0x85EBCA6Bu) ^
+                  (join_nonce_ + 0x632BE5ABu);
     send_join(now, false);
     return;
   }
@@ -227,6 +231,7 @@ void WorkerProtocol::send_join(Nanos now, bool retransmit) {
   h.member = cfg_.member;
   h.job = cfg_.job;
   h.aux = cfg_.session;
+  h.chunk = join_nonce_;
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
   ++rep_.packets_sent;
@@ -404,7 +409,7 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
   const Header& h = v.h;
   switch (h.type) {
     case PacketType::join_ack: {
-      if (state_ != State::joining) return;  // a late duplicate
+      if (state_ != State::joining || h.chunk != join_nonce_) return;  // a late duplicate
       auto info = proto::read_join_info(v.payload);
       if (info.slots == 0 || info.slots > 0xFFFF || info.slot_elems == 0 ||
           info.slot_elems > proto::kMaxPayloadBytes / 4 || h.epoch == 0) {

@@ -215,6 +215,7 @@ class WorkerProtocol {
   std::unordered_map<std::uint64_t, Group> groups_;
   int headroom_ = 0;
   Nanos join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0;
+  std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
   std::vector<std::int32_t> scratch_;
