@@ -156,6 +156,7 @@ struct Simulator::Impl {
   std::vector<std::vector<double>> job_link_bytes;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> work;  // (job, op) ready
   std::vector<std::uint32_t> path;
+  std::vector<std::uint32_t> finished;  // xfers whose flows completed in the current batch
   std::uint64_t total_ops = 0, done_ops = 0;
 
   Impl(const Topology& t, SimOptions o)
@@ -441,10 +442,17 @@ struct Simulator::Impl {
       return;
     }
     const double w = opt.rtt_weighted && x.latency > 0 ? x.latency : 1.0;
-    const std::uint32_t f = net.start(x.res, x.nres, x.bytes, now, x.cap, w);
+    // Added now, rates computed at the end of the current batch of same-time events (commit()).
+    const std::uint32_t f = net.add(x.res, x.nres, x.bytes, now, x.cap, w);
     ++flows;
     if (flow_xfer.size() <= f) flow_xfer.resize(f + 1);
     flow_xfer[f] = xi;
+  }
+
+  // Recompute the rates changed by this instant's starts and finishes; schedule completions.
+  void commit() {
+    if (!net.dirty()) return;
+    net.commit(now);
     reschedule();
   }
 
@@ -455,12 +463,12 @@ struct Simulator::Impl {
     }
   }
 
-  void flow_done(std::uint32_t f, std::uint32_t version) {
-    if (!net.active(f) || net.version(f) != version) return;  // stale
-    const std::uint32_t xi = flow_xfer[f];
-    net.finish(f, now);
-    reschedule();
-    xfer_done(xi);
+  // A flow finished: remove it (rates are recomputed once per batch); false if the event is stale.
+  bool flow_done(std::uint32_t f, std::uint32_t version, std::vector<std::uint32_t>& finished) {
+    if (!net.active(f) || net.version(f) != version) return false;
+    finished.push_back(flow_xfer[f]);
+    net.remove(f);
+    return true;
   }
 
   void xfer_done(std::uint32_t xi) {
@@ -738,11 +746,31 @@ struct Simulator::Impl {
           break;
         }
         case kXferStart:
+          // Every message and chunk that enters the network at this instant, then one refill.
           xfer_start(e.a);
+          while (!heap.empty() && heap.top().t == now && heap.top().type == kXferStart) {
+            const std::uint32_t xi = heap.top().a;
+            heap.pop();
+            ++events;
+            xfer_start(xi);
+          }
+          commit();
           break;
-        case kFlowDone:
-          flow_done(e.a, e.b);
+        case kFlowDone: {
+          // Every flow that completes at this instant, one refill, then their consequences.
+          finished.clear();
+          flow_done(e.a, e.b, finished);
+          while (!heap.empty() && heap.top().t == now && heap.top().type == kFlowDone) {
+            const Event x = heap.top();
+            heap.pop();
+            ++events;
+            flow_done(x.a, x.b, finished);
+          }
+          commit();
+          for (std::uint32_t xi : finished) xfer_done(xi);
+          commit();  // connections that started their next message
           break;
+        }
         case kOpDone:
           op_done(e.a, e.b);
           break;

@@ -30,6 +30,13 @@ void FlowNet::advance(std::uint32_t f, double now) {
 
 std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, double bytes, double now, double cap,
                              double weight) {
+  const std::uint32_t f = add(resources, n, bytes, now, cap, weight);
+  commit(now);
+  return f;
+}
+
+std::uint32_t FlowNet::add(const std::uint32_t* resources, std::size_t n, double bytes, double now, double cap,
+                           double weight) {
   if (n == 0 || n > kMaxRes)
     throw Error(Error::Kind::internal, "flow: a flow needs 1..16 resources");
   std::uint32_t f;
@@ -46,7 +53,7 @@ std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, doub
   }
   Flow& x = flows_[f];
   x.remaining = bytes;
-  x.rate = 0;
+  x.rate = 0;  // a new flow always changes rate in the commit, so it is reported in changed()
   x.last = now;
   x.cap = cap;
   x.weight = weight > 0 ? weight : 1.0;
@@ -55,7 +62,6 @@ std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, doub
   x.active = true;
   ++x.version;
   ++active_count_;
-  seed_res_.clear();
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t r = resources[i];
     res_pool_[x.res_begin + i] = r;
@@ -63,16 +69,23 @@ std::uint32_t FlowNet::start(const std::uint32_t* resources, std::size_t n, doub
     res_[r].flows.push_back(f);
     seed_res_.push_back(r);
   }
-  refill(now);
-  // The new flow always needs a completion event.
-  if (std::find(changed_.begin(), changed_.end(), f) == changed_.end()) changed_.push_back(f);
   return f;
 }
 
+void FlowNet::commit(double now) {
+  refill(now);
+  seed_res_.clear();
+}
+
 void FlowNet::finish(std::uint32_t f, double now) {
+  if (!flows_[f].active) return;
+  remove(f);
+  commit(now);
+}
+
+void FlowNet::remove(std::uint32_t f) {
   Flow& x = flows_[f];
   if (!x.active) return;
-  seed_res_.clear();
   for (std::uint32_t i = 0; i < x.nres; ++i) {
     const std::uint32_t r = res_pool_[x.res_begin + i];
     const std::uint32_t pos = pos_pool_[x.res_begin + i];
@@ -95,7 +108,6 @@ void FlowNet::finish(std::uint32_t f, double now) {
   ++x.version;
   --active_count_;
   free_flows_.push_back(f);
-  refill(now);
 }
 
 void FlowNet::refill(double now) {

@@ -32,6 +32,15 @@ class FlowNet {
   // Removes a finished (or cancelled) flow; recomputes its component.
   void finish(std::uint32_t flow, double now);
 
+  // Batched form: add and remove any number of flows at the same instant, then recompute the
+  // affected components once (symmetric collectives start and finish thousands of flows at the
+  // same time; one refill instead of thousands). start()/finish() are add/remove + commit.
+  std::uint32_t add(const std::uint32_t* resources, std::size_t n, double bytes, double now,
+                    double cap = kNoCap, double weight = 1.0);
+  void remove(std::uint32_t flow);
+  void commit(double now);
+  bool dirty() const { return !seed_res_.empty(); }
+
   // Flows whose rate (and so completion time) changed in the last start/finish, including the
   // started flow. The caller re-schedules their completions.
   const std::vector<std::uint32_t>& changed() const { return changed_; }
