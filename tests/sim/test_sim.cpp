@@ -238,6 +238,35 @@ TEST(Simulator, EdgeOffloadRelievesHostMemory) {
   EXPECT_LT(t[1], 0.7 * t[0]);
 }
 
+TEST(Simulator, TreesSharingSwitchMemorySlowEachOtherDown) {
+  // 16 hosts in 4 leaves; two 8-rank Core-INC jobs interleaved so both trees cross every leaf.
+  // 1 MiB of aggregation memory: a tree alone may keep 4 chunks of 256 KiB in flight; two trees
+  // on the same leaf get 2 each, which halves the window-limited rate.
+  TopoSpec ts;
+  ts.kind = TopoKind::fat_tree2;
+  ts.hosts = 16;
+  ts.radix = 8;
+  Topology topo(ts);
+  SimOptions opt;
+  opt.np.switch_memory_bytes = 1 << 20;
+  auto inc_job = [](std::vector<int> hosts) {
+    JobSpec j = job(Collective::allreduce, Algorithm::inc, 8, 16 << 20);
+    j.hosts = std::move(hosts);
+    return j;
+  };
+  const std::vector<int> a = {0, 1, 4, 5, 8, 9, 12, 13}, b = {2, 3, 6, 7, 10, 11, 14, 15};
+  Simulator alone(topo, opt);
+  alone.add_job(inc_job(a));
+  const JobResult r1 = alone.run().jobs[0];
+  Simulator shared(topo, opt);
+  shared.add_job(inc_job(a));
+  shared.add_job(inc_job(b));
+  const SimResult r2 = shared.run();
+  EXPECT_NEAR(r2.jobs[0].inc_window_cap_GBps, r1.inc_window_cap_GBps / 2, 1e-9);
+  EXPECT_GT(r2.jobs[0].time_s(), 1.5 * r1.time_s());
+  EXPECT_GT(r2.jobs[1].time_s(), 1.5 * r1.time_s());
+}
+
 // ---- analytical model ------------------------------------------------------------------------
 
 TEST(Model, ClosedFormsAgreeWithSchedules) {
