@@ -18,6 +18,7 @@
 
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
+#include "src/proto/packet.hpp"
 #include "src/switch/topology.hpp"
 #include "tools/commands.hpp"
 
@@ -211,7 +212,10 @@ int cmd_launch(int argc, char** argv) {
     for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
     if (with_switch && !topology.empty()) throw UsageError{"--switch and --topology exclude each other"};
     if (switch_job > 0 && topology.empty()) throw UsageError{"--switch-job goes with --topology"};
-    if (with_switch && n > 0xfffe) throw UsageError{"--switch serves at most 65534 ranks"};
+    if (with_switch && n > static_cast<int>(proto::kMaxMembers))
+      throw UsageError{fmt::format("--switch: one switch aggregates at most {} members; use "
+                                   "--topology with a tree of switches for -n {}",
+                                   proto::kMaxMembers, n)};
     if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_slots, slot_elems, topology, switch_job);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "inc launch: %s\n\n%s", e.message.c_str(), kUsage);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "numerics/reduce.hpp"
+#include "src/proto/packet.hpp"
 #include "src/switch/topology.hpp"
 #include "src/switch/udp.hpp"
 #include "src/switch/worker.hpp"
@@ -71,8 +72,11 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     auto ep = sw::parse_endpoint(*sw_addr);
     if (!ep || ep->port() == 0)
       throw Error(Error::Kind::config, fmt::format("INC_SWITCH='{}' is not an IPv4 host:port", *sw_addr));
-    if (nranks > 0xfffe)
-      throw Error(Error::Kind::config, "INC_SWITCH: a single switch serves at most 65534 ranks");
+    if (nranks > static_cast<int>(proto::kMaxMembers))
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_SWITCH: one switch aggregates at most {} members and this job "
+                              "has {} ranks; describe a tree of switches with INC_TOPOLOGY",
+                              proto::kMaxMembers, nranks));
     impl->cfg.switch_ep = *ep;
     impl->cfg.member = static_cast<std::uint16_t>(rank);
     where = fmt::format("switch {}, job {}, member {}", ep->str(), job, rank);
