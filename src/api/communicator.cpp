@@ -135,6 +135,7 @@ struct CommState {
   // tree until a controller builds them). `switch_configured` is the process-wide fact.
   std::shared_ptr<api::IncPath> inc;
   bool switch_configured = false;
+  std::string no_inc_reason;  // why `inc` is null although a switch is configured
   std::uint64_t inc_ops = 0;
   std::atomic<std::uint64_t> splits{0};
   std::mutex mu;
@@ -254,12 +255,31 @@ Communicator Communicator::init(const Options& opts) {
   st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
   st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag);
   st->switch_configured = static_cast<bool>(st->inc);
+  world->engine->add_comm(0, st->members);
+  if (st->inc) {
+    // Does the switch tree answer? Every rank must come to the same answer, so the ranks
+    // agree over TCP: one failure anywhere puts the whole communicator on the host path,
+    // with the reason in every report (a job restarted after a switch failure either finds
+    // the restarted switch or runs on the hosts).
+    std::string why;
+    std::int32_t ok = st->inc->probe(why) ? 1 : 0, all = 0;
+    Communicator probe_comm(st);
+    CallOptions host;
+    host.algo = "recursive_doubling";
+    std::int32_t failed_rank = ok ? boot.world_size : boot.rank, first_failed = 0;
+    probe_comm.allreduce(&ok, &all, 1, DataType::i32, ReduceOp::min, host);
+    probe_comm.allreduce(&failed_rank, &first_failed, 1, DataType::i32, ReduceOp::min, host);
+    if (!all) {
+      st->no_inc_reason = fmt::format("the switch tree did not answer at start-up (rank {}{}{})",
+                                      first_failed, why.empty() ? "" : ": ", why);
+      st->inc.reset();
+    }
+  }
   if (st->algo == Algorithm::inc && !st->inc)
     throw Error(Error::Kind::config,
                 fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
                             "or run under `inc launch --switch`",
                             st->algo_source));
-  world->engine->add_comm(0, st->members);
   return Communicator(std::move(st));
 }
 
@@ -400,7 +420,8 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
                               "or `inc launch --switch`)",
                               name(c.coll)));
     } else if (!st->inc) {
-      fallback = "sub-communicators have no switch tree yet";
+      fallback = st->no_inc_reason.empty() ? "sub-communicators have no switch tree yet"
+                                           : st->no_inc_reason;
     } else if (c.count == 0 && c.coll != Collective::barrier) {
       fallback = "nothing to send";
     } else {

@@ -118,6 +118,13 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
                              where_)};
 }
 
+bool IncPath::probe(std::string& why) {
+  auto& proto = impl_->worker->protocol();
+  if (impl_->worker->run(sw::WorkerOp::barrier())) return true;
+  why = fmt::format("{} ({})", proto.error().message, sw::name(proto.error().kind));
+  return false;
+}
+
 IncResult IncPath::run(Collective coll, const void* send, void* recv, std::uint64_t count,
                        DataType t, ReduceOp op, int root) {
   using sw::WorkerOp;

@@ -50,6 +50,10 @@ class IncPath {
   IncResult run(Collective coll, const void* send, void* recv, std::uint64_t count, DataType t,
                 ReduceOp op, int root);
 
+  // A barrier through the switch tree: does the switch answer for this job? Every rank calls
+  // it at start-up; the Communicator then agrees across ranks (see Communicator::init).
+  bool probe(std::string& why);
+
   const std::string& describe() const { return where_; }
 
  private:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fault test: the switch restarts (its state is gone) while 4 ranks run in-network allreduces.
 # The ranks must notice and stop with an error that names the switch and the restart, within
-# their deadline, and never print a wrong result.
+# their deadline, and never print a wrong result. Then the job is run again (the retry):
+# against the restarted switch it runs in the network again; with the switch gone it runs on
+# the hosts, every result verified.
 # usage: switch_restart.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
@@ -30,3 +32,16 @@ if grep -q WRONG "$log"; then echo "FAIL: a wrong result was reported"; exit 1; 
 if ! grep -qiE "switch.*(restart|lost|state|refus)" "$log"; then echo "FAIL: the error does not name the switch restart"; exit 1; fi
 if [ $took -gt 60 ]; then echo "FAIL: took ${took}s to notice"; exit 1; fi
 echo "switch restart: every rank stopped with an error after ${took}s, no wrong result"
+
+rerun() {
+  INC_SWITCH=127.0.0.1:$port INC_SWITCH_JOB=1 INC_TIMEOUT=30 \
+    "$inc" launch -n 4 -- "$inc" bench -c allreduce -d i32 -b 1K -e 1M -f 32 -n 3 -w 1 --no-progress 2>&1
+}
+out=$(rerun) || { echo "$out"; echo "FAIL: the retried job failed against the restarted switch"; exit 1; }
+echo "$out" | grep -q "inc\*" || { echo "$out"; echo "FAIL: the retried job did not run in the network"; exit 1; }
+echo "retry against the restarted switch: in the network, verified"
+kill -9 $sw2
+sw2=
+out=$(rerun) || { echo "$out"; echo "FAIL: the job failed with the switch gone"; exit 1; }
+if echo "$out" | grep -q "inc\*" || echo "$out" | grep -q WRONG; then echo "$out"; echo "FAIL: expected host algorithms"; exit 1; fi
+echo "switch gone: the job ran on the host algorithms, verified"
