@@ -82,6 +82,10 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     where = fmt::format("switch {}, job {}, member {}", ep->str(), job, rank);
   }
   impl->cfg.job = job;
+  // Hosts here are often oversubscribed (ranks, switch and other work on few cores): a
+  // descheduled switch looks like loss to a 5 ms timer. Start at 20 ms (doubling to 500 ms).
+  impl->cfg.rto_initial = 20 * sw::kMillisecond;
+  impl->cfg.rto_max = 500 * sw::kMillisecond;
   impl->cfg.session = static_cast<std::uint32_t>(session ^ (session >> 32)) | 1u;
   // Bind all interfaces: the switch may sit in another network namespace or host.
   impl->worker = std::make_unique<sw::UdpWorker>(impl->cfg, sw::Endpoint::ipv4(0, 0));
