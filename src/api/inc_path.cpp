@@ -87,8 +87,29 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
   impl->cfg.rto_initial = 20 * sw::kMillisecond;
   impl->cfg.rto_max = 500 * sw::kMillisecond;
   impl->cfg.session = static_cast<std::uint32_t>(session ^ (session >> 32)) | 1u;
+  // Fault injection into this worker's outgoing datagrams, for tests on real sockets:
+  // INC_FAULT_LOSS / _DUP / _REORDER (probabilities) and INC_FAULT_SEED (the seed is mixed
+  // with the rank so that ranks lose different packets).
+  sw::FaultConfig faults;
+  auto prob = [&](const char* var, double& out) {
+    if (auto v = env(var)) {
+      char* end = nullptr;
+      double x = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end != '\0' || !(x >= 0 && x < 1))
+        throw Error(Error::Kind::config, fmt::format("{}='{}' must be a probability in [0, 1)", var, *v));
+      out = x;
+    }
+  };
+  prob("INC_FAULT_LOSS", faults.loss);
+  prob("INC_FAULT_DUP", faults.dup);
+  prob("INC_FAULT_REORDER", faults.reorder);
+  if (auto v = env("INC_FAULT_SEED")) faults.seed = std::strtoull(v->c_str(), nullptr, 10);
+  faults.seed = faults.seed * 1000003 + static_cast<std::uint64_t>(rank);
+  if (faults.enabled())
+    where += fmt::format(", injected faults: loss {} dup {} reorder {} seed {}", faults.loss,
+                         faults.dup, faults.reorder, faults.seed);
   // Bind all interfaces: the switch may sit in another network namespace or host.
-  impl->worker = std::make_unique<sw::UdpWorker>(impl->cfg, sw::Endpoint::ipv4(0, 0));
+  impl->worker = std::make_unique<sw::UdpWorker>(impl->cfg, sw::Endpoint::ipv4(0, 0), faults);
   auto path = std::unique_ptr<IncPath>(new IncPath(std::move(impl)));
   path->where_ = where;
   return path;
