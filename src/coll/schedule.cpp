@@ -351,12 +351,91 @@ Access access_of(const Op& op) {
 
 }  // namespace
 
+// The common case: every two regions of a buffer are either the same range or disjoint (whole
+// chunks and segments, as all algorithms here produce). Then each distinct region is one
+// interval for the whole schedule and a flat table replaces the interval maps: several times
+// faster, which matters when the simulator builds 1,024 or 16,384 ranks' schedules.
+// Returns false (and does nothing) when some regions overlap partially.
+static bool infer_dependencies_aligned(RankSchedule& s) {
+  struct Range {
+    std::uint64_t begin, end;
+    bool operator<(const Range& o) const { return begin != o.begin ? begin < o.begin : end < o.end; }
+    bool operator==(const Range& o) const = default;
+  };
+  std::vector<Range> ranges[3];
+  for (const Op& op : s.ops) {
+    const Access acc = access_of(op);
+    for (const Region* r : {acc.reads[0], acc.reads[1], acc.write})
+      if (r && r->bytes) ranges[static_cast<int>(r->buf) % 3].push_back({r->offset, r->offset + r->bytes});
+  }
+  std::size_t base[4] = {0, 0, 0, 0};
+  for (int b = 0; b < 3; ++b) {
+    auto& v = ranges[b];
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (v[i].begin < v[i - 1].end) return false;  // partial overlap: general path
+    base[b + 1] = base[b] + v.size();
+  }
+  auto id = [&](const Region& r) {
+    const auto& v = ranges[static_cast<int>(r.buf) % 3];
+    auto it = std::lower_bound(v.begin(), v.end(), Range{r.offset, r.offset + r.bytes});
+    return base[static_cast<int>(r.buf) % 3] + static_cast<std::size_t>(it - v.begin());
+  };
+  const std::size_t n = s.ops.size();
+  std::vector<std::int64_t> writer(base[3], -1);
+  std::vector<std::vector<std::uint32_t>> readers(base[3]);
+  std::vector<std::uint32_t> tmp;
+  std::vector<std::uint8_t> has_successor(n, 0);
+  std::vector<std::uint32_t> since_fence;
+  std::int64_t last_fence = -1;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Op& op = s.ops[i];
+    const Access acc = access_of(op);
+    std::size_t rid[2] = {SIZE_MAX, SIZE_MAX}, wid = SIZE_MAX;
+    tmp.clear();
+    for (int k = 0; k < 2; ++k)
+      if (acc.reads[k] && acc.reads[k]->bytes) {
+        rid[k] = id(*acc.reads[k]);
+        if (writer[rid[k]] >= 0) tmp.push_back(static_cast<std::uint32_t>(writer[rid[k]]));
+      }
+    if (acc.write && acc.write->bytes) {
+      wid = id(*acc.write);
+      if (writer[wid] >= 0) tmp.push_back(static_cast<std::uint32_t>(writer[wid]));
+      tmp.insert(tmp.end(), readers[wid].begin(), readers[wid].end());
+    }
+    if (op.fence) {
+      if (last_fence >= 0 && !has_successor[static_cast<std::size_t>(last_fence)])
+        tmp.push_back(static_cast<std::uint32_t>(last_fence));
+      for (std::uint32_t j : since_fence)
+        if (!has_successor[j]) tmp.push_back(j);
+      since_fence.clear();
+      last_fence = i;
+    } else {
+      since_fence.push_back(i);
+    }
+    std::sort(tmp.begin(), tmp.end());
+    tmp.erase(std::unique(tmp.begin(), tmp.end()), tmp.end());
+    for (std::uint32_t d : tmp) has_successor[d] = 1;
+    s.deps.insert(s.deps.end(), tmp.begin(), tmp.end());
+    s.dep_begin[i + 1] = static_cast<std::uint32_t>(s.deps.size());
+    for (std::size_t r : rid)
+      if (r != SIZE_MAX && (readers[r].empty() || readers[r].back() != i)) readers[r].push_back(i);
+    if (wid != SIZE_MAX) {
+      writer[wid] = i;
+      readers[wid].clear();
+    }
+  }
+  return true;
+}
+
 void infer_dependencies(RankSchedule& s) {
   const std::size_t n = s.ops.size();
   if (n >= std::numeric_limits<std::uint32_t>::max())
     throw Error(Error::Kind::invalid_argument, "schedule has too many ops");
   s.dep_begin.assign(n + 1, 0);
   s.deps.clear();
+  if (infer_dependencies_aligned(s)) return;
   IntervalMap maps[3];
   std::vector<std::uint32_t> tmp;
   // Fences: ops since the last fence that nothing depends on yet (the rest are covered).

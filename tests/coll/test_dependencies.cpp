@@ -83,16 +83,23 @@ TEST(Dependencies, FenceWaitsForEverythingEarlier) {
 // Random schedules: the transitive closure of the inferred dependencies equals that of the
 // definition (every pair i < j of ops with overlapping regions of one buffer, one of them
 // writing), and every inferred dependency is such a pair.
-TEST(Dependencies, SameOrderAsTheQuadraticDefinition) {
+// aligned: regions drawn from a fixed set of disjoint chunks (the fast path of
+// infer_dependencies); otherwise arbitrary, partially overlapping ranges (the interval maps).
+void check_against_quadratic_definition(bool aligned) {
   constexpr int N = 128;
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(aligned ? 11 : 7);
   for (int trial = 0; trial < 25; ++trial) {
     RankSchedule s;
     auto region = [&]() {
       Region r;
       r.buf = static_cast<BufferId>(rng() % 3);
-      r.offset = rng() % 64;
-      r.bytes = rng() % 5 == 0 ? 0 : 1 + rng() % 24;
+      if (aligned) {
+        r.offset = (rng() % 6) * 16;
+        r.bytes = rng() % 7 == 0 ? 0 : 16;
+      } else {
+        r.offset = rng() % 64;
+        r.bytes = rng() % 5 == 0 ? 0 : 1 + rng() % 24;
+      }
       return r;
     };
     for (int i = 0; i < N; ++i) {
@@ -148,6 +155,11 @@ TEST(Dependencies, SameOrderAsTheQuadraticDefinition) {
       ASSERT_EQ(got[static_cast<std::size_t>(j)], want[static_cast<std::size_t>(j)]) << "trial " << trial << " op " << j;
     }
   }
+}
+
+TEST(Dependencies, SameOrderAsTheQuadraticDefinition) { check_against_quadratic_definition(false); }
+TEST(Dependencies, AlignedRegionsSameOrderAsTheQuadraticDefinition) {
+  check_against_quadratic_definition(true);
 }
 
 }  // namespace
