@@ -351,6 +351,38 @@ Access access_of(const Op& op) {
 
 }  // namespace
 
+// Appends op i's dependencies (the hazards found in `deps`, plus what a fence waits for) to the
+// schedule's CSR arrays. Shared by both inference paths below.
+class DepWriter {
+ public:
+  explicit DepWriter(RankSchedule& s) : s_(s), has_successor_(s.ops.size(), 0) {}
+  void append(std::uint32_t i, bool fence, std::vector<std::uint32_t>& deps) {
+    // A fence waits for every earlier op: the last fence and the ops since it that nothing
+    // depends on yet (the others are covered through their successors).
+    if (fence) {
+      if (last_fence_ >= 0 && !has_successor_[static_cast<std::size_t>(last_fence_)])
+        deps.push_back(static_cast<std::uint32_t>(last_fence_));
+      for (std::uint32_t j : since_fence_)
+        if (!has_successor_[j]) deps.push_back(j);
+      since_fence_.clear();
+      last_fence_ = i;
+    } else {
+      since_fence_.push_back(i);
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (std::uint32_t d : deps) has_successor_[d] = 1;
+    s_.deps.insert(s_.deps.end(), deps.begin(), deps.end());
+    s_.dep_begin[i + 1] = static_cast<std::uint32_t>(s_.deps.size());
+  }
+
+ private:
+  RankSchedule& s_;
+  std::vector<std::uint8_t> has_successor_;
+  std::vector<std::uint32_t> since_fence_;
+  std::int64_t last_fence_ = -1;
+};
+
 // The common case: every two regions of a buffer are either the same range or disjoint (whole
 // chunks and segments, as all algorithms here produce). Then each distinct region is one
 // interval for the whole schedule and a flat table replaces the interval maps: several times
@@ -386,9 +418,7 @@ static bool infer_dependencies_aligned(RankSchedule& s) {
   std::vector<std::int64_t> writer(base[3], -1);
   std::vector<std::vector<std::uint32_t>> readers(base[3]);
   std::vector<std::uint32_t> tmp;
-  std::vector<std::uint8_t> has_successor(n, 0);
-  std::vector<std::uint32_t> since_fence;
-  std::int64_t last_fence = -1;
+  DepWriter out(s);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Op& op = s.ops[i];
     const Access acc = access_of(op);
@@ -404,21 +434,7 @@ static bool infer_dependencies_aligned(RankSchedule& s) {
       if (writer[wid] >= 0) tmp.push_back(static_cast<std::uint32_t>(writer[wid]));
       tmp.insert(tmp.end(), readers[wid].begin(), readers[wid].end());
     }
-    if (op.fence) {
-      if (last_fence >= 0 && !has_successor[static_cast<std::size_t>(last_fence)])
-        tmp.push_back(static_cast<std::uint32_t>(last_fence));
-      for (std::uint32_t j : since_fence)
-        if (!has_successor[j]) tmp.push_back(j);
-      since_fence.clear();
-      last_fence = i;
-    } else {
-      since_fence.push_back(i);
-    }
-    std::sort(tmp.begin(), tmp.end());
-    tmp.erase(std::unique(tmp.begin(), tmp.end()), tmp.end());
-    for (std::uint32_t d : tmp) has_successor[d] = 1;
-    s.deps.insert(s.deps.end(), tmp.begin(), tmp.end());
-    s.dep_begin[i + 1] = static_cast<std::uint32_t>(s.deps.size());
+    out.append(i, op.fence, tmp);
     for (std::size_t r : rid)
       if (r != SIZE_MAX && (readers[r].empty() || readers[r].back() != i)) readers[r].push_back(i);
     if (wid != SIZE_MAX) {
@@ -438,10 +454,7 @@ void infer_dependencies(RankSchedule& s) {
   if (infer_dependencies_aligned(s)) return;
   IntervalMap maps[3];
   std::vector<std::uint32_t> tmp;
-  // Fences: ops since the last fence that nothing depends on yet (the rest are covered).
-  std::vector<std::uint8_t> has_successor(n, 0);
-  std::vector<std::uint32_t> since_fence;
-  std::int64_t last_fence = -1;
+  DepWriter out(s);
 
   for (std::uint32_t i = 0; i < n; ++i) {
     const Op& op = s.ops[i];
@@ -451,21 +464,7 @@ void infer_dependencies(RankSchedule& s) {
       if (r && r->bytes) hazards(maps[static_cast<int>(r->buf) % 3], *r, false, tmp);
     if (acc.write && acc.write->bytes)
       hazards(maps[static_cast<int>(acc.write->buf) % 3], *acc.write, true, tmp);
-    if (op.fence) {
-      if (last_fence >= 0 && !has_successor[static_cast<std::size_t>(last_fence)])
-        tmp.push_back(static_cast<std::uint32_t>(last_fence));
-      for (std::uint32_t j : since_fence)
-        if (!has_successor[j]) tmp.push_back(j);
-      since_fence.clear();
-      last_fence = i;
-    } else {
-      since_fence.push_back(i);
-    }
-    std::sort(tmp.begin(), tmp.end());
-    tmp.erase(std::unique(tmp.begin(), tmp.end()), tmp.end());
-    for (std::uint32_t d : tmp) has_successor[d] = 1;
-    s.deps.insert(s.deps.end(), tmp.begin(), tmp.end());
-    s.dep_begin[i + 1] = static_cast<std::uint32_t>(s.deps.size());
+    out.append(i, op.fence, tmp);
 
     for (const Region* r : acc.reads)
       if (r && r->bytes) record_read(maps[static_cast<int>(r->buf) % 3], *r, i);
