@@ -307,7 +307,7 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
         if (op.recv_arrived[i]) {
           std::byte* dst = region_ptr(op, o.dst);
           if (o.kind == OpKind::recv) {
-            std::memcpy(dst, pit->second.data(), o.dst.bytes);
+            if (o.dst.bytes) std::memcpy(dst, pit->second.data(), o.dst.bytes);
           } else {
             numerics::reduce(op.params.dtype, op.params.op, dst, region_ptr(op, o.src),
                              pit->second.data(), o.dst.bytes / size_of(op.params.dtype));

@@ -229,8 +229,8 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
     if (is_abort) {
       p.abort_text.append(reinterpret_cast<const char*>(src), n);
     } else if (p.target.mode == RecvTarget::Mode::copy) {
-      std::memcpy(p.target.dst + p.payload_done, src, n);
-    } else if (p.target.mode == RecvTarget::Mode::reduce) {
+      if (n) std::memcpy(p.target.dst + p.payload_done, src, n);  // dst may be null at 0 bytes
+    } else if (p.target.mode == RecvTarget::Mode::reduce && n) {
       std::size_t esz = size_of(p.target.dtype);
       n -= n % esz;  // whole elements only; the rest waits for more bytes
       numerics::reduce(p.target.dtype, p.target.op, p.target.dst + p.payload_done,
