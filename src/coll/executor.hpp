@@ -156,6 +156,8 @@ class Engine : public transport::MessageSink {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
   std::optional<Error> fatal_;  // once set, every call fails with it
+  // How long wait() polls (yielding) before it sleeps in epoll_wait (INC_SPIN_US).
+  std::chrono::microseconds spin_{500};
   std::uint64_t next_uid_ = 1;
 };
 
