@@ -22,10 +22,11 @@ import sys
 import tempfile
 
 
-def run_bench(build, ranks, colls, algos, lo, hi):
+def run_bench(build, ranks, colls, algos, lo, hi, switch):
     inc = os.path.join(build, "tools", "inc")
     out = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-    cmd = [inc, "launch", "-n", str(ranks), "--no-prefix", "--", inc, "bench", "-c", colls, "-a", algos,
+    launch = [inc, "launch", "-n", str(ranks), "--no-prefix"] + (["--switch"] if switch else [])
+    cmd = launch + ["--", inc, "bench", "-c", colls, "-a", algos,
            "-b", lo, "-e", hi, "-f", "4", "-n", "10", "-w", "3", "--no-progress", "--csv", out]
     print("running:", " ".join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -88,14 +89,18 @@ def main():
     ap.add_argument("-n", "--ranks", type=int, default=4, help="ranks (for --run, or CSVs without a ranks column)")
     ap.add_argument("--colls", default="allreduce")
     ap.add_argument("--algos", default="ring,recursive_doubling,rabenseifner",
-                    help="add inc when a Core-INC switch is configured for the ranks (inc switch, issue 3)")
+                    help="host algorithms to fit on; --switch adds the in-network one")
+    ap.add_argument("--switch", action="store_true",
+                    help="with --run: start a Core-INC switch (inc launch --switch) and also measure 'inc'")
     ap.add_argument("--min-bytes", default="4K")
     ap.add_argument("--max-bytes", default="16M")
     args = ap.parse_args()
     inc = args.inc or (os.path.join(args.run, "tools", "inc") if args.run else "inc")
     files = list(args.csv)
     if args.run:
-        files.append(run_bench(args.run, args.ranks, args.colls, args.algos, args.min_bytes, args.max_bytes))
+        algos = args.algos + (",inc" if args.switch and "inc" not in args.algos.split(",") else "")
+        files.append(run_bench(args.run, args.ranks, args.colls, algos, args.min_bytes, args.max_bytes,
+                               args.switch))
     if not files:
         ap.error("give inc bench CSV files or --run BUILD_DIR")
     rows = []
