@@ -32,6 +32,35 @@ struct Endpoint {
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
+// The fate of one datagram under seeded faults, shared by the simulated network and the UDP
+// fault injector so that both draw the same way: possibly duplicated, each copy possibly lost,
+// delayed by delay + jitter, and possibly held back further (reordered). Calls deliver(at) for
+// every copy that survives. `Faults` has loss, dup, reorder, delay, jitter, reorder_delay.
+struct FaultTally {
+  std::uint64_t lost = 0, duplicated = 0, reordered = 0;
+};
+template <class Faults, class Uniform, class Deliver>
+void datagram_fates(const Faults& f, Uniform&& uniform, Nanos now, FaultTally& tally,
+                    Deliver&& deliver) {
+  int copies = 1;
+  if (f.dup > 0 && uniform() < f.dup) {
+    copies = 2;
+    ++tally.duplicated;
+  }
+  for (int c = 0; c < copies; ++c) {
+    if (f.loss > 0 && uniform() < f.loss) {
+      ++tally.lost;
+      continue;
+    }
+    Nanos at = now + f.delay + Nanos(uniform() * double(f.jitter));
+    if (f.reorder > 0 && uniform() < f.reorder) {
+      at += Nanos(uniform() * double(f.reorder_delay));
+      ++tally.reordered;
+    }
+    deliver(at);
+  }
+}
+
 // Packets a state machine produced, in order. Bytes live in one arena so steady state does not
 // allocate; several entries may share the same bytes (switch replication = one encode).
 class Outbox {

@@ -6,23 +6,13 @@ namespace inc::sw {
 
 void SimNetwork::send(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now) {
   ++sent;
-  int copies = 1;
-  if (f_.dup > 0 && uniform() < f_.dup) {
-    copies = 2;
-    ++duplicated;
-  }
-  for (int c = 0; c < copies; ++c) {
-    if (f_.loss > 0 && uniform() < f_.loss) {
-      ++lost;
-      continue;
-    }
-    Nanos at = now + f_.delay + Nanos(uniform() * double(f_.jitter));
-    if (f_.reorder > 0 && uniform() < f_.reorder) {
-      at += Nanos(uniform() * double(f_.reorder_delay));
-      ++reordered;
-    }
+  FaultTally t;
+  datagram_fates(f_, [this] { return uniform(); }, now, t, [&](Nanos at) {
     q_.push(Delivery{at, seq_++, from, to, std::vector<std::byte>(bytes.begin(), bytes.end())});
-  }
+  });
+  lost += t.lost;
+  duplicated += t.duplicated;
+  reordered += t.reordered;
 }
 
 SimNetwork::Delivery SimNetwork::pop() {

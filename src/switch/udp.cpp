@@ -60,23 +60,13 @@ Endpoint from_sockaddr(const sockaddr_in& sa) {
 // ---- fault injector ---------------------------------------------------------------------------
 
 void FaultInjector::submit(Endpoint to, std::span<const std::byte> bytes, Nanos now) {
-  int copies = 1;
-  if (f_.dup > 0 && uniform() < f_.dup) {
-    copies = 2;
-    ++duplicated;
-  }
-  for (int c = 0; c < copies; ++c) {
-    if (f_.loss > 0 && uniform() < f_.loss) {
-      ++lost;
-      continue;
-    }
-    Nanos at = now + f_.delay + Nanos(uniform() * double(f_.jitter));
-    if (f_.reorder > 0 && uniform() < f_.reorder) {
-      at += Nanos(uniform() * double(f_.reorder_delay));
-      ++reordered;
-    }
+  FaultTally t;
+  datagram_fates(f_, [this] { return uniform(); }, now, t, [&](Nanos at) {
     q_.push(Held{at, seq_++, to, std::vector<std::byte>(bytes.begin(), bytes.end())});
-  }
+  });
+  lost += t.lost;
+  duplicated += t.duplicated;
+  reordered += t.reordered;
 }
 
 void FaultInjector::due(Nanos now, Outbox& out) {
