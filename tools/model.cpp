@@ -19,6 +19,7 @@
 #include "sim/config.hpp"
 #include "sim/plot.hpp"
 #include "tools/commands.hpp"
+#include "tools/text_util.hpp"
 
 namespace inc::tools {
 namespace {
@@ -76,17 +77,6 @@ struct NetOptions {
 
 std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
 std::string pct(double x) { return fmt::format("{:.1f}%", x * 100); }
-std::string tstr(double s) {
-  if (s >= 1) return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.2f} us", s * 1e6);
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error(Error::Kind::config, "cannot write " + path);
-  f << text;
-}
 
 // ---- cost ------------------------------------------------------------------------------------
 

@@ -20,7 +20,9 @@
 #include "sim/engine.hpp"
 #include "sim/plot.hpp"
 #include "sim/scenario.hpp"
+#include "tools/bench_core.hpp"
 #include "tools/commands.hpp"
+#include "tools/text_util.hpp"
 
 namespace inc::tools {
 namespace {
@@ -28,24 +30,7 @@ namespace {
 using json = nlohmann::json;
 using namespace inc::sim;
 
-std::string tstr(double s) {
-  if (s >= 1) return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.2f} us", s * 1e6);
-}
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error(Error::Kind::config, "cannot write " + path);
-  f << text;
-}
-
-double bus_factor(Collective c, int p) {
-  if (c == Collective::allreduce) return 2.0 * (p - 1) / p;
-  if (c == Collective::reduce_scatter || c == Collective::allgather || c == Collective::alltoall)
-    return double(p - 1) / p;
-  return 1;
-}
 
 // The analytical model's prediction for a job, with alpha from the job's own placement.
 double model_time(const JobSpec& j, const Topology& topo, const NetParams& base) {

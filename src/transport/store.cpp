@@ -658,6 +658,21 @@ void check_key(std::string_view key, std::string_view what) {
                             kMaxStoreKeyBytes));
 }
 
+// The request body of set / set_if_absent, after checking key and value sizes.
+std::string key_value_request(Op op, std::string_view key, std::string_view value,
+                              std::string_view what) {
+  check_key(key, what);
+  if (value.size() > kMaxStoreValueBytes)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("store {}: value of {} bytes exceeds {} bytes", what, value.size(),
+                            kMaxStoreValueBytes));
+  std::string body;
+  put_u8(body, static_cast<std::uint8_t>(op));
+  put_str(body, key);
+  put_str(body, value);
+  return body;
+}
+
 std::uint32_t timeout_ms(milliseconds t, std::string_view what) {
   if (t.count() < 0 || t.count() > kMaxStoreTimeoutMs)
     throw Error(Error::Kind::invalid_argument,
@@ -702,15 +717,7 @@ const std::string& StoreClient::address() const noexcept { return impl_->address
 
 void StoreClient::set(std::string_view key, std::string_view value) {
   std::string what = fmt::format("set({})", quote_key(key));
-  check_key(key, what);
-  if (value.size() > kMaxStoreValueBytes)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("store {}: value of {} bytes exceeds {} bytes", what, value.size(),
-                            kMaxStoreValueBytes));
-  std::string body;
-  put_u8(body, static_cast<std::uint8_t>(Op::set));
-  put_str(body, key);
-  put_str(body, value);
+  std::string body = key_value_request(Op::set, key, value, what);
   std::lock_guard lock(impl_->mu);
   auto rep = impl_->call(body, what, milliseconds(0));
   impl_->parse(impl_->ok_payload(rep, what), what, [](Reader&) { return 0; });
@@ -722,15 +729,7 @@ void StoreClient::set(std::string_view key, std::span<const std::byte> value) {
 
 bool StoreClient::set_if_absent(std::string_view key, std::string_view value) {
   std::string what = fmt::format("set_if_absent({})", quote_key(key));
-  check_key(key, what);
-  if (value.size() > kMaxStoreValueBytes)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("store {}: value of {} bytes exceeds {} bytes", what, value.size(),
-                            kMaxStoreValueBytes));
-  std::string body;
-  put_u8(body, static_cast<std::uint8_t>(Op::set_new));
-  put_str(body, key);
-  put_str(body, value);
+  std::string body = key_value_request(Op::set_new, key, value, what);
   std::lock_guard lock(impl_->mu);
   auto rep = impl_->call(body, what, milliseconds(0));
   return impl_->parse(impl_->ok_payload(rep, what), what, [](Reader& r) { return r.u8() == 1; });
