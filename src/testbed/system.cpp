@@ -248,9 +248,23 @@ std::vector<FoundTestbed> find_testbeds(const std::string& run_dir, const std::s
   return out;
 }
 
-std::vector<std::string> remove_testbed(const std::string& run_dir, const std::string& prefix,
-                                        const FoundTestbed& t) {
-  std::vector<std::string> errors;
+int kill_processes_in(const std::string& ns, std::vector<std::string>& errors) {
+  CommandResult r = run_command({"ip", "netns", "pids", ns});
+  if (!r.ok()) {
+    errors.push_back(fmt::format("`ip netns pids {}` {}", ns, r.describe()));
+    return 0;
+  }
+  int n = 0;
+  std::istringstream in(r.out);
+  for (long pid; in >> pid;)
+    if (pid > 1 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++n;
+  return n;
+}
+
+Removal remove_testbed(const std::string& run_dir, const std::string& prefix, const FoundTestbed& t) {
+  Removal res;
+  std::vector<std::string>& errors = res.errors;
+  for (const auto& ns : t.namespaces) res.killed += kill_processes_in(ns, errors);
   for (const auto& ns : t.namespaces) {
     CommandResult r = run_command({"ip", "netns", "del", ns});
     if (!r.ok() && fs::exists(namespace_path(ns)))
@@ -259,7 +273,7 @@ std::vector<std::string> remove_testbed(const std::string& run_dir, const std::s
   std::error_code ec;
   fs::remove_all(fmt::format("{}/{}-{}", run_dir, prefix, t.pid), ec);
   if (ec) errors.push_back(fmt::format("cannot remove {}/{}-{}: {}", run_dir, prefix, t.pid, ec.message()));
-  return errors;
+  return res;
 }
 
 bool udp_port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, int port) {

@@ -55,9 +55,16 @@ struct FoundTestbed {
 };
 std::vector<FoundTestbed> find_testbeds(const std::string& run_dir, const std::string& prefix);
 
-// Deletes the namespaces and the state directory. Returns one message per failure.
-std::vector<std::string> remove_testbed(const std::string& run_dir, const std::string& prefix,
-                                        const FoundTestbed& t);
+// Sends SIGKILL to every process still in namespace `ns` (e.g. a rank's background child that
+// outlived it). Returns how many there were; failures are appended to `errors`.
+int kill_processes_in(const std::string& ns, std::vector<std::string>& errors);
+
+// Kills what still runs in the namespaces, deletes them and the state directory.
+struct Removal {
+  int killed = 0;                   // processes that were still running inside
+  std::vector<std::string> errors;  // one message per failure
+};
+Removal remove_testbed(const std::string& run_dir, const std::string& prefix, const FoundTestbed& t);
 
 // Whether process `pid`, already in the namespace `ns_path`, has a UDP socket bound to
 // addr:port (the switch is ready to receive).

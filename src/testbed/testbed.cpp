@@ -94,10 +94,11 @@ class Runner {
 void Runner::remove_leftovers() {
   for (const FoundTestbed& t : find_testbeds(p_.id.run_dir, p_.id.prefix)) {
     if (t.pid == p_.id.pid || t.owner_alive) continue;
-    auto errors = remove_testbed(p_.id.run_dir, p_.id.prefix, t);
-    log(fmt::format("removed the leftovers of testbed pid {} (no longer running): {} namespace{}",
-                    t.pid, t.namespaces.size(), t.namespaces.size() == 1 ? "" : "s"));
-    for (const auto& e : errors) log("  " + e);
+    Removal r = remove_testbed(p_.id.run_dir, p_.id.prefix, t);
+    log(fmt::format("removed the leftovers of testbed pid {} (no longer running): {} namespace{}, "
+                    "{} process{}", t.pid, t.namespaces.size(), t.namespaces.size() == 1 ? "" : "s",
+                    r.killed, r.killed == 1 ? "" : "es"));
+    for (const auto& e : r.errors) log("  " + e);
   }
 }
 
@@ -167,6 +168,12 @@ bool Runner::teardown() {
   torn_down_ = true;
   const auto t0 = Clock::now();
   bool ok = true;
+  // Whatever a rank left running in the background (outside its process group) goes too.
+  std::vector<std::string> errors;
+  int stray = 0;
+  for (const auto& ns : p_.namespaces) stray += kill_processes_in(ns, errors);
+  for (const auto& e : errors) log("cannot list the processes of a namespace: " + e);
+  if (stray) log(fmt::format("killed {} process{} still running in the testbed's namespaces", stray, stray == 1 ? "" : "es"));
   // Hosts first, then leaves and the spine: deleting a namespace deletes its veth ends, and
   // with them their peers.
   for (const auto& ns : p_.namespaces) {
@@ -189,6 +196,7 @@ bool Runner::teardown() {
 }
 
 int Runner::run() {
+  SignalGuard signals;  // first: from here on a signal is noticed, never lost or fatal
   if (std::string why = privilege_problem(); !why.empty()) {
     write_all(o_.err_fd, "inc testbed: cannot build a testbed: " + why + "\n");
     return 1;
@@ -197,7 +205,6 @@ int Runner::run() {
     write_all(o_.err_fd, "inc testbed: no command to run\n");
     return 2;
   }
-  SignalGuard signals;
   remove_leftovers();
   try {
     write_state(p_);
@@ -244,13 +251,14 @@ int cleanup_testbeds(const std::string& run_dir, const std::string& prefix, bool
       ++kept;
       continue;
     }
-    auto errors = remove_testbed(run_dir, prefix, t);
-    for (const auto& e : errors) write_all(err_fd, "inc testbed cleanup: " + e + "\n");
-    failed += errors.empty() ? 0 : 1;
-    removed += errors.empty() ? 1 : 0;
-    write_all(out_fd, fmt::format("removed testbed pid {}{}: {} namespace{}\n", t.pid,
+    Removal r = remove_testbed(run_dir, prefix, t);
+    for (const auto& e : r.errors) write_all(err_fd, "inc testbed cleanup: " + e + "\n");
+    failed += r.errors.empty() ? 0 : 1;
+    removed += r.errors.empty() ? 1 : 0;
+    write_all(out_fd, fmt::format("removed testbed pid {}{}: {} namespace{}, {} process{}\n", t.pid,
                                   t.owner_alive ? " (still running)" : "", t.namespaces.size(),
-                                  t.namespaces.size() == 1 ? "" : "s"));
+                                  t.namespaces.size() == 1 ? "" : "s", r.killed,
+                                  r.killed == 1 ? "" : "es"));
   }
   if (removed + kept + failed == 0)
     write_all(out_fd, fmt::format("no testbed with prefix '{}' found\n", prefix));
