@@ -231,8 +231,8 @@ std::string describe_plan(const Plan& p, bool commands) {
     for (std::size_t k = 0; k < s.leaves.size(); ++k) {
       const auto& l = s.leaves[k];
       if (l.uplink_bps && l.link_bps)
-        o += fmt::format("leaf{}: {} hosts x {} under a {} uplink: oversubscription {:.3g}:1\n", k,
-                         l.hosts, format_rate(l.link_bps), format_rate(l.uplink_bps),
+        o += fmt::format("leaf{}: {} host{} x {} under a {} uplink: oversubscription {:.3g}:1\n", k,
+                         l.hosts, l.hosts == 1 ? "" : "s", format_rate(l.link_bps), format_rate(l.uplink_bps),
                          static_cast<double>(l.link_bps) * l.hosts / static_cast<double>(l.uplink_bps));
     }
   }

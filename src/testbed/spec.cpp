@@ -145,7 +145,7 @@ std::uint64_t Spec::burst_bytes(std::uint64_t bps) const {
   }
   return std::max<std::uint64_t>(
       static_cast<std::uint64_t>(static_cast<double>(bps) / 8 * kAutoBurstSeconds),
-      std::uint64_t{kAutoBurstFrames} * frame_bytes());
+      std::uint64_t{kMaxGsoBytes} + frame_bytes());
 }
 
 int slot_elements_for_mtu(int mtu) {

@@ -153,7 +153,7 @@ TEST(TestbedPlan, TbfCommandCarriesRateBurstAndLimit) {
     if (a.size() > 8 && a[0] == "tc" && a[8] == "tbf") tbf = &a;
   ASSERT_NE(tbf, nullptr);
   EXPECT_EQ(shell_join(*tbf).substr(shell_join(*tbf).find("root")),
-            "root tbf rate 1000000000bit burst 62500 limit 500000");
+            "root tbf rate 1000000000bit burst 125000 limit 500000");
   std::string d = describe_plan(p, true);
   EXPECT_NE(d.find("tc -n inctb-4242-h0 qdisc add dev eth0 root tbf"), std::string::npos) << d;
   EXPECT_NE(d.find("ip netns exec inctb-4242-sw curl -s http://10.99.0.1:9100/metrics"), std::string::npos) << d;

@@ -77,12 +77,12 @@ TEST(TestbedSpec, DefaultsAndDerivedValues) {
   EXPECT_EQ(s.slot_elements, 2048);
   EXPECT_EQ(s.shaper, Shaper::tbf);
   EXPECT_TRUE(s.with_switch);
-  // Auto queue: 4 ms at 1 Gbit/s = 500 KB (more than 32 frames); burst 0.5 ms = 62.5 KB.
+  // Auto queue: 4 ms at 1 Gbit/s = 500 KB (more than 32 frames); burst 1 ms = 125 KB.
   EXPECT_EQ(s.queue_bytes(1'000'000'000), 500'000u);
-  EXPECT_EQ(s.burst_bytes(1'000'000'000), 62'500u);
-  // At 100 Mbit/s the floors apply: 32 and 2 frames of 9014 bytes.
+  EXPECT_EQ(s.burst_bytes(1'000'000'000), 125'000u);
+  // At 100 Mbit/s the floors apply: 32 frames of 9014 bytes; 64 KiB (a GSO packet) + a frame.
   EXPECT_EQ(s.queue_bytes(100'000'000), 32u * 9014);
-  EXPECT_EQ(s.burst_bytes(100'000'000), 2u * 9014);
+  EXPECT_EQ(s.burst_bytes(100'000'000), 65536u + 9014);
   EXPECT_EQ(s.queue_bytes(0), 0u);
 }
 
