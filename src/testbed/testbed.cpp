@@ -25,6 +25,9 @@ std::atomic<int> g_signal{0};
 extern "C" void on_testbed_signal(int sig) {
   int expected = 0;
   g_signal.compare_exchange_strong(expected, sig);
+  // A hang-up (terminal gone) stops the job like SIGTERM: while the job runs, the launcher
+  // forwards SIGTERM (it does not watch SIGHUP).
+  if (sig == SIGHUP) ::kill(::getpid(), SIGTERM);
 }
 
 class SignalGuard {

@@ -23,10 +23,13 @@ fi
 ip netns del "${pfx}-probe$$"
 
 # Two jobs (a rank program that runs twice would find the first run's addresses in the store):
-# the reductions against the ring, then broadcast against the pipelined chain.
+# the reductions against the ring, then broadcast against the pipelined chain, after which rank 0
+# reads leaf0's Prometheus endpoint across the network (if curl is installed).
 run() {
   "$inc" testbed --prefix "$pfx" --hosts 4 --leaves 2 --link 1gbit --oversubscription 2 \
-    --ranks-per-host 1 -- inc bench -b 8 -e 1M -f 32 -n 3 -w 1 --no-progress "$@" >>"$log" 2>&1
+    --ranks-per-host 1 -- sh -c '"$0" bench "$@" && if [ "$INC_RANK" = 0 ] && command -v curl >/dev/null; then
+      curl -sf http://10.99.0.1:9100/metrics | grep "^inc_switch_packets_in_total"; fi' \
+    "$inc" -b 8 -e 1M -f 32 -n 3 -w 1 --no-progress "$@" >>"$log" 2>&1
 }
 run -c allreduce,reduce_scatter,allgather -a inc,ring && run -c broadcast -a inc,pipelined_chain
 rc=$?
@@ -52,6 +55,11 @@ for sw in spine leaf0 leaf1; do
   agg=$(head -1 <<<"$lines" | sed -E 's/.*aggregations ([0-9]+).*/\1/')
   [ "$agg" -gt 0 ] || fail "switch $sw aggregated nothing"
 done
+if command -v curl >/dev/null; then
+  m=$(grep -E '^\[h0 r0\] inc_switch_packets_in_total\{switch="leaf0"\} [1-9]' "$log" | tail -1)
+  [ -n "$m" ] || fail "leaf0's /metrics was not reachable from host 0 or showed no packets"
+  echo "metrics from host 0: ${m#\[h0 r0\] }"
+fi
 for leaf in leaf0 leaf1; do
   for dir in up down; do
     bytes=$(awk -v l="$leaf" -v d="$dir" '$1 == l && $2 == "uplink" && $3 == d { print $6; exit }' "$log")
