@@ -190,6 +190,9 @@ int cmd_testbed(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "inc testbed: %s\n", e.what());
     return e.kind() == Error::Kind::config ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "inc testbed: %s\n", e.what());
+    return 1;
   }
 }
 

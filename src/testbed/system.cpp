@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,17 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// A whole string as an unsigned number in `base` (the kernel's files are trusted to be well
+// formed, but a surprise must not become an exception deep inside a readiness probe).
+std::optional<unsigned long long> to_u64(std::string_view s, int base = 10) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.remove_suffix(1);
+  unsigned long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
 // Parses "PREFIX-PID" (a state directory) or "PREFIX-PID-ROLE" (a namespace); 0 if no match.
 long owner_pid(const std::string& name, const std::string& prefix, bool with_role) {
   if (name.size() <= prefix.size() + 1 || name.compare(0, prefix.size(), prefix) != 0 ||
@@ -65,7 +77,7 @@ long owner_pid(const std::string& name, const std::string& prefix, bool with_rol
   while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
   if (j == i || j - i > 9) return 0;
   if (with_role ? (j + 1 >= name.size() || name[j] != '-') : j != name.size()) return 0;
-  return std::stol(name.substr(i, j - i));
+  return static_cast<long>(to_u64(std::string_view(name).substr(i, j - i)).value_or(0));
 }
 
 }  // namespace
@@ -166,10 +178,11 @@ std::string privilege_problem() {
   unsigned long long eff = 0;
   bool found = false;
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("CapEff:", 0) == 0) {
-      eff = std::stoull(line.substr(7), nullptr, 16);
-      found = true;
-    }
+    if (line.rfind("CapEff:", 0) == 0)
+      if (auto v = to_u64(std::string_view(line).substr(7), 16)) {
+        eff = *v;
+        found = true;
+      }
   if (!found) return "cannot read the capabilities of this process (/proc/self/status)";
   std::string missing;
   if (!(eff & (1ull << 12))) missing = "CAP_NET_ADMIN";
@@ -188,7 +201,7 @@ std::optional<unsigned long long> process_start_time(long pid) {
   std::string field;
   // Fields after the name start at field 3 (state); the start time is field 22.
   for (int i = 3; i <= 22 && (in >> field); ++i)
-    if (i == 22) return std::stoull(field);
+    if (i == 22) return to_u64(field);
   return std::nullopt;
 }
 
@@ -294,9 +307,11 @@ bool udp_port_bound(pid_t pid, const std::string& ns_path, const std::string& ad
     auto colon = local.find(':');
     if (colon == std::string::npos) continue;
     // The address is the raw (network order) 32-bit value printed as a host integer.
-    auto ip = static_cast<std::uint32_t>(std::stoul(local.substr(0, colon), nullptr, 16));
-    int p = static_cast<int>(std::stoul(local.substr(colon + 1), nullptr, 16));
-    if (p == port && (ip == a.s_addr || ip == 0)) return true;
+    auto ip = to_u64(std::string_view(local).substr(0, colon), 16);
+    auto p = to_u64(std::string_view(local).substr(colon + 1), 16);
+    if (ip && p && static_cast<int>(*p) == port &&
+        (static_cast<std::uint32_t>(*ip) == a.s_addr || *ip == 0))
+      return true;
   }
   return false;
 }

@@ -167,12 +167,18 @@ TEST(LauncherNetns, RanksAndSidecarsRunInTheirNamespaces) {
   job.opts.placement.resize(2);
   job.opts.placement[0].netns = a.path();
   job.opts.placement[1].netns = b.path();
+  // The sidecar has printed before the ranks start (else it could be stopped before it prints).
+  const std::string flag = "/tmp/inc-side-" + std::to_string(::getpid());
+  std::remove(flag.c_str());
   SidecarSpec side;
   side.name = "side";
-  side.argv = {"/bin/sh", "-c", "echo ns=$(stat -L -c %i /proc/self/ns/net); exec sleep 600"};
+  side.argv = {"/bin/sh", "-c",
+               "echo ns=$(stat -L -c %i /proc/self/ns/net); touch " + flag + "; exec sleep 600"};
   side.netns = b.path();
+  side.ready_probe = [&](pid_t) { return ::access(flag.c_str(), F_OK) == 0; };
   job.opts.sidecars.push_back(side);
   auto r = job.run();
+  std::remove(flag.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.failure << job.err.text();
   const std::string t = job.out.text();
   EXPECT_TRUE(has(t, "[0] ns=" + std::to_string(a.inode()))) << t;
