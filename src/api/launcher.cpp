@@ -94,6 +94,14 @@ class Launcher {
   bool all_ranks_reaped() const;
   bool all_reaped() const;
   void wait_sidecar_ready(Child& c, const SidecarSpec& spec);
+  // A forwarded signal is waiting in the self-pipe: stop starting processes (the main loop
+  // reads it and stops the job).
+  bool signal_pending() const {
+    if (signal_fd_ < 0) return false;
+    pollfd p{signal_fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  int signal_fd_ = -1;
 
   const LaunchOptions& o_;
   std::vector<Fd> netns_fds_;  // opened before anyone starts: a bad path fails the launch early
@@ -377,6 +385,7 @@ void Launcher::wait_sidecar_ready(Child& c, const SidecarSpec& spec) {
       if (p[1].revents && c.err.fd) pump(c, c.err, false);
     }
     reap(c);
+    if (signal_pending()) return;
     if (c.reaped || stopping_) {
       if (!stopping_)
         begin_stop(fmt::format("{} {} before it was ready", c.status.name, c.status.describe()));
@@ -471,6 +480,10 @@ LaunchResult Launcher::run() {
   store_addr_ = transport::format_host_port(connect_host, store_->port());
 
   SignalForwarding signals(o_.forward_signals);
+  signal_fd_ = signals.fd();
+  // A signal the caller caught just before the launch counts as if it arrived now.
+  if (o_.forward_signals && o_.pending_signal)
+    if (int sig = o_.pending_signal->load()) signals.inject(sig);
   // Writes to a closed stdout must not kill the launcher: block SIGPIPE in this thread (write
   // then fails with EPIPE) and discard any that became pending before unblocking.
   sigset_t pipe_set, old_mask;
@@ -479,7 +492,7 @@ LaunchResult Launcher::run() {
   ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
 
   auto env = base_env();
-  for (std::size_t i = 0; i < o_.sidecars.size() && !stopping_; ++i) {
+  for (std::size_t i = 0; i < o_.sidecars.size() && !stopping_ && !signal_pending(); ++i) {
     auto& spec = o_.sidecars[i];
     auto c = std::make_unique<Child>();
     c->is_rank = false;
@@ -492,7 +505,7 @@ LaunchResult Launcher::run() {
     spawn(*children_.back(), sidecar_paths[i], spec.argv, cenv);
     if ((!spec.ready_key.empty() || spec.ready_probe) && !stopping_) wait_sidecar_ready(*children_.back(), spec);
   }
-  for (int r = 0; r < o_.world_size && !stopping_; ++r) {
+  for (int r = 0; r < o_.world_size && !stopping_ && !signal_pending(); ++r) {
     auto c = std::make_unique<Child>();
     const RankPlacement* p =
         o_.placement.empty() ? nullptr : &o_.placement[static_cast<std::size_t>(r)];
@@ -611,6 +624,16 @@ LaunchResult Launcher::run() {
     }
   }
 
+  // A signal that came before any rank was started stopped the launch: report it.
+  const bool any_rank = std::any_of(children_.begin(), children_.end(), [](auto& c) { return c->is_rank; });
+  if (!any_rank && !res_.interrupted_by && signal_pending()) {
+    unsigned char sig = 0;
+    if (::read(signals.fd(), &sig, 1) == 1) {
+      res_.interrupted_by = sig;
+      res_.failure = fmt::format("interrupted by {} before the ranks were started", signal_name(sig));
+      res_.exit_code = 128 + sig;
+    }
+  }
   // Everyone has exited; forward what is still buffered in the pipes. A stream held open by a
   // detached grandchild is abandoned once it has nothing to read.
   for (auto& c : children_)

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -69,6 +70,10 @@ struct LaunchOptions {
   // Install SIGINT/SIGTERM handlers for the duration and forward the signals to the children
   // (a second SIGINT kills them). Only one launch may forward signals at a time.
   bool forward_signals = false;
+  // With forward_signals: a signal the caller's own handler caught before the launch installed
+  // its handlers (e.g. while the caller was preparing); if set (non-zero) then, the launch
+  // behaves as if that signal arrived at once: nothing more is started and the job is stopped.
+  const std::atomic<int>* pending_signal = nullptr;
   int stdout_fd = 1;   // where the children's stdout lines go
   int stderr_fd = 2;   // where their stderr lines and the launcher's messages go
   bool quiet = false;  // no "[launch] ..." messages

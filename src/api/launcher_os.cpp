@@ -65,6 +65,12 @@ SignalForwarding::~SignalForwarding() {
   g_forwarding = false;
 }
 
+void SignalForwarding::inject(int sig) {
+  if (!on_) return;
+  unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(write_.get(), &b, 1);
+}
+
 std::string signal_name(int sig) {
   const char* d = ::strsignal(sig);
   return fmt::format("signal {} ({})", sig, d ? d : "unknown");

@@ -29,6 +29,8 @@ class SignalForwarding {
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
   int fd() const { return read_.get(); }
+  // Queues `sig` as if it had been received.
+  void inject(int sig);
 
  private:
   bool on_;

@@ -136,6 +136,7 @@ int Runner::launch() {
   lo.grace = o_.grace;
   lo.prefix_output = o_.prefix_output;
   lo.forward_signals = true;
+  lo.pending_signal = &g_signal;  // a signal between the build and the launcher's handlers
   lo.stdout_fd = o_.out_fd;
   lo.stderr_fd = o_.err_fd;
   for (std::size_t r = 0; r < p_.ranks.size(); ++r) {
@@ -174,12 +175,16 @@ bool Runner::teardown() {
   // Whatever a rank left running in the background (outside its process group) goes too.
   std::vector<std::string> errors;
   int stray = 0;
-  for (const auto& ns : p_.namespaces) stray += kill_processes_in(ns, errors);
+  // (After an interrupted build only some of the namespaces exist.)
+  std::vector<std::string> existing;
+  for (const auto& ns : p_.namespaces)
+    if (std::filesystem::exists(namespace_path(ns))) existing.push_back(ns);
+  for (const auto& ns : existing) stray += kill_processes_in(ns, errors);
   for (const auto& e : errors) log("cannot list the processes of a namespace: " + e);
   if (stray) log(fmt::format("killed {} process{} still running in the testbed's namespaces", stray, stray == 1 ? "" : "es"));
   // Hosts first, then leaves and the spine: deleting a namespace deletes its veth ends, and
   // with them their peers.
-  for (const auto& ns : p_.namespaces) {
+  for (const auto& ns : existing) {
     CommandResult r = run_command({"ip", "netns", "del", ns});
     if (!r.ok() && std::filesystem::exists(namespace_path(ns))) {
       log(fmt::format("cannot remove namespace {}: `ip netns del {}` {}", ns, ns, r.describe()));
@@ -194,7 +199,7 @@ bool Runner::teardown() {
                       t.has_state ? " and the state directory" : "", p_.id.prefix));
       ok = false;
     }
-  info(fmt::format("removed {} namespaces in {:.2f} s", p_.namespaces.size(), seconds_since(t0)));
+  info(fmt::format("removed {} namespaces in {:.2f} s", existing.size(), seconds_since(t0)));
   return ok;
 }
 

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -158,6 +160,38 @@ TEST(LauncherPlacement, ReadyProbeGatesTheRanks) {
   EXPECT_NE(r2.exit_code, 0);
   EXPECT_TRUE(has(r2.failure, "daemon was not ready within 100 ms")) << r2.failure;
   EXPECT_FALSE(has(never.out.text(), "should-not-run"));
+}
+
+TEST(LauncherPlacement, SignalCaughtBeforeTheLaunchStopsIt) {
+  // The caller's handler caught SIGINT while it prepared the job: nothing is started.
+  std::atomic<int> pending{SIGINT};
+  Job job(2, "echo should-not-run");
+  job.opts.forward_signals = true;
+  job.opts.pending_signal = &pending;
+  auto r = job.run();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.failure;
+  EXPECT_EQ(r.interrupted_by, SIGINT);
+  EXPECT_TRUE(r.ranks.empty());
+  EXPECT_FALSE(has(job.out.text(), "should-not-run"));
+  // With a sidecar: nothing is started either.
+  Job side_job(1, "echo should-not-run");
+  side_job.opts.forward_signals = true;
+  side_job.opts.pending_signal = &pending;
+  SidecarSpec side;
+  side.name = "daemon";
+  side.argv = {"/bin/sh", "-c", "exec sleep 600"};
+  side_job.opts.sidecars.push_back(side);
+  r = side_job.run();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.failure;
+  EXPECT_TRUE(r.ranks.empty());
+  EXPECT_TRUE(r.sidecars.empty());
+  // No signal: the job runs.
+  pending = 0;
+  Job ok(1, "echo ran");
+  ok.opts.forward_signals = true;
+  ok.opts.pending_signal = &pending;
+  EXPECT_EQ(ok.run().exit_code, 0);
+  EXPECT_TRUE(has(ok.out.text(), "[0] ran"));
 }
 
 TEST(LauncherNetns, RanksAndSidecarsRunInTheirNamespaces) {

@@ -29,7 +29,7 @@ run() {
   "$inc" testbed --prefix "$pfx" --hosts 4 --leaves 2 --link 1gbit --oversubscription 2 \
     --ranks-per-host 1 -- sh -c '"$0" bench "$@" && if [ "$INC_RANK" = 0 ] && command -v curl >/dev/null; then
       curl -sf http://10.99.0.1:9100/metrics | grep "^inc_switch_packets_in_total"; fi' \
-    "$inc" -b 8 -e 1M -f 32 -n 3 -w 1 --no-progress "$@" >>"$log" 2>&1
+    "$inc" -b 8 -e 1M -f 16 -n 3 -w 1 --no-progress "$@" >>"$log" 2>&1
 }
 run -c allreduce,reduce_scatter,allgather -a inc,ring && run -c broadcast -a inc,pipelined_chain
 rc=$?
