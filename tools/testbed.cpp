@@ -66,9 +66,12 @@ int cmd_testbed(int argc, char** argv) {
   for (int i = split + 1; i < argc; ++i) command.emplace_back(argv[i]);
 
   CLI::App app{"An emulated cluster on this machine: network namespaces as hosts, veth links "
-               "shaped with tc, Core-INC switches as one or two levels of a tree; runs a command "
-               "in every rank and removes everything afterwards.",
-               "inc testbed [show|cleanup] [options] [-- command...]"};
+               "shaped with tc, Core-INC switches as one or two levels of a tree.\n\n"
+               "  inc testbed [options] -- command...   build it, run the command in every rank, "
+               "print counters, remove it\n"
+               "  inc testbed show [options]            print the plan (no privileges needed)\n"
+               "  inc testbed cleanup [--force]         remove what killed testbeds left behind\n",
+               "inc testbed"};
   app.footer(kFooter);
   testbed::SpecInput in;
   std::string file;
