@@ -35,7 +35,8 @@ const char* kBenchUsage = R"(usage: inc bench [options]      (run under `inc lau
   -w, --warmup N       untimed iterations per size                             [5]
   -r, --root R         broadcast root                                          [0]
       --inplace        in-place buffers (NCCL conventions)
-      --check 0|1      verify every size against the expected result           [1]
+      --check 0|1      1: fresh inputs every iteration, every result verified,  [1]
+                       only the call timed; 0: back-to-back timing, no check
       --format F       table | csv | json (on stdout)                          [table]
       --csv FILE       also write CSV to FILE;  --json FILE: also write JSON
       --no-progress    no progress line on stderr
