@@ -133,6 +133,7 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   // call). With it off, the timed iterations run back to back as in nccl-tests.
   std::uint64_t wrong = 0;
   double local_us = 0;
+  std::vector<double> per_iter;  // microseconds of each timed call (check mode)
   Report rep;
   if (c.check) {
     for (int k = 0; k < c.warmup + c.iters; ++k) {
@@ -141,12 +142,13 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
       auto t0 = clock::now();
       run_once();
       auto t1 = clock::now();
-      if (k >= c.warmup) local_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      if (k >= c.warmup) per_iter.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       rep = comm.last_report();
       comm.barrier();  // nobody checks while another rank still runs the call
       wrong += BenchPattern(c.coll, c.dtype, c.op, n, case_salt + static_cast<std::uint64_t>(k))
                    .count_wrong(rank, count, c.root, result);
     }
+    for (double x : per_iter) local_us += x;
     local_us /= std::max(1, c.iters);
   } else {
     prepare_input(0);
@@ -164,9 +166,18 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
     res.wrong_elements = total_wrong;
     res.correct = total_wrong == 0 ? 1 : 0;
   }
-  double slowest = 0;
-  comm.allreduce(&local_us, &slowest, 1, DataType::f64, ReduceOp::max);
+  double local_median = local_us;
+  if (!per_iter.empty()) {
+    std::sort(per_iter.begin(), per_iter.end());
+    const std::size_t m = per_iter.size();
+    local_median = m % 2 ? per_iter[m / 2] : (per_iter[m / 2 - 1] + per_iter[m / 2]) / 2;
+  }
+  double mine[2] = {local_us, local_median}, slowest_pair[2] = {0, 0};
+  comm.allreduce(mine, slowest_pair, 2, DataType::f64, ReduceOp::max);
+  const double slowest = slowest_pair[0];
+  res.median_us = slowest_pair[1];
   res.algorithm = rep.algorithm;
+  res.reason = rep.reason;
   res.bytes_sent = rep.bytes_sent;
   res.in_network = rep.in_network;
   res.time_us = slowest;
