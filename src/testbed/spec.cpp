@@ -107,8 +107,8 @@ Amount parse_amount(std::string_view s) {
   } catch (const std::invalid_argument& e) {
     fail("", fmt::format("{} (or a time: 4ms, 250us)", e.what()));
   }
-  if (a.bytes == 0 || a.bytes > (1ull << 32))
-    fail("", fmt::format("'{}' is out of range (1 B .. 4 GiB)", s));
+  if (a.bytes == 0 || a.bytes > (1ull << 30))
+    fail("", fmt::format("'{}' is out of range (1 B .. 1 GiB)", s));
   a.kind = Amount::Kind::bytes;
   return a;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # inc testbed always removes what it created. Each case ends with no namespace, no state
 # directory and no process of the testbed left:
+#   0. a setup command fails: exit 1, the command and its stderr are named;
 #   1. a rank crashes (SIGSEGV): the job's exit code is 128+11, the others are stopped;
 #   2. a rank fails (exit 3): exit code 3;
 #   3. SIGINT and 4. SIGTERM to the testbed while the job runs: exit 130 / 143;
@@ -50,6 +51,19 @@ wait_for_ups() {  # count: bounded wait until that many ranks printed "up"
   done
   fail "the ranks did not start within 60 s"
 }
+
+# 0. a setup command fails (a `tc` that refuses, first in PATH): the message names the command
+# and quotes its stderr, and what was built so far is removed.
+fakebin=$(mktemp -d)
+printf '#!/bin/sh\necho "RTNETLINK answers: Operation not permitted (fake tc)" >&2\nexit 2\n' >"$fakebin/tc"
+chmod +x "$fakebin/tc"
+PATH="$fakebin:$PATH" "$inc" testbed --prefix "$pfx" --hosts 3 --link 1gbit -q -- true >"$log" 2>&1
+rc=$?
+rm -rf "$fakebin"
+[ $rc -eq 1 ] || fail "failing tc: exit code $rc, expected 1"
+grep -qE "cannot build the testbed: \`tc -n ${pfx}-[0-9]+-h0 qdisc add dev eth0 root tbf .*\` exited with code 2: RTNETLINK answers: Operation not permitted \(fake tc\)" "$log" ||
+  fail "failing tc: the message does not name the command and its stderr"
+assert_clean "a failing setup command"
 
 # 1. crash
 (tb '[ "$INC_RANK" = 1 ] && kill -SEGV $$; sleep 600') >"$log" 2>&1
