@@ -25,6 +25,8 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }  // namespace
 
 SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
+  cfg_.lanes = std::clamp<std::uint16_t>(cfg_.lanes, 1, proto::kMaxLanes);
+  cfg_.lane = std::min<std::uint16_t>(cfg_.lane, std::uint16_t(cfg_.lanes - 1));
   cfg_.slot_elems = std::clamp<std::uint32_t>(cfg_.slot_elems, 1, proto::kMaxPayloadBytes / 4);
   cells_.assign(std::size_t(cfg_.slots) * 2 * cfg_.slot_elems, 0);
   copies_.assign(std::size_t(cfg_.slots) * 2, Copy{});
@@ -163,9 +165,12 @@ void SwitchDataPlane::send_join_ack(Job& j, const Member& m) {
   info.slot_elems = cfg_.slot_elems;
   info.members = j.spec.members;
   info.caps = cfg_.caps;
+  info.lanes = cfg_.lanes;
+  info.lane = cfg_.lane;
   if (j.has_parent()) {
     info.slot_elems = std::min(info.slot_elems, j.parent_info.slot_elems);
     info.caps &= j.parent_info.caps;
+    info.lanes = std::min(info.lanes, j.parent_info.lanes);  // the job uses the path's minimum
   }
   Header h;
   h.type = PacketType::join_ack;
@@ -528,7 +533,10 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       auto info = proto::read_join_info(v.payload);
       // Only the answer to our current join attempt counts (a late one is ignored).
       if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
-      if (info.slots != J.spec.slots || info.slot_elems == 0) return fail_job(J, Reason::mismatch);
+      // Our lane l joins the parent's lane l: a parent answering from another lane, or with
+      // fewer lanes than ours while we are beyond them, is misconfigured.
+      if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
+        return fail_job(J, Reason::mismatch);
       J.parent_joined = true;
       J.parent_epoch = h.epoch;
       J.parent_info = info;

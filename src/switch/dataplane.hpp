@@ -30,6 +30,8 @@ struct SwitchConfig {
   Endpoint parent{};               // parent switch (hierarchy); invalid = this switch is a root
   std::uint64_t control_key = 0;   // admit/release need this key; 0 = control disabled
   Nanos idle_timeout = 0;          // release dynamically admitted jobs idle this long (0: never)
+  std::uint16_t lanes = 1;         // lanes of the daemon this data plane belongs to
+  std::uint16_t lane = 0;          // this data plane's lane (< lanes); its parent is the parent's lane
 };
 
 struct JobSpec {

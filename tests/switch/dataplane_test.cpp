@@ -99,6 +99,9 @@ class DP : public ::testing::Test {
       EXPECT_EQ(info.slots, S);
       EXPECT_EQ(info.slot_elems, 4u);
       EXPECT_EQ(info.members, n);
+      EXPECT_EQ(info.lanes, 1);  // a single data plane is one lane
+      EXPECT_EQ(info.lane, 0);
+      EXPECT_EQ(info.reserved, 0u);
     }
   }
   std::unique_ptr<SwitchDataPlane> sw;
@@ -426,6 +429,57 @@ TEST_F(DP, NewerSessionResetsJobOlderIsRefused) {
   send(Endpoint::node(2), join(7, 1, 4));
   out = drain();
   EXPECT_EQ(out[0].h.reason, Reason::stale_epoch);
+}
+
+// Lane l of a leaf joins lane l of its parent; the members learn min(own lanes, parent's).
+TEST_F(DP, LeafReportsTheMinimumLanesOfThePath) {
+  auto c = cfg();
+  c.parent = Endpoint::node(100);
+  c.lanes = 4;
+  c.lane = 1;
+  make(c);
+  ASSERT_EQ(sw->admit({7, 2, 2, 3}, now), Reason::ok);
+  send(Endpoint::node(1), join(7, 0));
+  auto up = drain();
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].to, Endpoint::node(100));
+  EXPECT_EQ(up[0].h.type, PacketType::join);
+  EXPECT_EQ(up[0].h.member, 3);
+  auto parent_ack = [&](std::uint16_t lanes, std::uint16_t lane) {
+    Header h;
+    h.type = PacketType::join_ack;
+    h.elem = ElemType::raw;
+    h.count = proto::kJoinInfoBytes;
+    h.job = 7;
+    h.epoch = 0xABCD;
+    h.chunk = up[0].h.chunk;  // echo our nonce
+    std::vector<std::byte> p(proto::kJoinInfoBytes);
+    proto::write_join_info({2, 2, 5, proto::cap::all, lanes, lane, 0}, p.data());
+    send(Endpoint::node(100), h, p);
+  };
+  parent_ack(2, 1);
+  auto acks = drain();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].to, Endpoint::node(1));
+  auto info = proto::read_join_info(acks[0].payload);
+  EXPECT_EQ(info.lanes, 2);  // min(4, 2)
+  EXPECT_EQ(info.lane, 1);
+  EXPECT_EQ(info.slot_elems, 2u);  // min(4, 2) as before
+  EXPECT_EQ(info.members, 2u);
+
+  // A parent answering from another lane is misconfigured: the job fails visibly.
+  c.lane = 0;
+  make(c);
+  ASSERT_EQ(sw->admit({7, 1, 2, 3}, now), Reason::ok);
+  send(Endpoint::node(1), join(7, 0));
+  up = drain();
+  ASSERT_EQ(up.size(), 1u);
+  parent_ack(2, 1);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::nack);
+  EXPECT_EQ(out[0].h.reason, Reason::job_failed);
+  EXPECT_EQ(sw->counters().jobs_failed, 1u);
 }
 
 TEST(Arith, Fx32RoundTripAndHeadroom) {
