@@ -97,6 +97,19 @@ bool SwitchDataPlane::release(std::uint32_t job) {
   return true;
 }
 
+bool SwitchDataPlane::expire(std::uint32_t job) {
+  if (!release(job)) return false;
+  ++c_.jobs_expired;
+  return true;
+}
+
+std::uint16_t SwitchDataPlane::joined_members(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  return std::uint16_t(std::count_if(it->second.members.begin(), it->second.members.end(),
+                                     [](const Member& m) { return m.joined && !m.left; }));
+}
+
 void SwitchDataPlane::reset_job(Job& j) {
   j.epoch = new_epoch();
   for (auto& m : j.members) m = Member{};
@@ -516,7 +529,12 @@ void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
     proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
     emit(j, cfg_.parent, proto::kHeaderBytes);
   }
-  if (j->dynamic) release(h.job);
+  if (!j->dynamic) return;
+  if (cfg_.external_control) {
+    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0}, {}, {}});
+    return;
+  }
+  release(h.job);
 }
 
 void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
@@ -602,6 +620,21 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
   // Constant-time comparison: the key is a shared secret.
   if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
     return drop(nullptr, Reason::control_refused);
+  if (cfg_.external_control) {  // the daemon applies it on every lane, then answers
+    ControlEvent e;
+    e.req = h;
+    e.from = from;
+    if (h.type == PacketType::release) {
+      e.kind = ControlEvent::Kind::release;
+      e.spec.job = h.job;
+    } else {
+      auto a = proto::read_admit_info(v.payload);
+      e.kind = ControlEvent::Kind::admit;
+      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member};
+    }
+    control_.push_back(e);
+    return;
+  }
   if (h.type == PacketType::release) {
     release(h.job);
     return send_empty(nullptr, from, PacketType::release_ack, h);
@@ -616,16 +649,24 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
   send_empty(find(h.job), from, PacketType::admit_ack, h);
 }
 
+void SwitchDataPlane::answer_control(const ControlEvent& e, Reason r) {
+  if (e.kind == ControlEvent::Kind::all_left) return;
+  if (r != Reason::ok) {
+    drop(nullptr, r);
+    return nack(nullptr, e.from, e.req, r);
+  }
+  send_empty(find(e.req.job), e.from,
+             e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack : PacketType::release_ack,
+             e.req);
+}
+
 void SwitchDataPlane::on_tick(Nanos now) {
   now_ = now;
-  if (cfg_.idle_timeout <= 0) return;
+  if (cfg_.idle_timeout <= 0 || cfg_.external_control) return;
   std::vector<std::uint32_t> expired;
   for (auto& [id, j] : jobs_)
     if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
-  for (auto id : expired) {
-    release(id);
-    ++c_.jobs_expired;
-  }
+  for (auto id : expired) expire(id);
 }
 
 SwitchSnapshot SwitchDataPlane::snapshot() const {
@@ -638,6 +679,7 @@ SwitchSnapshot SwitchDataPlane::snapshot() const {
     JobSnapshot js;
     js.spec = j.spec;
     js.dynamic = j.dynamic;
+    js.last_active = j.last_active;
     js.epoch = j.epoch;
     js.slot_base = j.base;
     for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)

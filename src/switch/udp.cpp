@@ -253,10 +253,39 @@ SwitchSnapshot UdpSwitchServer::snapshot() const {
   return snap_;
 }
 
+void UdpSwitchServer::post(Command cmd) {
+  {
+    std::lock_guard<std::mutex> g(cmd_mu_);
+    cmds_.push_back(std::move(cmd));
+  }
+  cmd_pending_.store(true, std::memory_order_release);
+  port_.wake();
+}
+
+void UdpSwitchServer::run_posted() {
+  std::vector<Command> cmds;
+  {
+    std::lock_guard<std::mutex> g(cmd_mu_);
+    cmds.swap(cmds_);
+    cmd_pending_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& c : cmds) c(dp_);
+}
+
+void UdpSwitchServer::publish() {
+  auto s = dp_.snapshot();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  s.cpu_seconds = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  std::lock_guard<std::mutex> g(snap_mu_);
+  snap_ = std::move(s);
+}
+
 void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
   constexpr Nanos kPeriod = 100 * kMillisecond;
   Nanos next_period = monotonic_now() + kPeriod;
   FaultInjector* inj = inj_ ? &*inj_ : nullptr;
+  auto& events = dp_.control_events();
   while (!stop_.load(std::memory_order_relaxed) &&
          !(also_stop && also_stop->load(std::memory_order_relaxed))) {
     Nanos now = monotonic_now();
@@ -271,20 +300,25 @@ void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
       for (std::size_t i = 0; i < n; ++i) dp_.on_packet(port_.datagram(i), port_.from(i), now);
       port_.send_all(dp_.outbox(), inj, now);
     }
+    if (!events.empty()) {
+      for (auto& e : events)
+        if (sink_) sink_(std::move(e));
+      events.clear();
+    }
     now = monotonic_now();
+    if (cmd_pending_.load(std::memory_order_acquire)) {
+      run_posted();
+      port_.send_all(dp_.outbox(), inj, now);
+    }
     if (inj) port_.send_due(*inj, now);
     if (now >= next_period) {
       dp_.on_tick(now);
       port_.send_all(dp_.outbox(), inj, now);
-      auto s = dp_.snapshot();
-      std::lock_guard<std::mutex> g(snap_mu_);
-      snap_ = std::move(s);
+      publish();
       next_period = now + kPeriod;
     }
   }
-  auto s = dp_.snapshot();
-  std::lock_guard<std::mutex> g(snap_mu_);
-  snap_ = std::move(s);
+  publish();
 }
 
 // ---- worker -----------------------------------------------------------------------------------

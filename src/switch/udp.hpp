@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -100,8 +101,9 @@ class UdpPort {
   Outbox held_;  // scratch for injector releases
 };
 
-// The switch daemon's event loop around one SwitchDataPlane.
-class UdpSwitchServer {
+// The switch daemon's event loop around one SwitchDataPlane: one lane of a daemon. Aligned so
+// that two lanes never share a cache line.
+class alignas(64) UdpSwitchServer {
  public:
   UdpSwitchServer(const SwitchConfig& cfg, Endpoint bind, const FaultConfig& faults = {},
                   std::size_t batch = 32);
@@ -109,15 +111,31 @@ class UdpSwitchServer {
   SwitchDataPlane& dataplane() { return dp_; }  // before run() or after it returned
   void run(const std::atomic<bool>* also_stop = nullptr);  // until stop() (or *also_stop)
   void stop();  // thread-safe
-  // A copy of the counters, refreshed by the loop at least every 100 ms (thread-safe).
+  // A copy of the counters, refreshed by the loop at least every 100 ms (thread-safe), with the
+  // CPU time of the thread running the loop.
   SwitchSnapshot snapshot() const;
 
+  // For a multi-lane daemon (lanes.hpp): control events of the data plane (external_control)
+  // go to `sink`, called on this lane's thread; post() runs `cmd` on this lane's thread at its
+  // next loop iteration and sends what it queued (thread-safe). Neither touches the per-packet
+  // path: the loop checks one flag of its own between batches.
+  using ControlSink = std::function<void(ControlEvent&&)>;
+  using Command = std::function<void(SwitchDataPlane&)>;
+  void set_control_sink(ControlSink sink) { sink_ = std::move(sink); }  // before run()
+  void post(Command cmd);
+
  private:
+  void run_posted();
+  void publish();
   SwitchDataPlane dp_;
   UdpPort port_;
   std::optional<FaultInjector> inj_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex snap_mu_;
+  ControlSink sink_;
+  alignas(64) std::atomic<bool> cmd_pending_{false};
+  std::mutex cmd_mu_;
+  std::vector<Command> cmds_;
+  alignas(64) mutable std::mutex snap_mu_;
   SwitchSnapshot snap_;
 };
 

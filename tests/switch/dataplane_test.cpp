@@ -416,6 +416,77 @@ TEST_F(DP, ControlMessagesNeedTheKey) {
   EXPECT_EQ(sw->job_epoch(6), 0u);
 }
 
+// In a multi-lane daemon the data plane checks the key and hands control to the daemon.
+TEST_F(DP, ExternalControlIsHandedToTheDaemon) {
+  auto c = cfg();
+  c.control_key = 0x1234;
+  c.idle_timeout = kSecond;
+  c.external_control = true;
+  make(c);
+  Header h;
+  h.type = PacketType::admit;
+  h.elem = ElemType::raw;
+  h.count = proto::kAdmitInfoBytes;
+  h.job = 5;
+  proto::AdmitInfo a;
+  a.key = 0x9999;
+  a.slots = 2;
+  a.members = 2;
+  std::vector<std::byte> p(proto::kAdmitInfoBytes);
+  proto::write_admit_info(a, p.data());
+  send(Endpoint::node(20), h, p);  // wrong key: refused here, never reaches the daemon
+  EXPECT_TRUE(sw->control_events().empty());
+  EXPECT_EQ(sw->counters().drops_by_reason[int(Reason::control_refused)], 1u);
+  a.key = 0x1234;
+  proto::write_admit_info(a, p.data());
+  send(Endpoint::node(20), h, p);
+  EXPECT_TRUE(drain().empty());  // no answer before the daemon decided
+  ASSERT_EQ(sw->control_events().size(), 1u);
+  ControlEvent e = sw->control_events()[0];
+  sw->control_events().clear();
+  EXPECT_EQ(e.kind, ControlEvent::Kind::admit);
+  EXPECT_EQ(e.spec, (JobSpec{5, 2, 2}));
+  EXPECT_EQ(e.from, Endpoint::node(20));
+  EXPECT_FALSE(sw->has_job(5));
+  // The daemon admits on every lane, then answers from this one.
+  ASSERT_EQ(sw->admit(e.spec, now, true), Reason::ok);
+  sw->answer_control(e, Reason::ok);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::admit_ack);
+  EXPECT_EQ(out[0].to, Endpoint::node(20));
+  sw->answer_control(e, Reason::no_slots);
+  out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::nack);
+  EXPECT_EQ(out[0].h.reason, Reason::no_slots);
+  // Every member left: reported, not released; idling: never expired by the lane itself.
+  send(Endpoint::node(1), join(5, 0));
+  send(Endpoint::node(2), join(5, 1));
+  EXPECT_EQ(sw->joined_members(5), 2);
+  drain();
+  Header l;
+  l.type = PacketType::leave;
+  l.job = 5;
+  l.epoch = sw->job_epoch(5);
+  l.member = 0;
+  send(Endpoint::node(1), l);
+  EXPECT_TRUE(sw->control_events().empty());
+  l.member = 1;
+  send(Endpoint::node(2), l);
+  ASSERT_EQ(sw->control_events().size(), 1u);
+  EXPECT_EQ(sw->control_events()[0].kind, ControlEvent::Kind::all_left);
+  EXPECT_EQ(sw->control_events()[0].spec.job, 5u);
+  EXPECT_TRUE(sw->has_job(5));
+  EXPECT_EQ(sw->joined_members(5), 0);
+  now += 10 * kSecond;
+  sw->on_tick(now);
+  EXPECT_TRUE(sw->has_job(5));
+  EXPECT_TRUE(sw->expire(5));
+  EXPECT_EQ(sw->counters().jobs_expired, 1u);
+  EXPECT_FALSE(sw->has_job(5));
+}
+
 TEST_F(DP, NewerSessionResetsJobOlderIsRefused) {
   setup(2, 2);
   auto e1 = sw->job_epoch(7);
