@@ -30,6 +30,7 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
   lc.lanes = std::max<std::uint16_t>(o.lanes, 1);
   lc.faults = o.faults;
   lc.batch = o.batch;
+  lc.offload = o.offload;
   std::unique_ptr<SwitchLanes> lanes;
   try {
     lanes = std::make_unique<SwitchLanes>(lc);
@@ -72,6 +73,8 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
                (cfg.caps & proto::cap::i32_sum) ? " i32" : "", (cfg.caps & proto::cap::f32_sum) ? " f32" : "",
                cfg.incarnation, cfg.parent.valid() ? ", parent " : "",
                cfg.parent.valid() ? cfg.parent.str().c_str() : "", o.jobs.size());
+  const UdpPort& p0 = lanes->lane(0).port();
+  std::fprintf(log, ", offload %s", p0.gso() && p0.gro() ? "gso+gro" : p0.gso() ? "gso" : p0.gro() ? "gro" : "none");
   if (metrics_port >= 0) std::fprintf(log, ", metrics http://%s:%d/metrics", o.metrics_bind.c_str(), metrics_port);
   std::fprintf(log, "\n");
   std::fflush(log);

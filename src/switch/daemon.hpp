@@ -28,6 +28,7 @@ struct SwitchDaemonOptions {
   double stats_interval = 0;  // and every N seconds
   FaultConfig faults;
   std::size_t batch = 32;
+  UdpOffload offload;         // --offload: UDP GSO/GRO on the lanes' sockets
 };
 
 std::string switch_usage();

@@ -52,7 +52,7 @@ bool parse_double(const std::string& s, double& v, double lo, double hi) {
 // Every option is read as text by CLI11 and checked by check_values (one message per flag).
 struct RawArgs {
   std::string bind, slots, slot_elems, types, parent, topology, name, control_key, idle_timeout,
-      incarnation, metrics_port, metrics_bind, stats_interval, batch, lanes, fault_loss, fault_dup,
+      incarnation, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
       fault_reorder, fault_delay, fault_jitter, fault_seed;
   std::vector<std::string> jobs;
   bool stats = false;
@@ -94,6 +94,8 @@ void define(CLI::App& app, RawArgs& r) {
   app.add_flag("--stats", r.stats, "print counters (per lane, with CPU time) on exit");
   app.add_option("--stats-interval", r.stats_interval, "also print them every SEC seconds (implies --stats)")->type_name("SEC");
   app.add_option("--batch", r.batch, "datagrams per recvmmsg/sendmmsg batch (default 32)")->type_name("N");
+  app.add_option("--offload", r.offload, "kernel offloads on the lanes' sockets: gso,gro (default), gso, gro "
+                                         "or none (docs/SWITCH.md, per-datagram cost)")->type_name("LIST");
   app.add_option("--fault-loss", r.fault_loss, "testing: loss probability of the datagrams this switch sends")->type_name("P");
   app.add_option("--fault-dup", r.fault_dup, "testing: duplication probability")->type_name("P");
   app.add_option("--fault-reorder", r.fault_reorder, "testing: reordering probability")->type_name("P");
@@ -196,6 +198,23 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
   if (at("--batch", r.batch)) {
     if (!parse_uint(r.batch, u, 1024) || u == 0) return bad("1..1024");
     o.batch = std::size_t(u);
+  }
+  if (at("--offload", r.offload)) {
+    UdpOffload off = UdpOffload::none();
+    std::string_view list = r.offload;
+    bool ok = !list.empty();
+    while (ok && !list.empty()) {
+      auto c = list.find(',');
+      std::string_view item = list.substr(0, c);
+      if (item == "gso") off.gso = true;
+      else if (item == "gro") off.gro = true;
+      else if (item == "none" && r.offload == "none") {}
+      else ok = false;
+      if (c == std::string_view::npos) break;
+      list.remove_prefix(c + 1);
+    }
+    if (!ok) return bad("gso,gro, gso, gro or none");
+    o.offload = off;
   }
   struct Prob {
     const char* f;

@@ -56,7 +56,7 @@ SwitchLanes::SwitchLanes(const LanesConfig& c) : c_(c) {
   auto make = [&](std::uint16_t l, std::uint16_t port) {
     return std::make_unique<UdpSwitchServer>(lane_config(c_, l, per_lane_slots_),
                                              Endpoint::ipv4(c.bind.ipv4_addr(), port),
-                                             lane_faults(c.faults, l), c.batch);
+                                             lane_faults(c.faults, l), c.batch, c.offload);
   };
   if (c.bind.port() != 0) {
     for (std::uint16_t l = 0; l < L; ++l) {

@@ -30,6 +30,7 @@ struct LanesConfig {
   std::uint16_t lanes = 1;
   FaultConfig faults;       // lane l uses seed + l
   std::size_t batch = 32;
+  UdpOffload offload;       // GSO/GRO on every lane's socket
 };
 
 // Lanes the daemon uses by default: the CPUs this process may run on (sched_getaffinity).
