@@ -19,6 +19,7 @@
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
 #include "src/proto/packet.hpp"
+#include "src/switch/lanes.hpp"
 #include "src/switch/topology.hpp"
 #include "tools/commands.hpp"
 
@@ -41,10 +42,16 @@ constexpr const char* kUsage =
     "  --store-port P      port of the store (default: an ephemeral port)\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
     "  --no-prefix         forward output lines without the \"[rank] \" prefix\n"
-    "  --switch            also start a Core-INC switch (`inc switch`) on a free loopback UDP\n"
-    "                      port with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
-    "  --switch-slots S    aggregation slots the job gets at the switch (default 16)\n"
-    "  --switch-slot-elements E  4-byte elements per slot = per packet (default 4096)\n"
+    "  --switch            also start a Core-INC switch (`inc switch`) on free loopback UDP\n"
+    "                      ports with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
+    "  --switch-lanes L    data-plane lanes (threads) of that switch (default: the CPUs this\n"
+    "                      process may run on)\n"
+    "  --switch-slots S    aggregation slots the job gets on each lane (default: enough for a\n"
+    "                      10 Gb/s x 1 ms bandwidth-delay product over all lanes: 153 chunks of\n"
+    "                      8 KiB, i.e. ceil(153 / L) per lane; the workers' congestion window\n"
+    "                      decides how many are in flight)\n"
+    "  --switch-slot-elements E  4-byte elements per slot = per packet (default 2048: 8 KiB,\n"
+    "                      one datagram without IP fragmentation at MTU 9000)\n"
     "  --topology FILE     start every switch of a topology file (a tree); ranks get\n"
     "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
     "                      --switch-job)\n"
@@ -82,16 +89,51 @@ int free_udp_port() {
   return ntohs(a.sin_port);
 }
 
+// The job's window at the switch by default: a 10 Gb/s x 1 ms bandwidth-delay product (a
+// loopback or namespace round trip through a software switch under load stays below 1 ms), in
+// chunks of `slot_elems` 4-byte elements, spread over the lanes.
+int default_slots_per_lane(int slot_elems, int lanes) {
+  constexpr double kBdpBytes = 10e9 / 8 * 1e-3;
+  const int window = static_cast<int>(std::ceil(kBdpBytes / (4.0 * slot_elems)));
+  return std::max(4, (window + lanes - 1) / lanes);
+}
+
+// L consecutive UDP ports free on loopback right now (the switch binds them a moment later).
+int free_udp_ports(int lanes) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int base = free_udp_port();
+    if (base + lanes - 1 > 65535) continue;
+    bool ok = true;
+    for (int l = 1; l < lanes && ok; ++l) {
+      int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<std::uint16_t>(base + l));
+      ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      if (fd >= 0) ::close(fd);
+    }
+    if (ok) return base;
+  }
+  throw Error(Error::Kind::network, fmt::format("cannot find {} consecutive free UDP ports for the switch", lanes));
+}
+
 // Sidecars and rank environment for --switch / --topology.
-void add_switches(api::LaunchOptions& o, int n, bool single, int slots, int slot_elems,
+void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slots, int slot_elems,
                   const std::string& topo_path, long long job_id) {
   const std::string exe = self_exe();
   if (single) {
-    int port = free_udp_port();
+    if (lanes <= 0) lanes = sw::default_lanes();
+    if (slots <= 0) slots = default_slots_per_lane(slot_elems, lanes);
+    if (static_cast<long long>(slots) * lanes > (1 << 20))
+      throw UsageError{fmt::format("--switch-slots {} x {} lanes exceeds the switch's pool limit of {} slots",
+                                   slots, lanes, 1 << 20)};
+    int port = free_udp_ports(lanes);
     api::SidecarSpec sc;
     sc.name = "switch";
-    sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--job",
-               fmt::format("1:{}:{}", n, slots), "--slot-elements", std::to_string(slot_elems)};
+    sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--lanes", std::to_string(lanes),
+               "--slots", std::to_string(slots * lanes), "--job", fmt::format("1:{}:{}", n, slots),
+               "--slot-elements", std::to_string(slot_elems)};
     o.sidecars.push_back(std::move(sc));
     o.env.emplace_back("INC_SWITCH", fmt::format("127.0.0.1:{}", port));
     o.env.emplace_back("INC_SWITCH_JOB", "1");
@@ -148,8 +190,10 @@ int cmd_launch(int argc, char** argv) {
   o.forward_signals = true;
   int n = -1;
   bool with_switch = false;
-  int switch_slots = 16;
-  int slot_elems = 4096;
+  int switch_lanes = 0;   // 0: the CPUs available
+  int switch_slots = 0;   // 0: default_slots_per_lane
+  int slot_elems = 2048;
+  bool switch_flags = false;  // --switch-lanes/--switch-slots/--switch-slot-elements given
   std::string topology;
   long long switch_job = 0;
   try {
@@ -195,10 +239,15 @@ int cmd_launch(int argc, char** argv) {
       } else if (flag == "--switch") {
         no_value();
         with_switch = true;
+      } else if (flag == "--switch-lanes") {
+        switch_lanes = static_cast<int>(parse_int_arg(flag, take_value(), 1, proto::kMaxLanes));
+        switch_flags = true;
       } else if (flag == "--switch-slots") {
-        switch_slots = static_cast<int>(parse_int_arg(flag, take_value(), 1, 1 << 20));
+        switch_slots = static_cast<int>(parse_int_arg(flag, take_value(), 1, 0xFFFF));
+        switch_flags = true;
       } else if (flag == "--switch-slot-elements") {
         slot_elems = static_cast<int>(parse_int_arg(flag, take_value(), 1, 16368));
+        switch_flags = true;
       } else if (flag == "--topology") {
         topology = std::string(take_value());
       } else if (flag == "--switch-job") {
@@ -212,11 +261,13 @@ int cmd_launch(int argc, char** argv) {
     for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
     if (with_switch && !topology.empty()) throw UsageError{"--switch and --topology exclude each other"};
     if (switch_job > 0 && topology.empty()) throw UsageError{"--switch-job goes with --topology"};
+    if (!with_switch && switch_flags)
+      throw UsageError{"--switch-lanes/--switch-slots/--switch-slot-elements go with --switch"};
     if (with_switch && n > static_cast<int>(proto::kMaxMembers))
       throw UsageError{fmt::format("--switch: one switch aggregates at most {} members; use "
                                    "--topology with a tree of switches for -n {}",
                                    proto::kMaxMembers, n)};
-    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_slots, slot_elems, topology, switch_job);
+    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_lanes, switch_slots, slot_elems, topology, switch_job);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "inc launch: %s\n\n%s", e.message.c_str(), kUsage);
     return 2;
