@@ -8,9 +8,11 @@
 //                           by the same harness: L echo threads on the same event loop that
 //                           return every datagram to its sender (same packet count and size as
 //                           the INC run); with and without UDP GSO/GRO (--offload);
-//   switch_bench all        both. Medians of --runs runs; this machine is shared and noisy.
+//   switch_bench lanes      --lanes L,.. data planes on as many threads at once, in-process
+//                           (wall-clock total against one lane: scaling without the network);
+//   switch_bench all        all three. Medians of --runs runs; this machine is shared and noisy.
 // Options: --members M --runs R --seconds S --workers W --count N --elems E,.. --slots K (per lane)
-//          --lanes L,.. --offload on|off|both --json FILE
+//          --lanes L,.. --offload on|off|both --batch N --json FILE
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -40,8 +42,16 @@ struct Args {
   std::vector<std::uint32_t> elems = {64, 256, 1024, 4096};
   std::vector<std::uint16_t> lanes = {1, 2};
   std::string offload = "both";  // on | off | both
+  int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
   std::string json;
 };
+
+// CPU time of the calling thread: per-core figures that hold on a shared, loaded machine.
+double cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -126,7 +136,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       s.pkts.push_back(std::move(p));
     }
   std::uint64_t chunks = 0;
-  const double t0 = now_s();
+  const double t0 = cpu_s();
   double t1 = t0;
   std::uint32_t round = 0;
   while (t1 - t0 < seconds) {
@@ -141,7 +151,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
     }
     chunks += 2 * std::uint64_t(K);
     ++round;
-    t1 = now_s();
+    t1 = cpu_s();
   }
   if (sw.counters().aggregations != chunks) {
     std::fprintf(stderr, "data plane bench: %llu aggregations for %llu chunks\n",
@@ -158,7 +168,7 @@ double run_copy(std::uint32_t E, int M, int K, double seconds, bool add) {
   std::vector<std::vector<std::byte>> pkts(std::size_t(2 * K * M), std::vector<std::byte>(proto::kHeaderBytes + E * 4, std::byte(1)));
   std::vector<std::int32_t> slot(E);
   std::uint64_t bytes = 0;
-  const double t0 = now_s();
+  const double t0 = cpu_s();
   double t1 = t0;
   while (t1 - t0 < seconds) {
     for (auto& p : pkts) {
@@ -167,13 +177,15 @@ double run_copy(std::uint32_t E, int M, int K, double seconds, bool add) {
       asm volatile("" : : "r"(slot.data()) : "memory");
     }
     bytes += pkts.size() * std::uint64_t(E) * 4;
-    t1 = now_s();
+    t1 = cpu_s();
   }
   return double(bytes) / (t1 - t0) / 1e9;
 }
 
 void bench_dataplane(const Args& a) {
-  std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload\n", a.members, a.slots);
+  std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload per"
+              " CPU second of the thread (so that a loaded machine does not hide the per-core rate)\n",
+              a.members, a.slots);
   std::printf("%-6s %8s %12s %12s %12s %12s %10s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s", "dp/memcpy");
   for (auto t : {proto::ElemType::i32, proto::ElemType::f32}) {
     for (auto E : a.elems) {
@@ -192,6 +204,41 @@ void bench_dataplane(const Args& a) {
                     "{\"bench\":\"dataplane\",\"type\":\"%s\",\"elems\":%u,\"members\":%d,\"dataplane_GBps\":%.3f,"
                     "\"memcpy_GBps\":%.3f,\"add_kernel_GBps\":%.3f,\"Mpkts\":%.3f}",
                     std::string(proto::name(t)).c_str(), E, a.members, d, m, k, mpps);
+      emit_json(buf);
+    }
+  }
+}
+
+// Lanes without the network: T data planes (one per thread, each its own pool and stream, as
+// lanes are) aggregating at once; wall-clock GB/s of all of them against one alone. What stops
+// linear scaling here is shared hardware (caches, memory bandwidth, the cores themselves).
+void bench_dataplane_lanes(const Args& a) {
+  std::printf("\n# data plane lanes in parallel, in-process: %d members, %d slots per lane, i32; total GB/s"
+              " of contributed payload over wall time (this machine has %u CPUs)\n",
+              a.members, a.slots, unsigned(std::thread::hardware_concurrency()));
+  std::printf("%8s %6s %12s %12s %10s\n", "elems", "lanes", "total GB/s", "per lane", "speed-up");
+  for (auto E : a.elems) {
+    double one = 0;
+    for (auto L : a.lanes) {
+      std::vector<double> totals;
+      for (int r = 0; r < a.runs; ++r) {
+        std::vector<std::uint64_t> bytes(L);
+        std::vector<std::thread> ts;
+        const double t0 = now_s();
+        for (std::uint16_t l = 0; l < L; ++l)
+          ts.emplace_back([&, l] { run_dataplane(proto::ElemType::i32, E, a.members, a.slots, a.seconds, bytes[l]); });
+        for (auto& t : ts) t.join();
+        const double wall = now_s() - t0;
+        std::uint64_t sum = 0;
+        for (auto b : bytes) sum += b;
+        totals.push_back(double(sum) / wall / 1e9);
+      }
+      const double total = median(totals);
+      if (L == a.lanes.front()) one = total / L;
+      std::printf("%8u %6u %12.2f %12.2f %10.2f\n", E, unsigned(L), total, total / L, one > 0 ? total / one : 0);
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "{\"bench\":\"dataplane_lanes\",\"elems\":%u,\"lanes\":%u,\"total_GBps\":%.3f}", E,
+                    unsigned(L), total);
       emit_json(buf);
     }
   }
@@ -250,13 +297,15 @@ bool run_lane_worker(UdpPort& port, std::vector<std::unique_ptr<WorkerProtocol>>
 }
 
 // INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E.
+int g_batch = 64;
+
 UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
   LanesConfig lc;
   lc.cfg.slots = std::uint32_t(K) * L;
   lc.cfg.slot_elems = E;
   lc.bind = kLo;
   lc.lanes = L;
-  lc.batch = 64;
+  lc.batch = std::size_t(g_batch);
   lc.offload = off;
   SwitchLanes sw(lc);
   std::uint16_t refused = 0;
@@ -277,7 +326,7 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
   const std::uint64_t share = (count / L + E - 1) / E * E;
   for (int r = 0; r < W; ++r)
     ts.emplace_back([&, r] {
-      UdpPort port(kLo, 64, off);
+      UdpPort port(kLo, std::size_t(g_batch), off);
       std::vector<std::unique_ptr<WorkerProtocol>> lanes;
       for (std::uint16_t l = 0; l < L; ++l) {
         WorkerConfig c;
@@ -334,7 +383,7 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
 // datagrams are resent (loopback may drop).
 UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
   std::vector<std::unique_ptr<UdpPort>> sws;
-  for (std::uint16_t l = 0; l < L; ++l) sws.push_back(std::make_unique<UdpPort>(kLo, 64, off));
+  for (std::uint16_t l = 0; l < L; ++l) sws.push_back(std::make_unique<UdpPort>(kLo, std::size_t(g_batch), off));
   std::atomic<bool> stop{false};
   std::vector<double> cpu(L);
   std::vector<std::thread> echo;
@@ -365,7 +414,7 @@ UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uin
   const double t0 = now_s();
   for (int r = 0; r < W; ++r)
     ts.emplace_back([&, r] {
-      UdpPort p(kLo, 64, off);
+      UdpPort p(kLo, std::size_t(g_batch), off);
       Outbox out;
       std::vector<std::byte> payload(proto::kHeaderBytes + E * 4, std::byte(r));
       std::uint64_t sent = 0, got = 0;
@@ -419,8 +468,9 @@ void bench_udp(const Args& a) {
               " algbw = bytes per worker / time; sw-in = W x bytes / time; cpu = switch (or echo)"
               " thread CPU seconds per second of run; dgram/call = datagrams per recvmmsg call\n",
               a.workers, (unsigned long long)a.count, double(a.count * 4) / (1 << 20), a.slots);
-  std::printf("%6s %5s %8s %14s %14s %8s %10s %14s %8s %10s %9s\n", "elems", "lanes", "offload", "inc algbw",
-              "inc sw-in", "inc cpu", "dgram/call", "echo algbw", "echo cpu", "dgram/call", "inc/echo");
+  std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
+              "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
+              "ns/dgram", "inc/echo");
   for (auto E : a.elems) {
     if (E * 4 + proto::kHeaderBytes > proto::kMaxPacketBytes) continue;
     for (auto L : a.lanes)
@@ -444,20 +494,24 @@ void bench_udp(const Args& a) {
         const double bytes = double(a.count) * 4;
         const double inc_alg = bytes / mi.seconds / 1e9, echo_alg = bytes / me.seconds / 1e9;
         const char* offs = o == 0 ? "gso+gro" : "none";
-        std::printf("%6u %5u %8s %9.3f GB/s %9.3f GB/s %8.2f %10.1f %9.3f GB/s %8.2f %10.1f %9.2f\n", E, unsigned(L), offs,
-                    inc_alg, inc_alg * a.workers, mi.switch_cpu / mi.seconds,
-                    mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0, echo_alg,
+        // Switch CPU per datagram received (each also leaves once: results, or the echo).
+        const double inc_ns = mi.datagrams ? mi.switch_cpu / double(mi.datagrams) * 1e9 : 0;
+        const double echo_ns = me.datagrams ? me.switch_cpu / double(me.datagrams) * 1e9 : 0;
+        std::printf("%6u %5u %8s %9.3f GB/s %9.3f GB/s %8.2f %10.1f %8.0f %9.3f GB/s %8.2f %10.1f %8.0f %9.2f\n", E,
+                    unsigned(L), offs, inc_alg, inc_alg * a.workers, mi.switch_cpu / mi.seconds,
+                    mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0, inc_ns, echo_alg,
                     me.switch_cpu / me.seconds,
-                    me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_alg / echo_alg);
+                    me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, echo_ns, inc_alg / echo_alg);
         char buf[768];
         std::snprintf(buf, sizeof buf,
                       "{\"bench\":\"udp\",\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,\"count\":%llu,"
                       "\"inc_algbw_GBps\":%.4f,\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f,"
-                      "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f}",
+                      "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f,"
+                      "\"inc_switch_ns_per_datagram\":%.1f,\"echo_ns_per_datagram\":%.1f}",
                       E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
                       median(te), mi.switch_cpu / mi.seconds,
                       mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
-                      me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0);
+                      me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
         emit_json(buf);
       }
   }
@@ -487,11 +541,12 @@ int main(int argc, char** argv) {
     else if (f == "--elems") a.elems = parse_list<std::uint32_t>(next());
     else if (f == "--lanes") a.lanes = parse_list<std::uint16_t>(next());
     else if (f == "--offload") a.offload = next();
+    else if (f == "--batch") a.batch = std::atoi(next());
     else if (f == "--json") a.json = next();
     else {
-      std::fprintf(stderr, "usage: switch_bench [dataplane|udp|all] [--members M] [--runs R] [--seconds S] "
+      std::fprintf(stderr, "usage: switch_bench [dataplane|lanes|udp|all] [--members M] [--runs R] [--seconds S] "
                            "[--workers W] [--count N] [--elems E,..] [--slots K] [--lanes L,..] "
-                           "[--offload on|off|both] [--json FILE]\n");
+                           "[--offload on|off|both] [--batch N] [--json FILE]\n");
       return 2;
     }
   }
@@ -499,12 +554,14 @@ int main(int argc, char** argv) {
   for (auto l : a.lanes) lanes_ok = lanes_ok && l >= 1 && l <= 64;
   for (auto e : a.elems) lanes_ok = lanes_ok && e >= 1 && e <= proto::kMaxPayloadBytes / 4;
   if (a.members < 1 || a.members > 64 || a.workers < 1 || a.workers > 64 || a.slots < 1 || a.count == 0 ||
-      !lanes_ok || (a.offload != "on" && a.offload != "off" && a.offload != "both")) {
+      !lanes_ok || a.batch < 1 || a.batch > 1024 || (a.offload != "on" && a.offload != "off" && a.offload != "both")) {
     std::fprintf(stderr, "switch_bench: members/workers 1..64, slots >= 1, count >= 1, lanes 1..64, "
                          "elems 1..16368, offload on|off|both\n");
     return 2;
   }
+  g_batch = a.batch;
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
+  if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
   if (!a.json.empty()) {
     std::FILE* f = std::fopen(a.json.c_str(), "w");
