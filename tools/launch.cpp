@@ -1,5 +1,7 @@
 // `inc launch`: start a rendezvous store and N local ranks of a program (see
-// src/api/launcher.hpp for the behaviour, docs/USAGE.md for the user's view).
+// src/api/launcher.hpp for the behaviour, docs/USAGE.md for the user's view). Options are
+// read with CLI11, like the other subcommands.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -197,68 +199,56 @@ int cmd_launch(int argc, char** argv) {
   std::string topology;
   long long switch_job = 0;
   try {
-    int i = 1;
-    // Options come first; the first non-option (or whatever follows "--") is the program.
-    for (; i < argc; ++i) {
-      std::string_view a = argv[i];
-      if (a == "--") {
-        ++i;
-        break;
-      }
-      if (a.empty() || a[0] != '-') break;
-      std::string_view flag = a, value;
-      bool inline_value = false;
-      if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string_view::npos) {
-        flag = a.substr(0, eq);
-        value = a.substr(eq + 1);
-        inline_value = true;
-      }
-      auto take_value = [&]() -> std::string_view {
-        if (inline_value) return value;
-        if (i + 1 >= argc) throw UsageError{fmt::format("{} needs a value", flag)};
-        return argv[++i];
-      };
-      auto no_value = [&] {
-        if (inline_value) throw UsageError{fmt::format("{} takes no value", flag)};
-      };
-      if (flag == "-h" || flag == "--help") {
-        no_value();
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (flag == "-n" || flag == "--np") {
-        n = static_cast<int>(parse_int_arg(flag, take_value(), 1, 4096));
-      } else if (flag == "--timeout") {
-        o.timeout = parse_seconds_arg(flag, take_value());
-      } else if (flag == "--grace") {
-        o.grace = parse_seconds_arg(flag, take_value());
-      } else if (flag == "--store-port") {
-        o.store_port = static_cast<int>(parse_int_arg(flag, take_value(), 0, 65535));
-      } else if (flag == "--no-prefix") {
-        no_value();
-        o.prefix_output = false;
-      } else if (flag == "--switch") {
-        no_value();
-        with_switch = true;
-      } else if (flag == "--switch-lanes") {
-        switch_lanes = static_cast<int>(parse_int_arg(flag, take_value(), 1, proto::kMaxLanes));
-        switch_flags = true;
-      } else if (flag == "--switch-slots") {
-        switch_slots = static_cast<int>(parse_int_arg(flag, take_value(), 1, 0xFFFF));
-        switch_flags = true;
-      } else if (flag == "--switch-slot-elements") {
-        slot_elems = static_cast<int>(parse_int_arg(flag, take_value(), 1, 16368));
-        switch_flags = true;
-      } else if (flag == "--topology") {
-        topology = std::string(take_value());
-      } else if (flag == "--switch-job") {
-        switch_job = parse_int_arg(flag, take_value(), 1, 0xffffffffll);
-      } else {
-        throw UsageError{fmt::format("unknown option '{}'", a)};
-      }
+    // CLI11 reads the options; the first argument that is not one (or whatever follows "--")
+    // starts the program and its arguments. Values are text, checked below with messages that
+    // name the flag, the value and the accepted range. The usage text stays hand-written.
+    CLI::App app{"", "inc launch"};
+    app.set_help_flag();
+    app.prefix_command();
+    bool help = false, no_prefix = false;
+    std::string np, timeout, grace, store_port, lanes_s, slots_s, elems_s, job_s;
+    app.add_flag("-h,--help", help)->disable_flag_override();
+    app.add_option("-n,--np", np);
+    app.add_option("--timeout", timeout);
+    app.add_option("--grace", grace);
+    app.add_option("--store-port", store_port);
+    app.add_flag("--no-prefix", no_prefix)->disable_flag_override();
+    app.add_flag("--switch", with_switch)->disable_flag_override();
+    app.add_option("--switch-lanes", lanes_s);
+    app.add_option("--switch-slots", slots_s);
+    app.add_option("--switch-slot-elements", elems_s);
+    app.add_option("--topology", topology);
+    app.add_option("--switch-job", job_s);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      throw UsageError{e.what()};
     }
+    if (help) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-')
+      throw UsageError{fmt::format("unknown option '{}'", rest.front())};
+    auto given = [&](const char* f) { return app.count(f) > 0; };
+    if (given("--np")) n = static_cast<int>(parse_int_arg("-n", np, 1, 4096));
+    if (given("--timeout")) o.timeout = parse_seconds_arg("--timeout", timeout);
+    if (given("--grace")) o.grace = parse_seconds_arg("--grace", grace);
+    if (given("--store-port")) o.store_port = static_cast<int>(parse_int_arg("--store-port", store_port, 0, 65535));
+    if (no_prefix) o.prefix_output = false;
+    if (given("--switch-lanes"))
+      switch_lanes = static_cast<int>(parse_int_arg("--switch-lanes", lanes_s, 1, proto::kMaxLanes));
+    if (given("--switch-slots")) switch_slots = static_cast<int>(parse_int_arg("--switch-slots", slots_s, 1, 0xFFFF));
+    if (given("--switch-slot-elements"))
+      slot_elems = static_cast<int>(parse_int_arg("--switch-slot-elements", elems_s, 1, 16368));
+    switch_flags = given("--switch-lanes") || given("--switch-slots") || given("--switch-slot-elements");
+    if (given("--switch-job")) switch_job = parse_int_arg("--switch-job", job_s, 1, 0xffffffffll);
+    if (given("--topology") && topology.empty()) throw UsageError{"--topology needs a file"};
     if (n < 0) throw UsageError{"-n N is required"};
-    if (i >= argc) throw UsageError{"no program given"};
-    for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
+    if (rest.empty()) throw UsageError{"no program given"};
+    o.argv = std::move(rest);
     if (with_switch && !topology.empty()) throw UsageError{"--switch and --topology exclude each other"};
     if (switch_job > 0 && topology.empty()) throw UsageError{"--switch-job goes with --topology"};
     if (!with_switch && switch_flags)
