@@ -288,12 +288,14 @@ bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& r
     if (r < 0) {
       if (errno == EINTR) continue;
       const std::size_t segs = tx_msgs_[done].msg_hdr.msg_iovlen;
-      if (segs > 1 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOPROTOOPT)) {
-        // EINVAL: segments larger than the path's MTU allows (they need IP fragmentation):
-        // no GSO for this size and larger. Otherwise this kernel or device cannot segment UDP
-        // (EIO: no checksum offload): plain datagrams from now on.
+      if (segs > 1 && (errno == EIO || errno == EINVAL || errno == EMSGSIZE || errno == EOPNOTSUPP ||
+                       errno == ENOPROTOOPT)) {
+        // EMSGSIZE/EINVAL: segments larger than the path's MTU allows (they need IP
+        // fragmentation, which GSO does not do): no GSO for this size and larger. Otherwise
+        // this kernel or device cannot segment UDP (EIO: no checksum offload): plain datagrams
+        // from now on.
         const std::size_t size = tx_iov_[tx_first_[done]].iov_len;
-        if (errno == EINVAL && size > 1) gso_max_size_ = size - 1;
+        if ((errno == EINVAL || errno == EMSGSIZE) && size > 1) gso_max_size_ = size - 1;
         else gso_ = false;
         ++gso_refusals;
         resume_at = tx_first_[done];

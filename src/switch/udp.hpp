@@ -69,7 +69,8 @@ class FaultInjector {
 //      UDP_SEGMENT (one trip through the stack for up to 64 datagrams / 64 KiB). When the
 //      kernel refuses, the run is resent as plain datagrams and GSO is turned off for good
 //      (EIO: a device without checksum offload; EOPNOTSUPP: no UDP GSO) or for that size and
-//      larger (EINVAL: segments above the path MTU).
+//      larger (EMSGSIZE/EINVAL: segments above the path MTU, which only IP fragmentation of
+//      single datagrams can carry).
 // gro: UDP_GRO on receive: the kernel may hand over several datagrams of one sender in one
 //      buffer; they are split again by the segment size it reports (cmsg).
 struct UdpOffload {
