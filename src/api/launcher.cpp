@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "api/launcher_os.hpp"
 #include "inc/types.hpp"
 #include "transport/socket.hpp"
 #include "transport/store.hpp"
@@ -35,62 +36,14 @@ using transport::Fd;
 constexpr std::size_t kMaxLineBytes = 64 * 1024;  // longer lines are forwarded in pieces
 constexpr int kMaxRanks = 4096;
 
-[[noreturn]] void config_error(std::string msg) {
-  throw Error(Error::Kind::config, std::move(msg));
-}
-
-// ---- signal forwarding: a process-wide self-pipe, because signal handlers are -------------
-
-std::atomic<int> g_signal_pipe{-1};
-std::atomic<bool> g_forwarding{false};
-
-extern "C" void on_forwarded_signal(int sig) {
-  int saved = errno;
-  int fd = g_signal_pipe.load();
-  if (fd >= 0) {
-    unsigned char b = static_cast<unsigned char>(sig);
-    [[maybe_unused]] ssize_t n = ::write(fd, &b, 1);
-  }
-  errno = saved;
-}
-
-class SignalForwarding {
- public:
-  explicit SignalForwarding(bool on) : on_(on) {
-    if (!on_) return;
-    if (g_forwarding.exchange(true))
-      throw Error(Error::Kind::invalid_argument,
-                  "launch_ranks: another launch is already forwarding signals");
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-      g_forwarding = false;
-      throw Error(Error::Kind::internal, fmt::format("pipe2: {}", std::strerror(errno)));
-    }
-    read_.reset(p[0]);
-    write_.reset(p[1]);
-    g_signal_pipe = p[1];
-    struct sigaction sa {};
-    sa.sa_handler = on_forwarded_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalForwarding() {
-    if (!on_) return;
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    g_signal_pipe = -1;
-    g_forwarding = false;
-  }
-  int fd() const { return read_.get(); }
-
- private:
-  bool on_;
-  Fd read_, write_;
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
+using detail::config_error;
+using detail::find_program;
+using detail::in_netns;
+using detail::open_netns;
+using detail::set_var;
+using detail::signal_name;
+using detail::SignalForwarding;
+using detail::write_all_fd;
 
 // ---- child processes ------------------------------------------------------------------------
 
@@ -104,52 +57,11 @@ struct Child {
   ProcessExit status;
   std::string prefix;  // "[3] "
   bool is_rank = true;
+  int netns_fd = -1;  // namespace to enter before exec (owned by the Launcher), -1: none
   bool reaped = false;
   Fd pidfd;  // -1 when the kernel lacks pidfd_open; exits are then noticed by a periodic tick
   Stream out, err;
 };
-
-std::string signal_name(int sig) {
-  const char* d = ::strsignal(sig);
-  return fmt::format("signal {} ({})", sig, d ? d : "unknown");
-}
-
-std::string find_program(const std::string& prog, const std::string& path_env) {
-  if (prog.empty()) config_error("launch: empty program name");
-  if (prog.find('/') != std::string::npos) {
-    if (::access(prog.c_str(), X_OK) != 0)
-      config_error(fmt::format("launch: cannot execute '{}': {}", prog, std::strerror(errno)));
-    return prog;
-  }
-  std::size_t pos = 0;
-  while (pos <= path_env.size()) {
-    auto colon = path_env.find(':', pos);
-    std::string_view dir = std::string_view(path_env).substr(
-        pos, colon == std::string::npos ? std::string::npos : colon - pos);
-    std::string cand = fmt::format("{}/{}", dir.empty() ? std::string_view(".") : dir, prog);
-    if (::access(cand.c_str(), X_OK) == 0) return cand;
-    if (colon == std::string::npos) break;
-    pos = colon + 1;
-  }
-  config_error(fmt::format("launch: program '{}' not found in PATH ({})", prog, path_env));
-}
-
-void write_all_fd(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n > 0) {
-      s.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 1000);
-      continue;
-    }
-    return;  // EPIPE etc.: the reader went away; output is dropped
-  }
-}
 
 class Launcher {
  public:
@@ -182,8 +94,17 @@ class Launcher {
   bool all_ranks_reaped() const;
   bool all_reaped() const;
   void wait_sidecar_ready(Child& c, const SidecarSpec& spec);
+  // A forwarded signal is waiting in the self-pipe: stop starting processes (the main loop
+  // reads it and stops the job).
+  bool signal_pending() const {
+    if (signal_fd_ < 0) return false;
+    pollfd p{signal_fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  int signal_fd_ = -1;
 
   const LaunchOptions& o_;
+  std::vector<Fd> netns_fds_;  // opened before anyone starts: a bad path fails the launch early
   std::unique_ptr<transport::StoreServer> store_;
   std::string store_addr_;
   std::vector<std::unique_ptr<Child>> children_;
@@ -224,6 +145,7 @@ std::vector<std::string> Launcher::base_env() const {
     auto eq = kv.find('=');
     std::string name(kv.substr(0, eq));
     if (std::find(kRemoved.begin(), kRemoved.end(), name) != kRemoved.end()) continue;
+    if (std::find(o_.unset_env.begin(), o_.unset_env.end(), name) != o_.unset_env.end()) continue;
     bool overridden = false;
     for (auto& [k, v] : o_.env) overridden = overridden || k == name;
     if (!overridden) env.emplace_back(kv);
@@ -275,9 +197,14 @@ void Launcher::spawn(Child& c, const std::string& path, const std::vector<std::s
     ::dup2(devnull_.get(), 0);
     ::dup2(out_w.get(), 1);
     ::dup2(err_w.get(), 2);
-    ::execve(path.c_str(), cargv.data(), cenv.data());
-    int e = errno;
-    [[maybe_unused]] ssize_t n = ::write(status_w.get(), &e, sizeof e);
+    // The status pipe carries {stage, errno}: stage 1 = setns failed, 0 = execve failed.
+    int st[2] = {1, 0};
+    if (c.netns_fd < 0 || ::setns(c.netns_fd, CLONE_NEWNET) == 0) {
+      st[0] = 0;
+      ::execve(path.c_str(), cargv.data(), cenv.data());
+    }
+    st[1] = errno;
+    [[maybe_unused]] ssize_t n = ::write(status_w.get(), st, sizeof st);
     ::_exit(127);
   }
   int fork_errno = errno;
@@ -296,8 +223,8 @@ void Launcher::spawn(Child& c, const std::string& path, const std::vector<std::s
   int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pfd >= 0) c.pidfd.reset(pfd);
 
-  // The status pipe closes on exec (success) or carries errno (failure).
-  int e = 0;
+  // The status pipe closes on exec (success) or carries {stage, errno} (failure).
+  int e[2] = {0, 0};
   std::size_t got = 0;
   auto deadline = transport::deadline_after(milliseconds(30000));
   while (got < sizeof e) {
@@ -305,7 +232,7 @@ void Launcher::spawn(Child& c, const std::string& path, const std::vector<std::s
     int rc = ::poll(&p, 1, transport::ms_until(deadline));
     if (rc == 0) break;  // exec still pending after 30 s: treat as started
     if (rc < 0 && errno == EINTR) continue;
-    ssize_t n = ::read(status_r.get(), reinterpret_cast<char*>(&e) + got, sizeof e - got);
+    ssize_t n = ::read(status_r.get(), reinterpret_cast<char*>(e) + got, sizeof e - got);
     if (n <= 0) break;
     got += static_cast<std::size_t>(n);
   }
@@ -313,7 +240,10 @@ void Launcher::spawn(Child& c, const std::string& path, const std::vector<std::s
     c.status.started = false;
     if (!stopping_) {
       res_.failure =
-          fmt::format("{}: cannot execute '{}': {}", c.status.name, path, std::strerror(e));
+          e[0] == 1 ? fmt::format("{}: cannot enter its network namespace: {}", c.status.name,
+                                  std::strerror(e[1]))
+                    : fmt::format("{}: cannot execute '{}': {}", c.status.name, path,
+                                  std::strerror(e[1]));
       res_.exit_code = 127;
       log(res_.failure);
       begin_stop(res_.failure);
@@ -442,7 +372,11 @@ bool Launcher::all_reaped() const {
 
 void Launcher::wait_sidecar_ready(Child& c, const SidecarSpec& spec) {
   auto deadline = Clock::now() + spec.ready_timeout;
-  while (!store_->peek(spec.ready_key)) {
+  auto ready = [&] {
+    return (spec.ready_key.empty() || store_->peek(spec.ready_key)) &&
+           (!spec.ready_probe || spec.ready_probe(c.status.pid));
+  };
+  while (!ready()) {
     // Keep its output flowing and notice if it dies while we wait.
     pollfd p[2] = {{c.out.fd.get(), POLLIN, 0}, {c.err.fd.get(), POLLIN, 0}};
     int rc = ::poll(p, 2, 10);  // short tick: readiness is a store key, not an fd event
@@ -451,14 +385,19 @@ void Launcher::wait_sidecar_ready(Child& c, const SidecarSpec& spec) {
       if (p[1].revents && c.err.fd) pump(c, c.err, false);
     }
     reap(c);
+    if (signal_pending()) return;
     if (c.reaped || stopping_) {
       if (!stopping_)
         begin_stop(fmt::format("{} {} before it was ready", c.status.name, c.status.describe()));
       return;
     }
     if (Clock::now() >= deadline) {
-      res_.failure = fmt::format("{} did not set '{}' in the store within {} ms", c.status.name,
-                                 spec.ready_key, spec.ready_timeout.count());
+      res_.failure =
+          spec.ready_key.empty()
+              ? fmt::format("{} was not ready within {} ms", c.status.name,
+                            spec.ready_timeout.count())
+              : fmt::format("{} did not set '{}' in the store within {} ms", c.status.name,
+                            spec.ready_key, spec.ready_timeout.count());
       res_.exit_code = 1;
       begin_stop(res_.failure);
       return;
@@ -479,6 +418,28 @@ LaunchResult Launcher::run() {
   for (auto& s : o_.sidecars)
     if (s.name.empty() || s.argv.empty())
       config_error("launch: a sidecar needs a name and a program");
+  if (!o_.placement.empty() && o_.placement.size() != static_cast<std::size_t>(o_.world_size))
+    config_error(fmt::format("launch: {} rank placements for {} ranks", o_.placement.size(),
+                             o_.world_size));
+  for (std::size_t r = 0; r < o_.placement.size(); ++r) {
+    const auto& p = o_.placement[r];
+    if ((p.local_rank >= 0) != (p.local_size >= 0) ||
+        (p.local_size >= 0 && (p.local_size < 1 || p.local_rank >= p.local_size)))
+      config_error(fmt::format("launch: rank {}: local rank {} of local size {}", r, p.local_rank,
+                               p.local_size));
+  }
+  // Namespaces are opened before anything starts, so that a bad one fails the launch cleanly.
+  std::vector<int> sidecar_ns(o_.sidecars.size(), -1), rank_ns(o_.placement.size(), -1);
+  for (std::size_t i = 0; i < o_.sidecars.size(); ++i)
+    if (!o_.sidecars[i].netns.empty()) {
+      netns_fds_.push_back(open_netns(o_.sidecars[i].netns, o_.sidecars[i].name));
+      sidecar_ns[i] = netns_fds_.back().get();
+    }
+  for (std::size_t r = 0; r < o_.placement.size(); ++r)
+    if (!o_.placement[r].netns.empty()) {
+      netns_fds_.push_back(open_netns(o_.placement[r].netns, fmt::format("rank {}", r)));
+      rank_ns[r] = netns_fds_.back().get();
+    }
   // A program that cannot be found is reported like one that cannot be executed: exit 127.
   std::string rank_path;
   std::vector<std::string> sidecar_paths;
@@ -502,17 +463,27 @@ LaunchResult Launcher::run() {
   devnull_.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull_) throw Error(Error::Kind::internal, "launch: cannot open /dev/null");
 
-  try {
-    store_ = std::make_unique<transport::StoreServer>(o_.store_host, o_.store_port);
-  } catch (const Error& e) {
-    config_error(fmt::format("launch: cannot start the rendezvous store: {}", e.what()));
-  }
+  auto start_store = [&] {
+    try {
+      store_ = std::make_unique<transport::StoreServer>(o_.store_host, o_.store_port);
+    } catch (const Error& e) {
+      config_error(fmt::format("launch: cannot start the rendezvous store: {}", e.what()));
+    }
+  };
+  if (o_.store_netns.empty())
+    start_store();
+  else
+    in_netns(o_.store_netns, start_store);
   res_.store_port = store_->port();
   std::string connect_host =
       (o_.store_host.empty() || o_.store_host == "0.0.0.0") ? "127.0.0.1" : o_.store_host;
   store_addr_ = transport::format_host_port(connect_host, store_->port());
 
   SignalForwarding signals(o_.forward_signals);
+  signal_fd_ = signals.fd();
+  // A signal the caller caught just before the launch counts as if it arrived now.
+  if (o_.forward_signals && o_.pending_signal)
+    if (int sig = o_.pending_signal->load()) signals.inject(sig);
   // Writes to a closed stdout must not kill the launcher: block SIGPIPE in this thread (write
   // then fails with EPIPE) and discard any that became pending before unblocking.
   sigset_t pipe_set, old_mask;
@@ -521,27 +492,34 @@ LaunchResult Launcher::run() {
   ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
 
   auto env = base_env();
-  for (std::size_t i = 0; i < o_.sidecars.size() && !stopping_; ++i) {
+  for (std::size_t i = 0; i < o_.sidecars.size() && !stopping_ && !signal_pending(); ++i) {
     auto& spec = o_.sidecars[i];
     auto c = std::make_unique<Child>();
     c->is_rank = false;
     c->status.name = spec.name;
     c->prefix = fmt::format("[{}] ", spec.name);
+    c->netns_fd = sidecar_ns[i];
     auto cenv = env;
-    for (auto& [k, v] : spec.env) cenv.push_back(k + "=" + v);
+    for (auto& [k, v] : spec.env) set_var(cenv, k, v);
     children_.push_back(std::move(c));
     spawn(*children_.back(), sidecar_paths[i], spec.argv, cenv);
-    if (!spec.ready_key.empty() && !stopping_) wait_sidecar_ready(*children_.back(), spec);
+    if ((!spec.ready_key.empty() || spec.ready_probe) && !stopping_) wait_sidecar_ready(*children_.back(), spec);
   }
-  for (int r = 0; r < o_.world_size && !stopping_; ++r) {
+  for (int r = 0; r < o_.world_size && !stopping_ && !signal_pending(); ++r) {
     auto c = std::make_unique<Child>();
+    const RankPlacement* p =
+        o_.placement.empty() ? nullptr : &o_.placement[static_cast<std::size_t>(r)];
     c->status.name = fmt::format("rank {}", r);
-    c->prefix = fmt::format("[{}] ", r);
+    c->prefix = p && !p->label.empty() ? fmt::format("[{}] ", p->label) : fmt::format("[{}] ", r);
+    c->netns_fd = p ? rank_ns[static_cast<std::size_t>(r)] : -1;
     auto cenv = env;
-    cenv.push_back(fmt::format("INC_RANK={}", r));
-    cenv.push_back(fmt::format("INC_WORLD_SIZE={}", o_.world_size));
-    cenv.push_back(fmt::format("INC_LOCAL_RANK={}", r));
-    cenv.push_back(fmt::format("INC_LOCAL_SIZE={}", o_.world_size));
+    const bool local = p && p->local_size >= 0;
+    set_var(cenv, "INC_RANK", std::to_string(r));
+    set_var(cenv, "INC_WORLD_SIZE", std::to_string(o_.world_size));
+    set_var(cenv, "INC_LOCAL_RANK", std::to_string(local ? p->local_rank : r));
+    set_var(cenv, "INC_LOCAL_SIZE", std::to_string(local ? p->local_size : o_.world_size));
+    if (p)
+      for (auto& [k, v] : p->env) set_var(cenv, k, v);
     children_.push_back(std::move(c));
     spawn(*children_.back(), rank_path, o_.argv, cenv);
   }
@@ -646,6 +624,16 @@ LaunchResult Launcher::run() {
     }
   }
 
+  // A signal that came before any rank was started stopped the launch: report it.
+  const bool any_rank = std::any_of(children_.begin(), children_.end(), [](auto& c) { return c->is_rank; });
+  if (!any_rank && !res_.interrupted_by && signal_pending()) {
+    unsigned char sig = 0;
+    if (::read(signals.fd(), &sig, 1) == 1) {
+      res_.interrupted_by = sig;
+      res_.failure = fmt::format("interrupted by {} before the ranks were started", signal_name(sig));
+      res_.exit_code = 128 + sig;
+    }
+  }
   // Everyone has exited; forward what is still buffered in the pipes. A stream held open by a
   // detached grandchild is abandoned once it has nothing to read.
   for (auto& c : children_)

@@ -1,69 +1,35 @@
 #!/usr/bin/env bash
-# Multi-host integration test on one machine: three network namespaces joined by veth pairs
-# through a bridge, each a "host" with its own address:
-#   incH0 10.77.0.1  rank 0 (hosts the rendezvous store) and rank 1
-#   incH1 10.77.0.2  ranks 2 and 3
-#   incSW 10.77.0.3  the Core-INC switch daemon
-# The ranks find each other through the store as under mpirun on real hosts (INC_RANK,
-# INC_WORLD_SIZE, INC_STORE), run verified collectives through the switch and on the hosts,
-# and must all succeed. Skips, saying so, where namespaces cannot be created.
+# Multi-host integration test on one machine, built with `inc testbed` (docs/TESTBED.md): two
+# host namespaces with two ranks each and the Core-INC switch on the bridge between them,
+# unshaped links:
+#   h0 10.99.1.1  ranks 0 and 1 (rank 0 hosts the rendezvous store, as under mpirun/torchrun)
+#   h1 10.99.1.2  ranks 2 and 3
+#   sw 10.99.0.1  the switch
+# The ranks find each other through the store hosted by rank 0 (INC_STORE=10.99.1.1:29500,
+# INC_STORE_HOST=1: the testbed's own store is not used), run verified collectives through the
+# switch and on the hosts, and must all succeed; the in-network rows must have run through the
+# switch (algorithm inc*, switch counters). Skips, saying so, where namespaces cannot be created.
 # usage: multi_host.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-pfx=inc$$
-ns_h0=${pfx}H0 ns_h1=${pfx}H1 ns_sw=${pfx}SW ns_br=${pfx}BR
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
-cleanup() {
-  for ns in "$ns_h0" "$ns_h1" "$ns_sw" "$ns_br"; do ip netns del "$ns" 2>/dev/null; done
-}
-trap cleanup EXIT
-
-if ! ip netns add "$ns_br" 2>/dev/null; then
+if ! ip netns add "tbmh-probe$$" 2>/dev/null; then
   echo "SKIPPED: cannot create network namespaces here (needs root and iproute2)"
-  exit 0
+  exit 77
 fi
-set -e
-ip -n "$ns_br" link add br0 type bridge
-ip -n "$ns_br" link set br0 up
-i=1
-for ns in "$ns_h0" "$ns_h1" "$ns_sw"; do
-  ip netns add "$ns"
-  ip link add "v${pfx}${i}" type veth peer name "b${pfx}${i}"
-  ip link set "v${pfx}${i}" netns "$ns"
-  ip link set "b${pfx}${i}" netns "$ns_br"
-  ip -n "$ns_br" link set "b${pfx}${i}" master br0 up
-  ip -n "$ns" link set "v${pfx}${i}" name eth0
-  ip -n "$ns" addr add "10.77.0.${i}/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  i=$((i + 1))
-done
-set +e
+ip netns del "tbmh-probe$$"
 
-port=$((20000 + $$ % 20000))
-echo "== switch in $ns_sw at 10.77.0.3:7710; store at 10.77.0.1:$port"
-ip netns exec "$ns_sw" "$inc" switch --bind 10.77.0.3:7710 --job 1:4:16 --slot-elements 4096 --stats &
-sw_pid=$!
-
-env_for() {  # rank
-  echo INC_RANK=$1 INC_WORLD_SIZE=4 INC_STORE=10.77.0.1:$port INC_SWITCH=10.77.0.3:7710 INC_TIMEOUT=60
-}
-pids=()
-run_rank() {  # namespace rank
-  (
-    set -o pipefail
-    ip netns exec "$1" env $(env_for "$2") "$inc" bench -c allreduce,reduce_scatter,allgather,broadcast,alltoall \
-      -a inc,auto -b 8 -e 4M -f 32 -n 3 -w 1 --no-progress 2>&1 | sed "s/^/[${1: -2} rank $2] /"
-  ) &
-  pids+=($!)
-}
-run_rank "$ns_h0" 0
-run_rank "$ns_h0" 1
-run_rank "$ns_h1" 2
-run_rank "$ns_h1" 3
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done  # bench exits non-zero on errors or WRONG
-kill -TERM "$sw_pid" 2>/dev/null
-wait "$sw_pid" 2>/dev/null
-if [ $rc -eq 0 ]; then echo "multi-host: 4 ranks on 2 hosts + a switch host: all collectives verified"; fi
-exit $rc
+INC_TIMEOUT=60 "$inc" testbed --prefix tbmh --hosts 2 --ranks-per-host 2 --link none -- \
+  sh -c 'INC_STORE=10.99.1.1:29500 INC_STORE_HOST=1 exec "$0" bench \
+           -c allreduce,reduce_scatter,allgather,broadcast,alltoall -a inc,auto \
+           -b 8 -e 4M -f 32 -n 3 -w 1 --no-progress' "$inc" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}  # bench exits non-zero on errors or WRONG, and the testbed returns that
+[ "$rc" -eq 0 ] || { echo "FAIL: exit code $rc"; exit 1; }
+grep -q "WRONG" "$log" && { echo "FAIL: WRONG results"; exit 1; }
+n=$(grep -cE '^\[h0 r0\] +(allreduce|reduce_scatter|allgather|broadcast) .* inc\* .* OK$' "$log")
+[ "$n" -ge 8 ] || { echo "FAIL: only $n verified in-network rows"; exit 1; }
+pin=$(sed -nE 's/^\[switch\] switch switch: packets in ([0-9]+).*/\1/p' "$log")
+[ -n "$pin" ] && [ "$pin" -gt 0 ] || { echo "FAIL: the switch saw no packets ('$pin')"; exit 1; }
+echo "multi-host: 4 ranks on 2 hosts + a switch host: all collectives verified ($n in-network rows, $pin packets at the switch)"

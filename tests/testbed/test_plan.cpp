@@ -1,0 +1,187 @@
+// inc testbed without root: the plan (names, addresses, links, shaping commands, switches,
+// topology file, rank placement) and the parsing of `tc -j` / `ip -j` counters.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "inc/types.hpp"
+#include "src/switch/topology.hpp"
+#include "testbed/counters.hpp"
+#include "testbed/plan.hpp"
+
+using namespace inc::testbed;
+
+namespace {
+
+Identity test_id() {
+  Identity id;
+  id.pid = 4242;
+  id.inc_exe = "/opt/inc";
+  return id;
+}
+
+Plan plan_for(int hosts, int leaves, int rph, Shaper shaper = Shaper::tbf, bool with_switch = true) {
+  SpecInput in;
+  in.hosts = hosts;
+  in.leaves = leaves;
+  in.ranks_per_host = rph;
+  in.shaper = shaper == Shaper::tbf ? "tbf" : "htb";
+  in.with_switch = with_switch;
+  if (leaves > 1) in.oversubscription = 2.0;
+  return make_plan(build_spec(in), test_id());
+}
+
+// Commands whose argv starts with these words.
+std::size_t count_commands(const Plan& p, std::initializer_list<std::string> head) {
+  return static_cast<std::size_t>(std::count_if(p.setup.begin(), p.setup.end(), [&](const Argv& a) {
+    return std::equal(head.begin(), head.end(), a.begin(), a.begin() + std::min(a.size(), head.size()));
+  }));
+}
+
+std::size_t count_qdisc_roots(const Plan& p, const std::string& ns, const std::string& dev) {
+  return static_cast<std::size_t>(std::count_if(p.setup.begin(), p.setup.end(), [&](const Argv& a) {
+    return a.size() > 8 && a[0] == "tc" && a[2] == ns && a[3] == "qdisc" && a[6] == dev && a[7] == "root";
+  }));
+}
+
+}  // namespace
+
+TEST(TestbedPlan, OneLevel) {
+  Plan p = plan_for(3, 1, 2);
+  ASSERT_EQ(p.hosts.size(), 3u);
+  ASSERT_EQ(p.leaves.size(), 1u);
+  EXPECT_EQ(p.namespaces, (std::vector<std::string>{"inctb-4242-h0", "inctb-4242-h1", "inctb-4242-h2", "inctb-4242-sw"}));
+  EXPECT_EQ(count_commands(p, {"ip", "netns", "add"}), 4u);
+  // Every host link is shaped in both directions; the switch has no link of its own.
+  ASSERT_EQ(p.links.size(), 3u);
+  for (const auto& l : p.links) {
+    EXPECT_EQ(l.up.bps, 1'000'000'000u);
+    EXPECT_EQ(l.down.bps, 1'000'000'000u);
+    EXPECT_EQ(count_qdisc_roots(p, l.up.ns, l.up.dev), 1u) << l.name;
+    EXPECT_EQ(count_qdisc_roots(p, l.down.ns, l.down.dev), 1u) << l.name;
+    EXPECT_EQ(l.up.peer_ns, l.down.ns);
+    EXPECT_EQ(l.up.peer_dev, l.down.dev);
+  }
+  // Ranks: block placement, two per host.
+  ASSERT_EQ(p.ranks.size(), 6u);
+  EXPECT_EQ(p.ranks[3].host, 1);
+  EXPECT_EQ(p.ranks[3].local_rank, 1);
+  EXPECT_EQ(p.store_ns, "inctb-4242-h0");
+  EXPECT_EQ(p.store_addr, "10.99.1.1");
+  // One switch with --bind/--job for all 6 ranks, slot size from the MTU.
+  ASSERT_EQ(p.switches.size(), 1u);
+  const auto& sw = p.switches[0];
+  EXPECT_EQ(sw.ns, "inctb-4242-sw");
+  EXPECT_EQ(shell_join(sw.argv),
+            "/opt/inc switch --bind 10.99.0.1:7710 --slot-elements 2048 --job 1:6:32 --stats "
+            "--metrics-port 9100 --metrics-bind 10.99.0.1");
+  EXPECT_EQ(p.rank_env, (std::vector<std::pair<std::string, std::string>>{
+                            {"INC_SWITCH", "10.99.0.1:7710"}, {"INC_SWITCH_JOB", "1"}}));
+  EXPECT_TRUE(p.topology_text.empty());
+}
+
+TEST(TestbedPlan, AddressesAndNamesAreUnique) {
+  Plan p = plan_for(256, 8, 1, Shaper::tbf, true);
+  std::set<std::string> addrs, names(p.namespaces.begin(), p.namespaces.end());
+  for (const auto& h : p.hosts) addrs.insert(h.addr);
+  for (const auto& l : p.leaves) addrs.insert(l.addr);
+  addrs.insert(p.spine_addr);
+  EXPECT_EQ(addrs.size(), 256u + 8 + 1);
+  EXPECT_EQ(names.size(), p.namespaces.size());
+  EXPECT_EQ(p.namespaces.size(), 256u + 8 + 1);
+}
+
+TEST(TestbedPlan, TwoLevelsTopologyMatchesTheHosts) {
+  Plan p = plan_for(5, 2, 2, Shaper::htb);
+  ASSERT_EQ(p.leaves.size(), 2u);
+  EXPECT_EQ(p.spine_ns, "inctb-4242-spine");
+  // Host links and uplinks, both directions, htb: root + class + bfifo per direction.
+  ASSERT_EQ(p.links.size(), 5u + 2);
+  EXPECT_EQ(count_commands(p, {"tc"}), 3u * 2 * 7);
+  EXPECT_EQ(p.links[5].name, "leaf0 uplink");
+  EXPECT_EQ(p.links[5].up.ns, p.leaves[0].ns);
+  EXPECT_EQ(p.links[5].up.peer_ns, p.spine_ns);
+  // leaf0 has 2 hosts at 1 Gbit/s, oversubscribed 2:1.
+  EXPECT_EQ(p.links[5].up.bps, 1'000'000'000u);
+  // Switches start root first; every one reads the generated topology file.
+  ASSERT_EQ(p.switches.size(), 3u);
+  EXPECT_EQ(p.switches[0].name, "spine");
+  EXPECT_EQ(p.topology_path, "/run/inc-testbed/inctb-4242/topology");
+  for (const auto& s : p.switches) {
+    EXPECT_NE(std::find(s.argv.begin(), s.argv.end(), p.topology_path), s.argv.end());
+    EXPECT_NE(std::find(s.argv.begin(), s.argv.end(), s.name), s.argv.end());
+  }
+  EXPECT_EQ(p.rank_env[0], (std::pair<std::string, std::string>{"INC_TOPOLOGY", p.topology_path}));
+  // The topology file is valid, and each rank attaches to the leaf of its host.
+  std::string err;
+  auto topo = inc::sw::parse_topology(p.topology_text, err);
+  ASSERT_TRUE(topo) << err << "\n" << p.topology_text;
+  ASSERT_EQ(topo->jobs.size(), 1u);
+  auto jp = inc::sw::plan_job(*topo, topo->jobs[0], err);
+  ASSERT_TRUE(jp) << err;
+  EXPECT_EQ(jp->root, "spine");
+  ASSERT_EQ(jp->ranks.size(), p.ranks.size());
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    const auto& host = p.hosts[static_cast<std::size_t>(p.ranks[r].host)];
+    EXPECT_EQ(jp->ranks[r].sw, p.leaves[static_cast<std::size_t>(host.leaf)].name) << "rank " << r;
+  }
+  for (const auto& s : topo->switches) EXPECT_EQ(s.slot_elems, 2048u);
+}
+
+TEST(TestbedPlan, NoSwitchAndUnshaped) {
+  SpecInput in;
+  in.hosts = 2;
+  in.with_switch = false;
+  in.link = "none";
+  Plan p = make_plan(build_spec(in), test_id());
+  EXPECT_TRUE(p.switches.empty());
+  EXPECT_TRUE(p.rank_env.empty());
+  EXPECT_EQ(count_commands(p, {"tc"}), 0u);
+  // Inherited switch variables would point the ranks at a switch that does not exist.
+  EXPECT_NE(std::find(p.rank_unset.begin(), p.rank_unset.end(), "INC_SWITCH"), p.rank_unset.end());
+  std::string d = describe_plan(p, true);
+  EXPECT_NE(d.find("switches: none"), std::string::npos) << d;
+  EXPECT_NE(d.find("unshaped"), std::string::npos) << d;
+}
+
+TEST(TestbedPlan, TbfCommandCarriesRateBurstAndLimit) {
+  Plan p = plan_for(1, 1, 1);
+  const Argv* tbf = nullptr;
+  for (const auto& a : p.setup)
+    if (a.size() > 8 && a[0] == "tc" && a[8] == "tbf") tbf = &a;
+  ASSERT_NE(tbf, nullptr);
+  EXPECT_EQ(shell_join(*tbf).substr(shell_join(*tbf).find("root")),
+            "root tbf rate 1000000000bit burst 125000 limit 500000");
+  std::string d = describe_plan(p, true);
+  EXPECT_NE(d.find("tc -n inctb-4242-h0 qdisc add dev eth0 root tbf"), std::string::npos) << d;
+  EXPECT_NE(d.find("ip netns exec inctb-4242-sw curl -s http://10.99.0.1:9100/metrics"), std::string::npos) << d;
+}
+
+TEST(TestbedPlan, ShellJoinQuotes) {
+  EXPECT_EQ(shell_join({"a", "b c", "it's", ""}), "a 'b c' 'it'\\''s' ''");
+}
+
+TEST(TestbedCounters, ParsesTcAndIpJson) {
+  auto q = parse_tc_json(
+      R"([{"kind":"noqueue","handle":"0:","dev":"h0","root":true,"bytes":0,"packets":0,"drops":0,"overlimits":0},
+          {"kind":"htb","handle":"1:","dev":"eth0","root":true,"bytes":1000,"packets":10,"drops":3,"overlimits":7},
+          {"kind":"bfifo","handle":"10:","dev":"eth0","parent":"1:1","bytes":999,"packets":9,"drops":3}])");
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q["eth0"].kind, "htb");
+  EXPECT_EQ(q["eth0"].bytes, 1000u);
+  EXPECT_EQ(q["eth0"].drops, 3u);
+  EXPECT_EQ(q["eth0"].overlimits, 7u);
+  auto l = parse_link_json(
+      R"([{"ifname":"eth0","stats64":{"rx":{"bytes":5,"packets":1,"dropped":2},"tx":{"bytes":70,"packets":7,"dropped":1}}},
+          {"ifname":"lo"}])");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l["eth0"].tx_bytes, 70u);
+  EXPECT_EQ(l["eth0"].tx_packets, 7u);
+  EXPECT_EQ(l["eth0"].tx_dropped, 1u);
+  EXPECT_EQ(l["eth0"].rx_dropped, 2u);
+  EXPECT_THROW(parse_tc_json("not json"), inc::Error);
+  std::string t = render_counters({{"h0", "up", 1'000'000'000, 1000, 10, 3, 7, 2}});
+  EXPECT_NE(t.find("drops: 3 at senders (shaper queue full), 2 at receivers"), std::string::npos) << t;
+}
