@@ -29,6 +29,7 @@ using json = nlohmann::json;
 
 struct NetOptions {
   std::string file;
+  std::string inc_chunk, switch_memory;  // sizes, applied by resolve()
   void add(CLI::App& app, NetParams& np) {
     auto* g = app.add_option_group("network", "network and endpoint parameters (defaults: docs/MODEL.md)");
     g->add_option("--net", file, "TOML file with a [network] table");
@@ -41,6 +42,8 @@ struct NetOptions {
     g->add_option("--host-mem-GBps", np.host_mem_GBps, "host memory bus GB/s (0 = unlimited)")->capture_default_str();
     g->add_option("--switch-reduce-GBps", np.switch_reduce_GBps, "switch ALU rate GB/s (0 = line rate)")->capture_default_str();
     g->add_option("--tree-levels", np.inc_tree_levels, "Core-INC: links from a host to the tree root")->capture_default_str();
+    g->add_option("--inc-chunk", inc_chunk, "Core-INC: payload of one aggregation slot (e.g. 8KiB) [256KiB]");
+    g->add_option("--switch-memory", switch_memory, "Core-INC: aggregation memory per switch [8MiB]");
   }
   // Applies the file first, then re-applies nothing: CLI values given explicitly win because
   // the file is read into a copy and only fields left at their defaults are taken from it.
@@ -69,6 +72,8 @@ struct NetOptions {
       if (given("--tree-levels")) out.inc_tree_levels = cli.inc_tree_levels;
       np = out;
     }
+    if (!inc_chunk.empty()) np.inc_chunk_bytes = static_cast<double>(sim::parse_size(inc_chunk));
+    if (!switch_memory.empty()) np.switch_memory_bytes = static_cast<double>(sim::parse_size(switch_memory));
     if (auto e = sim::validate(np); !e.empty())
       throw Error(Error::Kind::invalid_argument, "network parameter " + e);
     return np;

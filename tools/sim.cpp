@@ -254,6 +254,8 @@ int cmd_sim(int argc, char** argv) {
   run->add_option("--switch-reduce-GBps", np.switch_reduce_GBps, "switch ALU GB/s (0 = line rate)")->capture_default_str();
   std::string switch_mem = "8MiB";
   run->add_option("--switch-memory", switch_mem, "switch aggregation memory")->capture_default_str();
+  std::string inc_chunk;
+  run->add_option("--inc-chunk", inc_chunk, "payload of one Core-INC aggregation slot (e.g. 8KiB) [256KiB]");
   run->add_option("--max-inc-chunks", max_inc_chunks, "simulated chunks per Core-INC op")->capture_default_str();
   run->add_option("--max-inc-ops", max_inc_ops, "Core-INC ops per region when unsegmented")->capture_default_str();
   run->add_flag("--progress", progress, "progress bar on stderr even if it is not a terminal");
@@ -293,6 +295,7 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.np.link_gbps = tf.link_gbps;
       sc.opt.np.hop_latency_us = tf.hop_us;
       sc.opt.np.switch_memory_bytes = static_cast<double>(parse_size(switch_mem));
+      if (!inc_chunk.empty()) sc.opt.np.inc_chunk_bytes = static_cast<double>(parse_size(inc_chunk));
       sc.opt.max_inc_chunks = max_inc_chunks;
       sc.opt.max_inc_ops = max_inc_ops;
       sc.opt.rtt_weighted = rtt;
