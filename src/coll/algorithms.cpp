@@ -437,8 +437,11 @@ void inc_collective(Builder& b) {
       });
       break;
     }
-    case Collective::alltoall:
     case Collective::barrier:
+      // One switch operation without data: it completes when every rank has issued it.
+      b.inc_reduce(none, none);
+      break;
+    case Collective::alltoall:
       break;  // not supported by inc (build_schedule rejects it)
   }
 }

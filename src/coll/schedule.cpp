@@ -126,7 +126,7 @@ bool supports(Collective coll, Algorithm algo) noexcept {
     case Collective::alltoall:
       return algo == Algorithm::pairwise;
     case Collective::barrier:
-      return algo == Algorithm::dissemination;
+      return algo == Algorithm::dissemination || algo == Algorithm::inc;
   }
   return false;
 }
@@ -206,7 +206,10 @@ RankSchedule build_schedule(const CollectiveParams& p_in) {
   if (p.algo == Algorithm::inc) default_segment = detail::kIncSegment;
   detail::Builder b(p, s, default_segment);
 
-  if (p.coll == Collective::barrier) {
+  if (p.coll == Collective::barrier && p.algo == Algorithm::inc) {
+    // Through the switch even on one rank: it is also how a job checks that its tree answers.
+    detail::inc_collective(b);
+  } else if (p.coll == Collective::barrier) {
     if (p.nranks > 1) detail::barrier_dissemination(b);
   } else if (p.count == 0) {
     // Nothing to move, on every rank alike.

@@ -300,6 +300,10 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
       s.bytes_sent = s.bytes_recv = f * n;
       return s;
     case Collective::barrier:
+      if (a == Algorithm::inc) {  // one empty switch operation
+        s.rounds = s.inc_rounds = 1;
+        return s;
+      }
       if (a != Algorithm::dissemination) unsupported(c, a);
       s.rounds = s.messages = ceil_log2(p);
       return s;

@@ -339,7 +339,7 @@ TEST(Selection, DefaultsAreSupportedAndFollowTheDocumentedRule) {
 
 TEST(BuildSchedule, RejectsBadCalls) {
   EXPECT_THROW(build_schedule(params(Collective::alltoall, Algorithm::ring, 4, 10)), Error);
-  EXPECT_THROW(build_schedule(params(Collective::barrier, Algorithm::inc, 4, 0)), Error);
+  EXPECT_THROW(build_schedule(params(Collective::barrier, Algorithm::ring, 4, 0)), Error);
   auto c = params(Collective::broadcast, Algorithm::binomial_tree, 4, 10);
   c.root = 4;
   EXPECT_THROW(build_schedule(c), Error);

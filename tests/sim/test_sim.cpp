@@ -277,7 +277,8 @@ TEST(Model, ClosedFormsAgreeWithSchedules) {
       {Collective::allgather, Algorithm::ring},          {Collective::allgather, Algorithm::recursive_doubling},
       {Collective::allgather, Algorithm::inc},           {Collective::broadcast, Algorithm::binomial_tree},
       {Collective::broadcast, Algorithm::pipelined_chain}, {Collective::broadcast, Algorithm::inc},
-      {Collective::alltoall, Algorithm::pairwise},       {Collective::barrier, Algorithm::dissemination}};
+      {Collective::alltoall, Algorithm::pairwise},       {Collective::barrier, Algorithm::dissemination},
+      {Collective::barrier, Algorithm::inc}};
   for (int p : {2, 3, 6, 8, 12, 16}) {
     for (auto [c, a] : cases) {
       const std::uint64_t n = 3ull << 20;  // divisible by 4 p for these p
