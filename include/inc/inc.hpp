@@ -173,8 +173,6 @@ class Communicator {
   explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}
   static Request start(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
                        const CallOptions& o);
-  static Request start_inc(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
-                           const std::string& selection, const std::string& how);
   static void check_spans(std::size_t send, std::size_t recv);
   std::shared_ptr<detail::CommState> state_;
 };

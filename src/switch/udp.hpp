@@ -71,6 +71,8 @@ class UdpPort {
   UdpPort(const UdpPort&) = delete;
   UdpPort& operator=(const UdpPort&) = delete;
   Endpoint local() const { return local_; }
+  // The socket, for a caller's own event loop (readable: call recv_batch until it returns 0).
+  int fd() const { return fd_; }
 
   // Wait until a datagram is readable, `timeout` passes or wake() is called.
   void wait(Nanos timeout);
