@@ -76,9 +76,15 @@ bool SimCluster::run_until(const std::function<bool()>& stop, Nanos limit) {
         wi = i;
       }
     }
-    if (t_net == kNever && t_worker == kNever) return false;
+    if (t_net == kNever && t_worker == kNever) {
+      now_ = std::max(now_, limit);
+      return false;
+    }
     Nanos t = std::min({t_net, t_worker, next_switch_tick_});
-    if (t > limit) return false;
+    if (t > limit) {
+      now_ = std::max(now_, limit);
+      return false;
+    }
     now_ = std::max(now_, t);
     if (t == next_switch_tick_ && t < t_net && t < t_worker) {
       for (std::size_t i = 0; i < switches_.size(); ++i) {

@@ -77,12 +77,19 @@ class SimCluster {
   // Deliver packets sent by anyone (e.g. hand-made) through the network.
   void inject(Endpoint from, Endpoint to, std::span<const std::byte> bytes);
 
-  // Run events until `stop()` holds (true) or nothing is left to do / `limit` passes (false).
+  // Run events until `stop()` holds (true) or nothing is left to do / `limit` passes (false;
+  // simulated time then stands at `limit`).
   bool run_until(const std::function<bool()>& stop, Nanos limit);
   // Run until every live worker is done or failed.
   bool run(Nanos limit);
   // Let the worker start an op at the current simulated time.
   void start(std::size_t worker, WorkerOp op) { workers_[worker]->start(std::move(op), now_); flush_worker(worker); }
+  // Let the worker submit an op to its stream at the current simulated time; returns its id.
+  std::uint64_t submit(std::size_t worker, WorkerOp op) {
+    auto id = workers_[worker]->submit(std::move(op), now_);
+    flush_worker(worker);
+    return id;
+  }
 
  private:
   struct Node {

@@ -1,25 +1,29 @@
 // The worker side of the Core-INC protocol as a sans-IO state machine. The runtime drives it:
 //
 //   WorkerProtocol w(cfg);
-//   w.start(WorkerOp::allreduce(...), now);            // joins the switch first if needed
-//   while (!w.done() && !w.failed()) {
+//   auto id = w.submit(WorkerOp::allreduce(...), now);  // joins the switch first if needed
+//   w.submit(WorkerOp::broadcast(...), now);            // queued behind it, pipelined
+//   while (!w.idle()) {
 //     TxPacket p; while (w.poll_tx(p)) send(p.to, p.bytes);
 //     wait for a datagram or until w.next_deadline();
 //     datagram ? w.on_packet(bytes, from, now) : w.on_tick(now);
+//     WorkerCompletion c; while (w.poll_completion(c)) finished(c.id, c.report);
 //   }
-//   w.failed() ? w.error() (kind, message, retryable()) : w.report() (overflow, counts)
+//   w.failed() ? w.error() (kind, message, retryable()) : ...
 //
-// Chunks of the job's stream are issued in order; chunk c uses slot c mod S and is sent only
-// once the result of chunk c - S arrived (SwitchML's window), at most `window` in flight.
-// A chunk without a result is retransmitted on time-out with exponential back-off. The switch's
-// epoch (learned at join) guards every exchange: a switch that restarted or reset the job
-// answers with a refusal, which becomes an error, never a silent wrong result.
+// Submitted ops form one chunk stream per job, issued in order; chunk c uses slot c mod S and
+// is sent only once the result of chunk c - S arrived (SwitchML's window), at most `window` in
+// flight. A chunk without a result is retransmitted on time-out with exponential back-off. The
+// switch's epoch (learned at join) guards every exchange: a switch that restarted or reset the
+// job answers with a refusal, which becomes an error, never a silent wrong result.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -116,6 +120,12 @@ struct OpReport {
   bool overflow = false;                // i32: some partial sum wrapped (see arith.hpp)
 };
 
+// One finished op of the stream: its id (from submit()) and the traffic of its own chunks.
+struct WorkerCompletion {
+  std::uint64_t id = 0;
+  OpReport report;  // this op only (join traffic and foreign packets are in report())
+};
+
 struct TxPacket {
   Endpoint to;
   std::vector<std::byte> bytes;
@@ -125,6 +135,24 @@ class WorkerProtocol {
  public:
   explicit WorkerProtocol(const WorkerConfig& cfg);
 
+  // The queued-op stream. Appends an op to the job's chunk stream and returns its id (0, 1,
+  // 2... per instance until reset()). Ops are issued strictly in submission order and
+  // pipelined: chunks of op k+1 may be in flight while op k's are. Joins first if needed.
+  // Never blocks. An invalid op (buffer sizes, fx32 with min/max) fails the protocol, as does
+  // any error: then every queued op fails (failed(), error()) and reset() is needed before
+  // submitting again. Ops submitted after a failure are dropped.
+  std::uint64_t submit(WorkerOp op, Nanos now);
+  // The next finished op (ops may finish out of order: their chunks' results may arrive so).
+  bool poll_completion(WorkerCompletion& c);
+  // Nothing joining, queued or in flight (true after a failure too).
+  bool idle() const;
+  // What the stream waits for: the oldest chunk in flight and the members the switch still
+  // misses, or the join in progress (for a caller's deadline error).
+  std::string describe_stall(Nanos now) const;
+  std::size_t queued() const;  // ops submitted and not finished
+
+  // One op at a time (the blocking UdpWorker and older tests): submit on an idle protocol,
+  // clearing report() and any unpolled completion; done() once that op finished.
   void start(WorkerOp op, Nanos now);
   void on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now);
   void on_tick(Nanos now);
@@ -134,26 +162,27 @@ class WorkerProtocol {
   bool poll_tx(TxPacket& out) { return out_.pop(out.to, out.bytes); }
   Outbox& outbox() { return out_; }
 
-  bool done() const { return state_ == State::done; }
-  bool failed() const { return state_ == State::failed; }
-  bool busy() const { return state_ == State::joining || state_ == State::running; }
+  bool done() const { return !failed_ && submitted_ > 0 && idle(); }
+  bool failed() const { return failed_; }
+  bool busy() const { return !failed_ && !idle(); }
   const WorkerError& error() const { return err_; }
+  // Counters since the last start() or reset(), over every op, joins and foreign packets.
   const OpReport& report() const { return rep_; }
   bool joined() const { return joined_; }
   std::uint32_t epoch() const { return epoch_; }
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
 
-  // Forget the join: the next start() joins again and begins a fresh chunk stream (use after a
-  // retryable error, once every member agreed to retry).
+  // Forget the join and the queue: the next submit() joins again and begins a fresh chunk
+  // stream (use after a retryable error, once every member agreed to retry).
   void reset();
   // Best-effort detach (one packet, no retransmission).
   void leave(Nanos now);
 
  private:
-  enum class State { idle, joining, running, done, failed };
   struct Chunk {
     bool exponent = false;    // fx32 first round: block exponents, i32 max
+    bool sync = false;        // barrier: one empty chunk
     std::uint32_t seg = 0;
     std::uint64_t off = 0;    // first element (of the segment) covered
     std::uint32_t n = 0;      // elements covered (blocks for an exponent chunk)
@@ -161,9 +190,11 @@ class WorkerProtocol {
     bool has_in = false;
     bool want = false;
   };
-  struct Slot {
+  // One chunk in flight, at ring position chunk mod (slots x lanes).
+  struct Entry {
     bool busy = false;
-    std::uint32_t chunk = 0;
+    std::uint64_t chunk = 0;  // position in the job's chunk stream
+    std::uint64_t op = 0;     // id of the op it belongs to
     Chunk c{};
     Nanos deadline = 0;
     Nanos rto = 0;
@@ -179,46 +210,68 @@ class WorkerProtocol {
     bool ready = false;
     std::uint32_t outstanding = 0;   // data chunks not yet complete
   };
+  // A submitted op: its cursor over its chunks and its fx32 exponent groups.
+  struct Op {
+    std::uint64_t id = 0;
+    WorkerOp w;
+    OpReport rep;
+    int headroom = 0;
+    bool begun = false;       // capabilities checked, first chunk may go
+    bool issued = false;      // every chunk issued
+    bool finished = false;
+    std::uint64_t outstanding = 0;  // chunks issued and not complete
+    std::uint32_t seg = 0;
+    std::uint64_t off = 0;
+    std::uint32_t group_left = 0;  // fx32: data chunks left in the current group
+    std::uint64_t group = 0;
+    bool sync_left = false;
+    std::unordered_map<std::uint64_t, Group> groups;
+  };
 
-  void fail(WorkerErrorKind k, std::string msg);
+  void fail(WorkerErrorKind k, std::string msg, std::string_view label);
+  std::string_view label_for_errors() const;
   void send_join(Nanos now, bool retransmit);
-  void begin_running(Nanos now);
-  bool next_chunk(Chunk& c);  // peek at the cursor
-  void advance_cursor();
+  void begin_join(Nanos now);
+  bool begin_op(Op& op);  // capability check when the op's first chunk is due
+  Op* op_by_id(std::uint64_t id);
+  const Op* op_by_id(std::uint64_t id) const;
+  bool next_chunk(Op& op, Chunk& c);  // peek at the op's cursor
+  void advance_cursor(Op& op, const Chunk& c);
+  void op_chunk_done(Op& op);
   void pump(Nanos now);
-  void send_chunk(Slot& s, bool retransmit);
-  void handle_result(const proto::PacketView& v, Nanos now);
+  void send_chunk(Entry& e, bool retransmit);
+  void handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now);
   void handle_nack(const proto::PacketView& v);
-  std::string where(std::uint32_t chunk) const;
-  std::uint32_t chunk_elems() const;
-  proto::ElemType wire_elem(const Chunk& c) const;
-  proto::WireOp wire_op(const Chunk& c) const;
+  Entry* entry_for(const proto::Header& h);
+  std::string where(std::uint64_t chunk) const;
+  std::string stall_detail(const Entry& e, Nanos now) const;
+  std::uint32_t chunk_elems(NumKind k) const;
+  std::uint32_t ring_size() const { return std::uint32_t(ring_.size()); }
+  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk); }
 
   WorkerConfig cfg_;
-  State state_ = State::idle;
+  bool failed_ = false;
+  bool joining_ = false;
   bool joined_ = false;
   std::uint32_t epoch_ = 0;
   proto::JoinInfo info_{};
-  WorkerOp op_;
   OpReport rep_;
   WorkerError err_;
   Outbox out_;
-  std::vector<Slot> slots_;
-  std::uint32_t next_chunk_ = 0;  // chunk id of the next chunk to issue (job stream position)
+  std::deque<Op> ops_;  // submitted and not retired (front: oldest not finished)
+  std::deque<WorkerCompletion> completions_;
+  std::uint64_t next_id_ = 0;  // id of the next submitted op
+  std::uint64_t issue_ = 0;    // id of the op whose chunks are issued next
+  std::uint64_t submitted_ = 0;
+  std::vector<Entry> ring_;
+  std::uint64_t next_chunk_ = 0;  // stream position of the next chunk to issue
   std::uint32_t inflight_ = 0;
-  // Cursor over the op's chunks.
-  std::uint32_t cur_seg_ = 0;
-  std::uint64_t cur_off_ = 0;
-  std::uint32_t group_left_ = 0;  // fx32: data chunks left in the current group
-  std::uint64_t cur_group_ = 0;
-  bool sync_sent_ = false;
-  std::unordered_map<std::uint64_t, Group> groups_;
-  int headroom_ = 0;
-  Nanos join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0;
+  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0;
   std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
   std::vector<std::int32_t> scratch_;
+  std::vector<float> fscratch_;
 };
 
 }  // namespace inc::sw
