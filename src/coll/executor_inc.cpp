@@ -18,10 +18,6 @@
 
 namespace inc::coll {
 
-namespace {
-bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
-}  // namespace
-
 void Engine::attach_switch(std::uint32_t comm_id, const SwitchAttachment& a) {
   std::lock_guard lk(mu_);
   if (!comms_.count(comm_id)) throw Error(Error::Kind::invalid_argument, "attach_switch: unknown communicator");
