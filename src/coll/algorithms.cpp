@@ -409,6 +409,14 @@ void inc_collective(Builder& b) {
       break;
     }
     case Collective::reduce_scatter:
+      if (n * static_cast<std::uint64_t>(p) * b.elem <= std::min(b.seg, kIncSmallBytes)) {
+        // Small: one switch operation over the whole vector (one chunk rather than one per
+        // shard, which costs a round trip each); every rank keeps its own shard.
+        const Region all = b.scratch(0, n * static_cast<std::uint64_t>(p));
+        b.inc_reduce(b.in(0, n * static_cast<std::uint64_t>(p)), all);
+        b.copy(sub(all, static_cast<std::uint64_t>(r) * n * b.elem, n * b.elem), b.out(0, n));
+        break;
+      }
       // Shard by shard; only the shard's owner receives the aggregate.
       for (int owner = 0; owner < p; ++owner) {
         const Region src = b.in(static_cast<std::uint64_t>(owner) * n, n), dst = b.out(0, n);

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -302,5 +303,47 @@ TEST(Inc, ReportCarriesTheWorkersPerCollectiveCounts) {
   // Under the seeded injector (mp_inc_lossy_*), 5% of this rank's datagrams are lost.
   if (const char* loss = std::getenv("INC_FAULT_LOSS"); loss && std::atof(loss) > 0) {
     EXPECT_GT(resent, 0u);
+  }
+}
+
+// Small reduce_scatter and allgather (one switch operation over the whole vector), in place
+// and out of place, at sizes around the small/large boundary, every type the switch carries.
+TEST(Inc, SmallReduceScatterAndAllgatherAreExact) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  for (std::uint64_t n : {1u, 3u, 64u, 2048u / static_cast<unsigned>(p), 4096u / static_cast<unsigned>(p) + 1}) {
+    for (bool in_place : {false, true}) {
+      std::vector<std::int32_t> in(n * p), out(n);
+      for (std::uint64_t i = 0; i < n * p; ++i) in[i] = ival(rank, i);
+      std::int32_t* dst = in_place ? in.data() + static_cast<std::uint64_t>(rank) * n : out.data();
+      comm.reduce_scatter(in.data(), dst, n, DataType::i32, ReduceOp::sum);
+      EXPECT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        std::int32_t s = 0;
+        for (int r = 0; r < p; ++r) s += ival(r, static_cast<std::uint64_t>(rank) * n + i);
+        ASSERT_EQ(dst[i], s) << "n=" << n << " in_place=" << in_place << " i=" << i;
+      }
+      // Odd byte counts and -0.0 / NaN bit patterns must arrive exactly.
+      std::vector<std::uint8_t> ag(n * p, 0xEE), mine(n);
+      for (std::uint64_t i = 0; i < n; ++i) mine[i] = static_cast<std::uint8_t>(rank * 7 + i);
+      if (in_place) std::copy(mine.begin(), mine.end(), ag.begin() + static_cast<std::ptrdiff_t>(rank * n));
+      comm.allgather(in_place ? ag.data() + rank * n : mine.data(), ag.data(), n, DataType::u8);
+      EXPECT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+      for (int r = 0; r < p; ++r)
+        for (std::uint64_t i = 0; i < n; ++i)
+          ASSERT_EQ(ag[r * n + i], static_cast<std::uint8_t>(r * 7 + i)) << "n=" << n << " r=" << r;
+      std::vector<float> fmine(n), fag(n * p);
+      for (std::uint64_t i = 0; i < n; ++i)
+        fmine[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(rank) + 0.5f;
+      comm.allgather(fmine.data(), fag.data(), n, DataType::f32);
+      for (int r = 0; r < p; ++r)
+        for (std::uint64_t i = 0; i < n; ++i) {
+          std::uint32_t got, want;
+          const float w = i % 3 == 0 ? -0.0f : i % 3 == 1 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(r) + 0.5f;
+          std::memcpy(&got, &fag[r * n + i], 4);
+          std::memcpy(&want, &w, 4);
+          ASSERT_EQ(got, want) << "n=" << n << " r=" << r << " i=" << i;
+        }
+    }
   }
 }
