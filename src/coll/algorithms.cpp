@@ -91,6 +91,7 @@ void Builder::inc_reduce(Region src, Region dst) { push(OpKind::inc_reduce, -1, 
 void Builder::inc_broadcast(int root, Region src, Region dst) {
   push(OpKind::inc_broadcast, root, src, dst);
 }
+void Builder::inc_gather(Region src, Region dst) { push(OpKind::inc_gather, -1, src, dst); }
 
 // ---------------------------------------------------------------------------------------------
 // Allreduce
@@ -426,6 +427,11 @@ void inc_collective(Builder& b) {
       }
       break;
     case Collective::allgather:
+      if (n * static_cast<std::uint64_t>(p) * b.elem <= std::min(b.seg, kIncSmallBytes)) {
+        // Small: all blocks in one switch operation (in place, this rank's block is both).
+        b.inc_gather(b.in(0, n), b.out(0, n * static_cast<std::uint64_t>(p)));
+        break;
+      }
       // Block by block, from its owner; in place the owner's block is already there.
       for (int owner = 0; owner < p; ++owner) {
         const Region src = b.in(0, n), dst = b.out(static_cast<std::uint64_t>(owner) * n, n);

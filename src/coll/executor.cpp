@@ -84,7 +84,9 @@ bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
 }
 
 bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -353,6 +355,7 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
     }
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
+    case OpKind::inc_gather:
       submit_ready_inc(*op.link);  // in order: it may have to wait for earlier inc ops
       return;
   }

@@ -100,6 +100,10 @@ class CollOp {
   SwitchLink* link = nullptr;
   std::vector<std::uint32_t> inc_ops;
   std::size_t inc_submitted = 0, inc_completed = 0;
+  // inc_gather: the zero-padded vectors handed to the worker, and per op index the padded
+  // result to copy into dst on completion (when dst is not whole i32 words).
+  std::vector<std::vector<std::byte>> staging;
+  std::unordered_map<std::uint32_t, std::size_t> staged_out;
 };
 
 class Engine : public transport::MessageSink {

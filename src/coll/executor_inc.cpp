@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "coll/executor_inc.hpp"
@@ -91,6 +92,23 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
   sw::WorkerOp w;
   if (bytes == 0) {
     w = sw::WorkerOp::barrier();
+  } else if (o.kind == OpKind::inc_gather) {
+    // This rank's block in zeros, summed as wrap-around i32 words: every other rank adds 0 to
+    // these bytes and this rank 0 to theirs, so each byte arrives exactly (no carries).
+    const std::uint64_t words = (o.dst.bytes + 3) / 4;
+    auto& padded = op.staging.emplace_back(words * 4);
+    if (o.src.bytes)
+      std::memcpy(padded.data() + static_cast<std::uint64_t>(p.rank) * o.src.bytes, region_ptr(op, o.src),
+                  o.src.bytes);
+    // Spans now: the heap blocks stay put when `staging` grows, its elements do not.
+    const std::span<const std::byte> in{padded.data(), padded.size()};
+    std::span<std::byte> out{region_ptr(op, o.dst), o.dst.bytes};
+    if (o.dst.bytes % 4) {
+      op.staged_out[i] = op.staging.size();
+      out = op.staging.emplace_back(words * 4);
+    }
+    w = sw::WorkerOp::allreduce(sw::NumKind::i32, sw::ReduceKind::sum, in, out, words,
+                                static_cast<std::uint32_t>(p.nranks));
   } else {
     sw::Segment seg;
     if (o.src.bytes) seg.in = {region_ptr(op, o.src), o.src.bytes};
@@ -185,6 +203,10 @@ void Engine::service_links() {
       // The switch's flag is about i32 wrap-around; u32 sums wrap by definition.
       if (c.report.overflow && op.params.dtype == DataType::i32) op.info_.overflow = true;
       ++op.inc_completed;
+      if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
+        const Op& o = op.sched.ops[i];
+        std::memcpy(region_ptr(op, o.dst), op.staging[s->second].data(), o.dst.bytes);
+      }
       complete(op, i);  // may finish (and free) the collective
     }
     if (l.worker.failed()) {

@@ -345,6 +345,7 @@ Access access_of(const Op& op) {
     case OpKind::copy:
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
+    case OpKind::inc_gather:
       a.reads[0] = &op.src;
       a.write = &op.dst;
       break;
@@ -479,13 +480,14 @@ void infer_dependencies(RankSchedule& s) {
 // ---------------------------------------------------------------------------------------------
 
 std::string to_string(const Op& op) {
-  static constexpr std::string_view kinds[] = {"send",   "recv",       "recv_reduce",  "copy",
-                                               "reduce", "inc_reduce", "inc_broadcast"};
+  static constexpr std::string_view kinds[] = {"send",       "recv",          "recv_reduce",
+                                               "copy",       "reduce",        "inc_reduce",
+                                               "inc_broadcast", "inc_gather"};
   static constexpr std::string_view bufs[] = {"input", "output", "scratch"};
   auto reg = [](const Region& r) {
     return fmt::format("{}[{},+{})", bufs[static_cast<unsigned>(r.buf) % 3], r.offset, r.bytes);
   };
-  const auto k = kinds[static_cast<unsigned>(op.kind) % 7];
+  const auto k = kinds[static_cast<unsigned>(op.kind) % 8];
   const std::string fence = op.fence ? " (fence)" : "";
   switch (op.kind) {
     case OpKind::send:
@@ -527,6 +529,7 @@ ScheduleCounts summarize(const RankSchedule& s) noexcept {
         break;
       case OpKind::inc_reduce:
       case OpKind::inc_broadcast:
+      case OpKind::inc_gather:
         ++c.inc_ops;
         c.inc_bytes += op.src.bytes;
         break;

@@ -56,6 +56,10 @@ enum class OpKind : std::uint8_t {
                   // switch operation without data that completes once every rank issued it.
                   // (For sizes that are not elements, a raw copy is an inc_broadcast.)
   inc_broadcast,  // rank `peer` contributes src; the switch replicates it into every rank's dst
+  inc_gather,     // every rank contributes src (the same size on every rank); every rank's dst
+                  // (nranks x src.bytes) receives all of them in rank order. One switch
+                  // operation for all blocks; through an adding switch, each rank's src placed
+                  // in zeros and summed as wrap-around i32 words (x + 0 = x: exact bytes).
 };
 
 struct Op {

@@ -192,11 +192,24 @@ TEST(Counts, IncSegments) {
     for (const Op& op : rs[static_cast<std::size_t>(r)].ops) received += op.dst.bytes;
     EXPECT_EQ(received, 400000u);
   }
-  c.coll = Collective::allgather;
-  c.count = 10;
+  c.coll = Collective::allgather;  // 4 blocks of 40000 B: one replication per owner
+  c.count = 10000;
   for (const auto& s : build_schedules(c)) {
     ASSERT_EQ(s.ops.size(), 4u);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(s.ops[static_cast<std::size_t>(r)].peer, r);
+  }
+  // Small (16 KiB in all at most): one switch operation for the whole vector.
+  c.count = 10;
+  for (const auto& s : build_schedules(c)) {
+    ASSERT_EQ(s.ops.size(), 1u);
+    EXPECT_EQ(s.ops[0].kind, OpKind::inc_gather);
+    EXPECT_EQ(s.ops[0].dst.bytes, 160u);
+  }
+  c.coll = Collective::reduce_scatter;
+  for (const auto& s : build_schedules(c)) {
+    EXPECT_EQ(summarize(s).inc_ops, 1u);
+    EXPECT_EQ(summarize(s).inc_bytes, 160u);
+    EXPECT_EQ(summarize(s).copy_bytes, 40u);  // the rank's own shard of the whole result
   }
 }
 
