@@ -432,22 +432,24 @@ void inc_collective(Builder& b) {
         b.inc_gather(b.in(0, n), b.out(0, n * static_cast<std::uint64_t>(p)));
         break;
       }
-      // Block by block, from its owner; in place the owner's block is already there.
+      // Block by block, from its owner, which copies its own block locally (in place it is
+      // already there) rather than receive it back from the switch.
       for (int owner = 0; owner < p; ++owner) {
         const Region src = b.in(0, n), dst = b.out(static_cast<std::uint64_t>(owner) * n, n);
+        const bool mine = owner == r;
+        if (mine) b.copy(src, dst);
         segments(dst.bytes, [&](std::uint64_t o, std::uint64_t len) {
-          const bool mine = owner == r;
-          b.inc_broadcast(owner, mine ? sub(src, o, len) : none,
-                          mine && b.p.in_place ? none : sub(dst, o, len));
+          b.inc_broadcast(owner, mine ? sub(src, o, len) : none, mine ? none : sub(dst, o, len));
         });
       }
       break;
     case Collective::broadcast: {
+      // The root copies locally (nothing in place) and only sends.
       const bool root = r == b.p.root;
       const Region src = b.in(0, n), dst = b.out(0, n);
+      if (root) b.copy(src, dst);
       segments(dst.bytes, [&](std::uint64_t o, std::uint64_t len) {
-        b.inc_broadcast(b.p.root, root ? sub(src, o, len) : none,
-                        root && b.p.in_place ? none : sub(dst, o, len));
+        b.inc_broadcast(b.p.root, root ? sub(src, o, len) : none, root ? none : sub(dst, o, len));
       });
       break;
     }
