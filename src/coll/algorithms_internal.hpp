@@ -17,7 +17,7 @@ inline constexpr std::uint64_t kIncSegment = 64u << 10;     // Core-INC switch o
 // Core-INC reduce_scatter and allgather of at most this many bytes in all (and at most one
 // segment): one switch operation over the whole vector instead of one per shard or block. One
 // default switch slot (4096 x 4 B), i.e. one round trip instead of p; measured 3-4x faster at
-// 64 B to 16 KiB on 8 ranks (docs/ALGORITHMS.md). Larger, every rank would move p times its
+// 64 B to 16 KiB on 8 ranks (docs/ARCHITECTURE.md). Larger, every rank would move p times its
 // share of the bytes for nothing.
 inline constexpr std::uint64_t kIncSmallBytes = 16u << 10;
 
