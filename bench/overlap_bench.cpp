@@ -12,9 +12,9 @@
 //
 //   build/tools/inc launch -n 8 --switch -- build/bench/overlap_bench -b 1MiB -n 20
 //   build/tools/inc launch -n 8 -- build/bench/overlap_bench -a ring       # host algorithm
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +39,9 @@ struct Compute {
   }
 };
 
-double seconds_since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+double seconds_since(clk::time_point t0) {
+  return std::chrono::duration<double>(clk::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -51,10 +53,14 @@ std::uint64_t parse_bytes(const std::string& s) {
   double v = std::stod(s, &pos);
   std::string unit = s.substr(pos);
   double mul = 1;
-  if (unit == "K" || unit == "KiB") mul = 1024;
-  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") throw CLI::ValidationError("--bytes", "unknown unit '" + unit + "'");
+  if (unit == "K" || unit == "KiB")
+    mul = 1024;
+  else if (unit == "M" || unit == "MiB")
+    mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    throw CLI::ValidationError("--bytes", "unknown unit '" + unit + "'");
   if (!(v > 0)) throw CLI::ValidationError("--bytes", "must be positive");
   return static_cast<std::uint64_t>(v * mul);
 }
@@ -66,10 +72,14 @@ int main(int argc, char** argv) {
   std::string bytes_s = "1MiB", algo;
   int iters = 20;
   std::vector<int> test_every = {0, 1, 16};
-  app.add_option("-b,--bytes", bytes_s, "allreduce size (f32 sum), e.g. 64KiB, 1MiB")->capture_default_str();
-  app.add_option("-n,--iters", iters, "timed iterations per measurement")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("-b,--bytes", bytes_s, "allreduce size (f32 sum), e.g. 64KiB, 1MiB")
+      ->capture_default_str();
+  app.add_option("-n,--iters", iters, "timed iterations per measurement")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app.add_option("-a,--algo", algo, "algorithm (default: the communicator's: inc with a switch)");
-  app.add_option("--test-every", test_every, "call test() every K compute steps (0 = never); repeatable")
+  app.add_option("--test-every", test_every,
+                 "call test() every K compute steps (0 = never); repeatable")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::uint64_t bytes = 0;
@@ -87,7 +97,9 @@ int main(int argc, char** argv) {
     std::vector<float> in(n, 1.0f), out(n);
     CallOptions opt;
     opt.algo = algo;
-    auto comm_once = [&] { comm.iallreduce(in.data(), out.data(), n, DataType::f32, ReduceOp::sum, opt).wait(); };
+    auto comm_once = [&] {
+      comm.iallreduce(in.data(), out.data(), n, DataType::f32, ReduceOp::sum, opt).wait();
+    };
     for (int i = 0; i < 3; ++i) comm_once();
     const Report rep = comm.last_report();
 
@@ -108,7 +120,8 @@ int main(int argc, char** argv) {
       for (std::uint64_t s = 0; s < steps; ++s) work.step();
       const double dt = seconds_since(t0);
       if (dt >= 0.2 * t_comm || steps > (1ull << 40)) {
-        steps = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(steps) * t_comm / dt));
+        steps = std::max<std::uint64_t>(
+            1, static_cast<std::uint64_t>(static_cast<double>(steps) * t_comm / dt));
         break;
       }
       steps *= 4;
@@ -148,18 +161,20 @@ int main(int argc, char** argv) {
     host.algo = "recursive_doubling";
     comm.allreduce(mine.data(), worst.data(), mine.size(), DataType::f64, ReduceOp::max, host);
     if (lead) {
-      std::printf("overlap: allreduce of %s (%zu x f32 sum) on %d ranks, %s (%s); medians of %d, "
-                  "slowest rank; compute loop of %llu steps per rank\n",
-                  bytes_s.c_str(), n, comm.size(), rep.algorithm.c_str(),
-                  rep.in_network ? "in the network" : "on the hosts", iters,
-                  static_cast<unsigned long long>(steps));
+      std::printf(
+          "overlap: allreduce of %s (%zu x f32 sum) on %d ranks, %s (%s); medians of %d, "
+          "slowest rank; compute loop of %llu steps per rank\n",
+          bytes_s.c_str(), n, comm.size(), rep.algorithm.c_str(),
+          rep.in_network ? "in the network" : "on the hosts", iters,
+          static_cast<unsigned long long>(steps));
       std::printf("  %-36s %10.1f us\n", "collective alone (t_comm)", worst[0] * 1e6);
       std::printf("  %-36s %10.1f us\n", "compute alone (t_compute)", worst[1] * 1e6);
       for (std::size_t j = 0; j < test_every.size(); ++j) {
         const double tov = worst[2 + j];
         const double overlap = 100.0 * (1.0 - (tov - worst[1]) / worst[0]);
-        std::string label = test_every[j] > 0 ? fmt::format("overlapped, test() every {} steps", test_every[j])
-                                              : std::string("overlapped, no test() until wait()");
+        std::string label = test_every[j] > 0
+                                ? fmt::format("overlapped, test() every {} steps", test_every[j])
+                                : std::string("overlapped, no test() until wait()");
         std::printf("  %-36s %10.1f us   overlap %5.1f %%   (one after the other: %.1f us)\n",
                     label.c_str(), tov * 1e6, overlap, (worst[0] + worst[1]) * 1e6);
       }

@@ -121,11 +121,6 @@ void Engine::remove_comm(std::uint32_t comm_id) {
   comms_.erase(comm_id);
 }
 
-void Engine::abort(const Error& e) {
-  std::lock_guard lk(mu_);
-  fail_all(e);
-}
-
 transport::TransportStats Engine::stats() {
   std::lock_guard lk(mu_);
   return mesh_->stats();

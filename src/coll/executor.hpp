@@ -139,9 +139,6 @@ class Engine : public transport::MessageSink {
   bool test(CollOp& op);
 
   transport::TransportStats stats();
-  // Make the engine unusable with this error and tell every peer (a failure outside the
-  // schedules, e.g. of the switch path, after which the ranks can no longer agree).
-  void abort(const Error& e);
 
   // MessageSink
   transport::RecvTarget on_header(int peer, const transport::WireHeader& h) override;

@@ -9,26 +9,29 @@
 // communicator: an inc op goes to the worker only once every earlier inc op of the
 // communicator did. A failure of the switch path stops the whole job with an error naming the
 // switch: the ranks could not otherwise agree on who holds a result.
+#include "coll/executor_inc.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "coll/executor_inc.hpp"
-
 namespace inc::coll {
 
 void Engine::attach_switch(std::uint32_t comm_id, const SwitchAttachment& a) {
   std::lock_guard lk(mu_);
-  if (!comms_.count(comm_id)) throw Error(Error::Kind::invalid_argument, "attach_switch: unknown communicator");
+  if (!comms_.count(comm_id))
+    throw Error(Error::Kind::invalid_argument, "attach_switch: unknown communicator");
   if (links_.count(comm_id))
-    throw Error(Error::Kind::invalid_argument, "attach_switch: the communicator already has a switch tree");
+    throw Error(Error::Kind::invalid_argument,
+                "attach_switch: the communicator already has a switch tree");
   std::unique_ptr<SwitchLink> l;
   try {
     l = std::make_unique<SwitchLink>(comm_id, a);
   } catch (const std::exception& e) {
-    throw Error(Error::Kind::network, fmt::format("{}: cannot open this rank's UDP socket: {}", a.where, e.what()));
+    throw Error(Error::Kind::network,
+                fmt::format("{}: cannot open this rank's UDP socket: {}", a.where, e.what()));
   }
   SwitchLink* lp = l.get();
   mesh_->watch_fd(lp->port.fd(), [this, lp] { on_link_readable(*lp); });
@@ -61,10 +64,11 @@ bool Engine::has_switch(std::uint32_t comm_id) {
 void Engine::check_inc_call(const CollOp& op) const {
   const auto& p = op.params;
   if (!op.link)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: algorithm 'inc' needs a Core-INC switch, and this communicator has "
-                            "none configured",
-                            describe(op)));
+    throw Error(
+        Error::Kind::invalid_argument,
+        fmt::format("{}: algorithm 'inc' needs a Core-INC switch, and this communicator has "
+                    "none configured",
+                    describe(op)));
   bool reduces = false;
   for (std::uint32_t i : op.inc_ops) {
     const Op& o = op.sched.ops[i];
@@ -98,8 +102,8 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
     const std::uint64_t words = (o.dst.bytes + 3) / 4;
     auto& padded = op.staging.emplace_back(words * 4);
     if (o.src.bytes)
-      std::memcpy(padded.data() + static_cast<std::uint64_t>(p.rank) * o.src.bytes, region_ptr(op, o.src),
-                  o.src.bytes);
+      std::memcpy(padded.data() + static_cast<std::uint64_t>(p.rank) * o.src.bytes,
+                  region_ptr(op, o.src), o.src.bytes);
     // Spans now: the heap blocks stay put when `staging` grows, its elements do not.
     const std::span<const std::byte> in{padded.data(), padded.size()};
     std::span<std::byte> out{region_ptr(op, o.dst), o.dst.bytes};
@@ -118,8 +122,9 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
       w.contributors = 1;
       seg.elems = bytes;
     } else {
-      w.kind = p.dtype == DataType::f32 ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
-                                        : sw::NumKind::i32;
+      w.kind = p.dtype == DataType::f32
+                   ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
+                   : sw::NumKind::i32;
       w.op = p.op == ReduceOp::min   ? sw::ReduceKind::min
              : p.op == ReduceOp::max ? sw::ReduceKind::max
                                      : sw::ReduceKind::sum;
@@ -234,12 +239,14 @@ void Engine::link_failed(SwitchLink& l, const std::string& why) {
   l.order.clear();
   l.worker.reset();
   if (ops.empty()) return;
-  const bool tentative = std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o->tentative; });
+  const bool tentative =
+      std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o->tentative; });
   if (!tentative) {
     fail_all(Error(Error::Kind::network, why));
     return;
   }
-  for (auto& op : ops) fail(*op, Error(Error::Kind::network, fmt::format("{}: {}", describe(*op), why)), false);
+  for (auto& op : ops)
+    fail(*op, Error(Error::Kind::network, fmt::format("{}: {}", describe(*op), why)), false);
 }
 
 void Engine::abandon_inc(CollOp& op) {
@@ -253,10 +260,12 @@ void Engine::abandon_inc(CollOp& op) {
 std::string Engine::describe_inc(const CollOp& op) const {
   if (op.inc_ops.empty() || !op.link) return "";
   const SwitchLink& l = *op.link;
-  std::string s = fmt::format("; {} of {} switch operations done", op.inc_completed, op.inc_ops.size());
+  std::string s =
+      fmt::format("; {} of {} switch operations done", op.inc_completed, op.inc_ops.size());
   if (op.inc_submitted < op.inc_ops.size()) {
     s += fmt::format(", {} not handed to the switch yet", op.inc_ops.size() - op.inc_submitted);
-    if (!l.order.empty() && l.order.front() != op.uid) s += " (an earlier collective's are not either)";
+    if (!l.order.empty() && l.order.front() != op.uid)
+      s += " (an earlier collective's are not either)";
   }
   s += fmt::format("; {}: {}", l.cfg.where, l.worker.describe_stall(sw::monotonic_now()));
   std::string dead;

@@ -25,7 +25,9 @@ Communicator fresh(std::chrono::milliseconds timeout) {
   return Communicator::init(o);
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -75,7 +77,8 @@ TEST(IncDeadlinesDeadRank, ReportedAfterTimeoutWithTheSwitchsView) {
                 e.kind() == Error::Kind::peer_failure)
         << m;
   }
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The first rank to give up tells the others (peer_failure quoting its message): a rank
   // that started later may see it a little before its own deadline, hence the slack, which
   // still excludes the old fixed 5 s.
