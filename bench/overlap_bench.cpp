@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Overlap of a non-blocking collective with computation", "overlap_bench"};
   std::string bytes_s = "1MiB", algo;
   int iters = 20;
-  std::vector<int> test_every = {0, 1, 16};
+  std::vector<int> test_every = {0, 16, 256};
   app.add_option("-b,--bytes", bytes_s, "allreduce size (f32 sum), e.g. 64KiB, 1MiB")
       ->capture_default_str();
   app.add_option("-n,--iters", iters, "timed iterations per measurement")
