@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "coll/schedule.hpp"
 #include "inc/inc.hpp"
 #include "tools/bench_core.hpp"
 #include "tools/commands.hpp"
@@ -21,28 +24,8 @@ namespace inc::tools {
 
 namespace {
 
-const char* kBenchUsage = R"(usage: inc bench [options]      (run under `inc launch`, mpirun, srun or torchrun)
-
-  -c, --coll NAME      allreduce | reduce_scatter | allgather | broadcast | alltoall | all  [allreduce]
-  -a, --algo NAME      auto | ring | recursive_doubling | rabenseifner | binomial_tree |
-                       pipelined_chain | pairwise | inc; a comma list runs each   [auto]
-  -d, --dtype T        f64 f32 f16 bf16 i8 u8 i32 u32 i64 u64                  [f32]
-  -o, --op OP          sum | prod | min | max | avg                            [sum]
-  -b, --min-bytes N    smallest size (suffixes K, M, G = 2^10, 2^20, 2^30)     [8]
-  -e, --max-bytes N    largest size                                            [64M]
-  -f, --factor F       multiply the size by F each step                        [2]
-  -n, --iters N        timed iterations per size                               [20]
-  -w, --warmup N       untimed iterations per size                             [5]
-  -r, --root R         broadcast root                                          [0]
-      --inplace        in-place buffers (NCCL conventions)
-      --check 0|1      verify every size against the expected result           [1]
-      --format F       table | csv | json (on stdout)                          [table]
-      --csv FILE       also write CSV to FILE;  --json FILE: also write JSON
-      --no-progress    no progress line on stderr
-)";
-
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "inc bench: %s\n\n%s", msg.c_str(), kBenchUsage);
+  std::fprintf(stderr, "inc bench: %s (see inc bench --help)\n", msg.c_str());
   std::exit(2);
 }
 
@@ -59,26 +42,6 @@ std::uint64_t parse_bytes(const std::string& s, const char* flag) {
   if (!(v >= 0) || v * mul > 16.0 * 1024 * 1024 * 1024)
     usage_error(fmt::format("{} '{}' is not a size between 0 and 16G", flag, s));
   return static_cast<std::uint64_t>(v * mul);
-}
-
-long parse_int(const std::string& s, const char* flag, long lo, long hi) {
-  char* end = nullptr;
-  long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < lo || v > hi)
-    usage_error(fmt::format("{} '{}' must be an integer in [{}, {}]", flag, s, lo, hi));
-  return v;
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    auto c = s.find(',', start);
-    out.push_back(s.substr(start, c - start));
-    if (c == std::string::npos) break;
-    start = c + 1;
-  }
-  return out;
 }
 
 std::string human_bytes(std::uint64_t b) {
@@ -101,76 +64,74 @@ int cmd_bench(int argc, char** argv) {
   std::string format = "table", csv_path, json_path;
   bool progress = isatty(STDERR_FILENO) != 0;
 
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", a));
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kBenchUsage, stdout);
-      return 0;
-    } else if (a == "-c" || a == "--coll") {
-      std::string v = val();
-      colls.clear();
-      if (v == "all") {
-        colls = {Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
-                 Collective::broadcast, Collective::alltoall};
-      } else {
-        for (auto& n : split_commas(v)) {
-          auto c = parse_collective(n);
-          if (!c || *c == Collective::barrier) usage_error(fmt::format("unknown collective '{}'", n));
-          colls.push_back(*c);
-        }
-      }
-    } else if (a == "-a" || a == "--algo") {
-      algos = split_commas(val());
-      for (auto& x : algos)
-        if (x == "auto") x.clear();
-    } else if (a == "-d" || a == "--dtype") {
-      std::string v = val();
-      auto t = parse_data_type(v);
-      if (!t) usage_error(fmt::format("unknown data type '{}'", v));
-      base.dtype = *t;
-    } else if (a == "-o" || a == "--op") {
-      std::string v = val();
-      auto o = parse_reduce_op(v);
-      if (!o) usage_error(fmt::format("unknown reduction op '{}'", v));
-      base.op = *o;
-    } else if (a == "-b" || a == "--min-bytes") {
-      min_b = parse_bytes(val(), "--min-bytes");
-    } else if (a == "-e" || a == "--max-bytes") {
-      max_b = parse_bytes(val(), "--max-bytes");
-    } else if (a == "-f" || a == "--factor") {
-      std::string v = val();
-      char* end = nullptr;
-      factor = std::strtod(v.c_str(), &end);
-      if (*end != '\0' || !(factor > 1.0) || factor > 1024)
-        usage_error(fmt::format("--factor '{}' must be a number > 1", v));
-    } else if (a == "-n" || a == "--iters") {
-      base.iters = static_cast<int>(parse_int(val(), "--iters", 1, 1000000));
-    } else if (a == "-w" || a == "--warmup") {
-      base.warmup = static_cast<int>(parse_int(val(), "--warmup", 0, 1000000));
-    } else if (a == "-r" || a == "--root") {
-      base.root = static_cast<int>(parse_int(val(), "--root", 0, 1 << 30));
-    } else if (a == "--inplace") {
-      base.in_place = true;
-    } else if (a == "--check") {
-      base.check = parse_int(val(), "--check", 0, 1) == 1;
-    } else if (a == "--format") {
-      format = val();
-      if (format != "table" && format != "csv" && format != "json")
-        usage_error(fmt::format("--format '{}' must be table, csv or json", format));
-    } else if (a == "--csv") {
-      csv_path = val();
-    } else if (a == "--json") {
-      json_path = val();
-    } else if (a == "--no-progress") {
-      progress = false;
-    } else {
-      usage_error(fmt::format("unknown option '{}'", a));
-    }
+  CLI::App app{"An nccl-tests style collective benchmark. Run it under a launcher (inc launch, "
+               "mpirun, srun, torchrun); rank 0 prints one row per size.",
+               "inc bench"};
+  std::vector<std::string> coll_names{"allreduce"}, algo_names{"auto"};
+  std::string dtype_name = "f32", op_name = "sum", min_s = "8", max_s = "64M";
+  int check = 1;
+  bool no_progress = false;
+  app.add_option("-c,--coll", coll_names,
+                 "allreduce | reduce_scatter | allgather | broadcast | alltoall | all (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("-a,--algo", algo_names,
+                 "auto | ring | recursive_doubling | rabenseifner | binomial_tree | pipelined_chain | "
+                 "pairwise | inc; a comma list runs each")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("-d,--dtype", dtype_name, "f64 f32 f16 bf16 i8 u8 i32 u32 i64 u64")->capture_default_str();
+  app.add_option("-o,--op", op_name, "sum | prod | min | max | avg")->capture_default_str();
+  app.add_option("-b,--min-bytes", min_s, "smallest size (suffixes K, M, G = 2^10, 2^20, 2^30)")->capture_default_str();
+  app.add_option("-e,--max-bytes", max_s, "largest size")->capture_default_str();
+  app.add_option("-f,--factor", factor, "multiply the size by F each step")->check(CLI::Range(1.0000001, 1024.0))->capture_default_str();
+  app.add_option("-n,--iters", base.iters, "timed iterations per size")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("-w,--warmup", base.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("-r,--root", base.root, "broadcast root")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--inplace", base.in_place, "in-place buffers (NCCL conventions)");
+  app.add_option("--check", check,
+                 "1: fresh inputs every iteration, every result verified, only the call timed "
+                 "(between barriers); 0: back-to-back timing as nccl-tests, no check")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
+  app.add_option("--format", format, "table | csv | json (on stdout)")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  app.add_option("--csv", csv_path, "also write CSV to FILE");
+  app.add_option("--json", json_path, "also write JSON to FILE");
+  app.add_flag("--no-progress", no_progress, "no progress line on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
+  if (no_progress) progress = false;
+  base.check = check == 1;
+  colls.clear();
+  for (const auto& n : coll_names) {
+    if (n == "all") {
+      colls.insert(colls.end(), {Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
+                                 Collective::broadcast, Collective::alltoall});
+      continue;
+    }
+    auto c = parse_collective(n);
+    if (!c || *c == Collective::barrier) usage_error(fmt::format("unknown collective '{}'", n));
+    colls.push_back(*c);
+  }
+  algos.clear();
+  for (const auto& x : algo_names) {
+    coll::Algorithm parsed;
+    if (!coll::parse_algorithm(x, parsed)) usage_error(fmt::format("unknown algorithm '{}'", x));
+    algos.push_back(x == "auto" || x == "automatic" ? std::string() : x);
+  }
+  auto t = parse_data_type(dtype_name);
+  if (!t) usage_error(fmt::format("unknown data type '{}'", dtype_name));
+  base.dtype = *t;
+  auto o = parse_reduce_op(op_name);
+  if (!o) usage_error(fmt::format("unknown reduction op '{}'", op_name));
+  base.op = *o;
+  min_b = parse_bytes(min_s, "--min-bytes");
+  max_b = parse_bytes(max_s, "--max-bytes");
   if (min_b > max_b) usage_error("--min-bytes is larger than --max-bytes");
 
   Communicator comm;
@@ -204,6 +165,14 @@ int cmd_bench(int argc, char** argv) {
     for (Collective coll : colls)
       for (const auto& algo : algos)
         for (std::uint64_t s : sizes) {
+          coll::Algorithm a = coll::Algorithm::automatic;
+          coll::parse_algorithm(algo.empty() ? "auto" : algo, a);
+          // `-c all -a ring,inc`: skip the pairs that do not exist (ring has no broadcast);
+          // 'inc' always runs (it falls back to the hosts with a reason where it must).
+          if (a != coll::Algorithm::inc && !coll::supports(coll, a)) {
+            ++done;
+            continue;
+          }
           BenchCase c = base;
           c.coll = coll;
           c.algo = algo;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "numerics/reduce.hpp"
+#include "tools/bench_check.hpp"
 
 namespace inc::tools {
 
@@ -36,48 +36,6 @@ std::uint64_t count_for_bytes(Collective c, std::uint64_t bytes, DataType t, int
       return elems;
   }
 }
-
-namespace {
-
-// Input pattern: small integers (1..4; for prod 1 or 2 on at most 6 ranks), so that every
-// reduction order gives the same, exact result in every data type: sums stay below 256 (the
-// largest run of exact integers in bf16) up to 64 ranks, and products below 64.
-double pattern(ReduceOp op, int rank, std::uint64_t i) {
-  if (op == ReduceOp::prod) return (rank < 6 && (rank + i) % 3 == 0) ? 2.0 : 1.0;
-  return 1.0 + static_cast<double>((static_cast<std::uint64_t>(rank) * 7 + i * 3) % 4);
-}
-
-// Expected element: combine the ranks' pattern values in rank order with the library's own
-// kernels on a one-element vector (exact for these small integers in every type).
-struct Expect {
-  DataType t;
-  ReduceOp op;
-  int n;
-  std::vector<std::byte> acc, tmp;
-  Expect(DataType t_, ReduceOp op_, int n_) : t(t_), op(op_), n(n_), acc(8), tmp(8) {}
-  void reduced(std::uint64_t i, std::byte* out) {
-    numerics::store_from_double(t, acc.data(), 0, pattern(op, 0, i));
-    for (int r = 1; r < n; ++r) {
-      numerics::store_from_double(t, tmp.data(), 0, pattern(op, r, i));
-      numerics::reduce(t, op, acc.data(), acc.data(), tmp.data(), 1);
-    }
-    if (op == ReduceOp::avg) numerics::divide(t, acc.data(), 1, static_cast<std::uint64_t>(n));
-    std::memcpy(out, acc.data(), size_of(t));
-  }
-};
-
-void fill(DataType t, ReduceOp op, int rank, std::byte* buf, std::uint64_t base, std::uint64_t n) {
-  // The pattern depends on i only through i mod 12 (a multiple of 3 and 4): build one period and replicate it.
-  std::byte period[12 * 8];
-  for (int k = 0; k < 12; ++k) numerics::store_from_double(t, period, k, pattern(op, rank, base + k));
-  const std::size_t esz = size_of(t);
-  for (std::uint64_t i = 0; i < n; i += 12) {
-    std::uint64_t m = std::min<std::uint64_t>(12, n - i);
-    std::memcpy(buf + i * esz, period, m * esz);
-  }
-}
-
-}  // namespace
 
 BenchResult run_case(Communicator& comm, const BenchCase& c) {
   using clock = std::chrono::steady_clock;
@@ -127,12 +85,21 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
         s = recvbuf.data();
     }
   };
-  auto prepare_input = [&] {
+  std::byte* const input = [&] {
     std::byte* in = c.in_place ? recvbuf.data() : sendbuf.data();
     if (c.in_place && c.coll == Collective::allgather)
       in = recvbuf.data() + static_cast<std::size_t>(rank) * count * esz;
+    return in;
+  }();
+  const std::byte* const result = c.in_place && c.coll == Collective::reduce_scatter
+                                      ? recvbuf.data() + static_cast<std::size_t>(rank) * count * esz
+                                      : recvbuf.data();
+  // Iteration k's inputs differ from iteration k-1's: a stale result fails the check.
+  const std::uint64_t case_salt = (static_cast<std::uint64_t>(c.coll) << 56) ^ (c.bytes << 8) ^
+                                  (static_cast<std::uint64_t>(c.dtype) * 131 + static_cast<std::uint64_t>(c.op));
+  auto prepare_input = [&](int k) {
     if (c.coll == Collective::broadcast && rank != c.root) return;
-    fill(c.dtype, c.op, rank, in, 0, in_elems);
+    BenchPattern(c.coll, c.dtype, c.op, n, case_salt + static_cast<std::uint64_t>(k)).fill(rank, input, 0, in_elems);
   };
   auto run_once = [&] {
     const void* s;
@@ -160,74 +127,57 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
     }
   };
 
-  // Correctness run.
+  // With the check on, every iteration (warm-up included) gets fresh inputs and its result is
+  // verified; only the collective call itself is timed, between barriers (on an oversubscribed
+  // machine another rank's input or check work would otherwise steal the cores of the timed
+  // call). With it off, the timed iterations run back to back as in nccl-tests.
+  std::uint64_t wrong = 0;
+  double local_us = 0;
+  std::vector<double> per_iter;  // microseconds of each timed call (check mode)
+  Report rep;
   if (c.check) {
-    prepare_input();
-    run_once();
-    Expect ex(c.dtype, c.op, n);
-    std::byte want[8];
-    std::uint64_t wrong = 0;
-    auto check_elem = [&](const std::byte* got) {
-      if (std::memcmp(got, want, esz) != 0) ++wrong;
-    };
-    const std::byte* out = recvbuf.data();
-    switch (c.coll) {
-      case Collective::allreduce: {
-        std::byte table[12 * 8];
-        for (int k = 0; k < 12; ++k) ex.reduced(static_cast<std::uint64_t>(k), table + k * esz);
-        for (std::uint64_t i = 0; i < count; ++i)
-          if (std::memcmp(out + i * esz, table + (i % 12) * esz, esz) != 0) ++wrong;
-        break;
-      }
-      case Collective::reduce_scatter: {
-        const std::byte* mine = c.in_place ? out + static_cast<std::size_t>(rank) * count * esz : out;
-        for (std::uint64_t i = 0; i < count; ++i) {
-          ex.reduced(static_cast<std::uint64_t>(rank) * count + i, want);
-          check_elem(mine + i * esz);
-        }
-        break;
-      }
-      case Collective::allgather:
-        for (int r = 0; r < n; ++r)
-          for (std::uint64_t i = 0; i < count; ++i) {
-            numerics::store_from_double(c.dtype, want, 0, pattern(c.op, r, i));
-            check_elem(out + (static_cast<std::uint64_t>(r) * count + i) * esz);
-          }
-        break;
-      case Collective::broadcast:
-        for (std::uint64_t i = 0; i < count; ++i) {
-          numerics::store_from_double(c.dtype, want, 0, pattern(c.op, c.root, i));
-          check_elem(out + i * esz);
-        }
-        break;
-      case Collective::alltoall:
-        for (int r = 0; r < n; ++r)
-          for (std::uint64_t i = 0; i < count; ++i) {
-            numerics::store_from_double(c.dtype, want, 0,
-                                        pattern(c.op, r, static_cast<std::uint64_t>(rank) * count + i));
-            check_elem(out + (static_cast<std::uint64_t>(r) * count + i) * esz);
-          }
-        break;
-      case Collective::barrier:
-        break;
+    for (int k = 0; k < c.warmup + c.iters; ++k) {
+      prepare_input(k);
+      comm.barrier();
+      auto t0 = clock::now();
+      run_once();
+      auto t1 = clock::now();
+      if (k >= c.warmup) per_iter.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      rep = comm.last_report();
+      comm.barrier();  // nobody checks while another rank still runs the call
+      wrong += BenchPattern(c.coll, c.dtype, c.op, n, case_salt + static_cast<std::uint64_t>(k))
+                   .count_wrong(rank, count, c.root, result);
     }
+    for (double x : per_iter) local_us += x;
+    local_us /= std::max(1, c.iters);
+  } else {
+    prepare_input(0);
+    for (int i = 0; i < c.warmup; ++i) run_once();
+    comm.barrier();
+    auto t0 = clock::now();
+    for (int i = 0; i < c.iters; ++i) run_once();
+    local_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / std::max(1, c.iters);
+    rep = comm.last_report();  // the case's own last run, before the timing allreduce
+  }
+  if (c.check) {
     // Every rank's verdict counts.
     std::uint64_t total_wrong = 0;
     comm.allreduce(&wrong, &total_wrong, 1, DataType::u64, ReduceOp::sum);
     res.wrong_elements = total_wrong;
     res.correct = total_wrong == 0 ? 1 : 0;
   }
-
-  for (int i = 0; i < c.warmup; ++i) run_once();
-  comm.barrier();
-  auto t0 = clock::now();
-  for (int i = 0; i < c.iters; ++i) run_once();
-  double local_us =
-      std::chrono::duration<double, std::micro>(clock::now() - t0).count() / std::max(1, c.iters);
-  auto rep = comm.last_report();  // the case's own last run, before the timing allreduce
-  double slowest = 0;
-  comm.allreduce(&local_us, &slowest, 1, DataType::f64, ReduceOp::max);
+  double local_median = local_us;
+  if (!per_iter.empty()) {
+    std::sort(per_iter.begin(), per_iter.end());
+    const std::size_t m = per_iter.size();
+    local_median = m % 2 ? per_iter[m / 2] : (per_iter[m / 2 - 1] + per_iter[m / 2]) / 2;
+  }
+  double mine[2] = {local_us, local_median}, slowest_pair[2] = {0, 0};
+  comm.allreduce(mine, slowest_pair, 2, DataType::f64, ReduceOp::max);
+  const double slowest = slowest_pair[0];
+  res.median_us = slowest_pair[1];
   res.algorithm = rep.algorithm;
+  res.reason = rep.reason;
   res.bytes_sent = rep.bytes_sent;
   res.in_network = rep.in_network;
   res.time_us = slowest;

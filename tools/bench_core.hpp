@@ -27,8 +27,10 @@ struct BenchResult {
   BenchCase c;
   std::uint64_t count = 0;  // elements per rank as the collective's count argument
   std::string algorithm;    // what actually ran
+  std::string reason;       // the report's reason for it (path, fallback, switch)
   bool in_network = false;
   double time_us = 0;       // average per iteration, slowest rank
+  double median_us = 0;     // median of the timed calls (check mode; else the average), slowest rank
   double algbw = 0;         // GB/s
   double busbw = 0;         // GB/s
   int correct = -1;         // 1 verified, 0 wrong, -1 not checked

@@ -8,4 +8,5 @@ int cmd_demo(int argc, char** argv);
 int cmd_model(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
 int cmd_switch(int argc, char** argv);
+int cmd_tune(int argc, char** argv);
 }  // namespace inc::tools

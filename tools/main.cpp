@@ -20,6 +20,7 @@ const Command kCommands[] = {
     {"model", inc::tools::cmd_model, "analytical model: collective costs, training iterations, paper-figure5"},
     {"sim", inc::tools::cmd_sim, "discrete-event simulator: jobs on fat trees / rail clusters, links touched"},
     {"switch", inc::tools::cmd_switch, "software Core-INC aggregation switch (UDP daemon)"},
+    {"tune", inc::tools::cmd_tune, "measure every path of every collective; write a tuning file for auto"},
 };
 
 void usage(std::FILE* out) {

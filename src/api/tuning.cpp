@@ -1,0 +1,164 @@
+#include "api/tuning.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace inc::api {
+
+using coll::Algorithm;
+using json = nlohmann::json;
+
+void CostTable::add(Collective c, Algorithm a, std::uint64_t bytes, double us) {
+  auto& v = points_[{c, a}];
+  auto it = std::lower_bound(v.begin(), v.end(), bytes,
+                             [](const CostPoint& p, std::uint64_t b) { return p.bytes < b; });
+  if (it != v.end() && it->bytes == bytes) it->us = us;
+  else v.insert(it, CostPoint{bytes, us});
+}
+
+std::optional<double> CostTable::predict(Collective c, Algorithm a, std::uint64_t bytes) const {
+  auto it = points_.find({c, a});
+  if (it == points_.end() || it->second.empty()) return std::nullopt;
+  const auto& v = it->second;
+  const double b = static_cast<double>(bytes);
+  if (bytes <= v.front().bytes) return v.front().us;
+  if (v.size() == 1)  // one point only: scale its time with the size (a bandwidth-bound guess)
+    return v.front().bytes ? v.front().us * b / static_cast<double>(v.front().bytes) : v.front().us;
+  auto hi = std::lower_bound(v.begin(), v.end(), bytes,
+                             [](const CostPoint& p, std::uint64_t x) { return p.bytes < x; });
+  if (hi == v.end()) hi = v.end() - 1;  // extrapolate with the last segment
+  auto lo = hi - 1;
+  const double b0 = static_cast<double>(lo->bytes), b1 = static_cast<double>(hi->bytes);
+  const double slope = (hi->us - lo->us) / (b1 - b0);
+  double t = lo->us + (b - b0) * slope;
+  if (bytes > v.back().bytes) t = std::max(t, v.back().us);  // never faster than the largest measured
+  return std::max(t, 0.0);
+}
+
+std::vector<Algorithm> CostTable::algorithms(Collective c) const {
+  std::vector<Algorithm> out;
+  for (const auto& [key, pts] : points_)
+    if (key.first == c && !pts.empty()) out.push_back(key.second);
+  return out;
+}
+
+std::string CostTable::to_json() const {
+  // One line per measured path, so that a reader (or a diff) sees the table.
+  std::string out = fmt::format("{{\n \"inc_tuning\": {},\n \"nranks\": {},\n \"switch\": {},\n "
+                                "\"dtype\": {},\n \"created\": {},\n \"table\": {{",
+                                kFormatVersion, nranks, json(switch_path).dump(), json(dtype).dump(),
+                                json(created).dump());
+  Collective open = Collective::barrier;
+  bool first_coll = true, first_algo = true;
+  for (const auto& [key, pts] : points_) {
+    if (first_coll || key.first != open) {
+      out += fmt::format("{}\n  \"{}\": {{", first_coll ? "" : "\n  },", name(key.first));
+      open = key.first;
+      first_coll = false;
+      first_algo = true;
+    }
+    std::string row;
+    for (const auto& p : pts) row += fmt::format("{}[{}, {:.3f}]", row.empty() ? "" : ", ", p.bytes, p.us);
+    out += fmt::format("{}\n   \"{}\": [{}]", first_algo ? "" : ",", coll::name(key.second), row);
+    first_algo = false;
+  }
+  out += first_coll ? "}\n}" : "\n  }\n }\n}";
+  return out;
+}
+
+CostTable CostTable::from_json(const std::string& text, const std::string& origin) {
+  auto bad = [&](const std::string& what) {
+    return Error(Error::Kind::config, fmt::format("{}: {}", origin, what));
+  };
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw bad(fmt::format("not a tuning file (JSON: {})", e.what()));
+  }
+  if (!j.is_object() || !j.contains("inc_tuning"))
+    throw bad("not a tuning file (no \"inc_tuning\" key; write one with `inc tune`)");
+  if (!j["inc_tuning"].is_number_integer() || j["inc_tuning"].get<int>() != kFormatVersion)
+    throw bad(fmt::format("\"inc_tuning\": format {} is not supported (this build reads {})",
+                          j["inc_tuning"].dump(), kFormatVersion));
+  CostTable t;
+  if (!j.contains("nranks") || !j["nranks"].is_number_integer() || j["nranks"].get<long long>() < 1 ||
+      j["nranks"].get<long long>() > (1 << 24))
+    throw bad("\"nranks\" must be a positive integer");
+  t.nranks = j["nranks"].get<int>();
+  auto str = [&](const char* k, std::string& out) {
+    if (!j.contains(k)) return;
+    if (!j[k].is_string()) throw bad(fmt::format("\"{}\" must be a string", k));
+    out = j[k].get<std::string>();
+  };
+  str("switch", t.switch_path);
+  str("dtype", t.dtype);
+  str("created", t.created);
+  if (!j.contains("table") || !j["table"].is_object()) throw bad("\"table\" must be an object");
+  for (const auto& [cname, algos] : j["table"].items()) {
+    auto c = parse_collective(cname);
+    if (!c) throw bad(fmt::format("table.{}: unknown collective", cname));
+    if (!algos.is_object()) throw bad(fmt::format("table.{} must be an object", cname));
+    for (const auto& [aname, pts] : algos.items()) {
+      Algorithm a;
+      if (!coll::parse_algorithm(aname, a) || a == Algorithm::automatic)
+        throw bad(fmt::format("table.{}.{}: unknown algorithm", cname, aname));
+      if (!coll::supports(*c, a))
+        throw bad(fmt::format("table.{}.{}: this algorithm does not implement {}", cname, aname, cname));
+      if (!pts.is_array()) throw bad(fmt::format("table.{}.{} must be an array of [bytes, us]", cname, aname));
+      std::size_t k = 0;
+      for (const auto& p : pts) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() || !p[1].is_number() ||
+            !(p[1].get<double>() >= 0) || !std::isfinite(p[1].get<double>()))
+          throw bad(fmt::format("table.{}.{}[{}] must be [bytes >= 0, microseconds >= 0]", cname, aname, k));
+        t.add(*c, a, p[0].get<std::uint64_t>(), p[1].get<double>());
+        ++k;
+      }
+    }
+  }
+  return t;
+}
+
+CostTable CostTable::load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error(Error::Kind::config, fmt::format("{}: cannot read the tuning file", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_json(ss.str(), path);
+}
+
+void CostTable::save(const std::string& path) const {
+  std::ofstream f(path);
+  f << to_json() << "\n";
+  f.close();
+  if (!f) throw Error(Error::Kind::config, fmt::format("{}: cannot write the tuning file", path));
+}
+
+std::optional<Algorithm> choose(const CostTable& t, Collective c, std::uint64_t bytes,
+                                const std::vector<Algorithm>& candidates,
+                                std::vector<PathCost>& costs) {
+  costs.clear();
+  for (Algorithm a : candidates)
+    if (auto us = t.predict(c, a, bytes)) costs.push_back({a, *us});
+  if (costs.empty()) return std::nullopt;
+  std::stable_sort(costs.begin(), costs.end(),
+                   [](const PathCost& x, const PathCost& y) { return x.us < y.us; });
+  return costs.front().algo;
+}
+
+std::string describe(const std::vector<PathCost>& costs) {
+  std::string s;
+  for (const auto& c : costs) {
+    if (!s.empty()) s += ", ";
+    s += c.us >= 10000 ? fmt::format("{} {:.1f} ms", coll::name(c.algo), c.us / 1000)
+                       : fmt::format("{} {:.0f} us", coll::name(c.algo), c.us);
+  }
+  return s;
+}
+
+}  // namespace inc::api

@@ -1,0 +1,71 @@
+// Measured costs of every path (the switch and each host algorithm), per collective and size,
+// and the automatic choice they drive. `inc tune` measures a job's paths on its own ranks,
+// links and switch and writes a tuning file; a job reads it (INC_TUNING=FILE) and `auto` then
+// picks, per call, the path with the smallest predicted time, as NCCL's tuner plugins do with
+// their tables. The Report names the choice and the predicted cost of every candidate.
+//
+// Prediction: piecewise linear in bytes between measured sizes (the alpha-beta model is linear
+// in bytes, so each segment is a local alpha + n beta fit); below the smallest measured size
+// the smallest size's time (latency floor); above the largest, the last segment's slope
+// (bandwidth) extended.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coll/schedule.hpp"
+#include "inc/types.hpp"
+
+namespace inc::api {
+
+struct CostPoint {
+  std::uint64_t bytes = 0;  // nccl-tests size: the larger of the send and receive buffers
+  double us = 0;            // measured time of one call, microseconds
+};
+
+class CostTable {
+ public:
+  static constexpr int kFormatVersion = 1;
+
+  // What the measurements apply to.
+  int nranks = 0;
+  std::string switch_path;  // "" when measured without a switch; else where it attached
+  std::string dtype = "f32";
+  std::string created;      // free text: date, host, command
+
+  void add(Collective c, coll::Algorithm a, std::uint64_t bytes, double us);
+  // Predicted microseconds of algorithm `a` for `bytes`; nullopt if never measured.
+  std::optional<double> predict(Collective c, coll::Algorithm a, std::uint64_t bytes) const;
+  // Algorithms measured for a collective.
+  std::vector<coll::Algorithm> algorithms(Collective c) const;
+  bool empty() const { return points_.empty(); }
+
+  std::string to_json() const;
+  // Parses a tuning file's text; throws Error(config) naming `origin` and the offending key.
+  static CostTable from_json(const std::string& text, const std::string& origin);
+  static CostTable load(const std::string& path);  // Error(config) if unreadable or invalid
+  void save(const std::string& path) const;        // Error(config) if it cannot be written
+
+ private:
+  std::map<std::pair<Collective, coll::Algorithm>, std::vector<CostPoint>> points_;
+};
+
+struct PathCost {
+  coll::Algorithm algo = coll::Algorithm::automatic;
+  double us = 0;
+};
+
+// The cheapest of `candidates` by predicted time; `costs` receives every candidate that has a
+// prediction, cheapest first. nullopt if none has one.
+std::optional<coll::Algorithm> choose(const CostTable& t, Collective c, std::uint64_t bytes,
+                                      const std::vector<coll::Algorithm>& candidates,
+                                      std::vector<PathCost>& costs);
+
+// "inc 412 us, ring 530 us, recursive_doubling 702 us"
+std::string describe(const std::vector<PathCost>& costs);
+
+}  // namespace inc::api
