@@ -190,6 +190,7 @@ class Engine : public transport::MessageSink {
   void link_failed(SwitchLink& l, const std::string& why);
   void abandon_inc(CollOp& op);  // op failed: the switch worker must let go of its buffers
   std::string describe_inc(const CollOp& op) const;
+  std::string closed_members(std::uint32_t comm_id) const;
   void close_link(SwitchLink& l);
 
   std::mutex mu_;

@@ -216,10 +216,10 @@ void Engine::service_links() {
     }
     if (l.worker.failed()) {
       const auto& e = l.worker.error();
-      link_failed(l, fmt::format("the in-network path via {} failed ({}): {}; the job cannot tell "
-                                 "which ranks got a result, so it stops here rather than risk a "
-                                 "wrong one",
-                                 l.cfg.where, sw::name(e.kind), e.message));
+      link_failed(l, fmt::format("the in-network path via {} failed ({}): {}{}; the job cannot "
+                                 "tell which ranks got a result, so it stops here rather than "
+                                 "risk a wrong one",
+                                 l.cfg.where, sw::name(e.kind), e.message, closed_members(l.comm_id)));
     }
   }
 }
@@ -268,11 +268,21 @@ std::string Engine::describe_inc(const CollOp& op) const {
       s += " (an earlier collective's are not either)";
   }
   s += fmt::format("; {}: {}", l.cfg.where, l.worker.describe_stall(sw::monotonic_now()));
+  return s + closed_members(op.comm_id);
+}
+
+// Members of a communicator whose TCP connection closed: for the switch path, a hint at why
+// the switch misses them (a member that finished and exited is no error in itself: the
+// switch may hold everything it contributed, so only the deadline decides).
+std::string Engine::closed_members(std::uint32_t comm_id) const {
+  auto cit = comms_.find(comm_id);
+  if (cit == comms_.end()) return "";
   std::string dead;
-  for (int w : *op.members)
-    if (w != world_rank() && dead_[w]) dead += fmt::format("{}{}", dead.empty() ? "" : ", ", w);
-  if (!dead.empty()) s += fmt::format("; closed connections: world rank {}", dead);
-  return s;
+  for (std::size_t r = 0; r < cit->second.members.size(); ++r) {
+    const int w = cit->second.members[r];
+    if (w != world_rank() && dead_[w]) dead += fmt::format("{}{}", dead.empty() ? "" : ", ", r);
+  }
+  return dead.empty() ? "" : fmt::format(" (the connection to rank {} closed)", dead);
 }
 
 }  // namespace inc::coll
