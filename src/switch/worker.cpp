@@ -68,7 +68,15 @@ void count_rx(OpReport& r, std::size_t bytes) {
 
 }  // namespace
 
-WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {}
+namespace {
+constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in packets of 1.5 KB)
+}
+
+WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
+  rtt_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
+  lat_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
+  clear_recovery();
+}
 
 // ---- errors and descriptions ------------------------------------------------------------------
 
@@ -80,8 +88,9 @@ void WorkerProtocol::fail(WorkerErrorKind k, std::string msg, std::string_view l
   err_.message = std::string(label) + ": " + msg;
   // Every queued op fails with it; completions already reported stay pollable.
   ops_.clear();
-  for (auto& e : ring_) e.busy = false;
+  for (auto& e : ring_) e = Entry{};
   inflight_ = 0;
+  clear_recovery();
 }
 
 std::string_view WorkerProtocol::label_for_errors() const {
@@ -217,6 +226,7 @@ void WorkerProtocol::reset() {
   submitted_ = 0;
   next_chunk_ = 0;
   inflight_ = 0;
+  clear_recovery();
 }
 
 void WorkerProtocol::leave(Nanos) {
@@ -258,6 +268,8 @@ void WorkerProtocol::send_join(Nanos now, bool retransmit) {
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
   count_tx(rep_, proto::kHeaderBytes, retransmit);
+  join_sent_ = now;
+  join_retransmitted_ = retransmit;
   if (retransmit) join_rto_ = std::min(join_rto_ * 2, cfg_.rto_max);
   join_resend_ = now + join_rto_;
 }
@@ -346,8 +358,19 @@ void WorkerProtocol::op_chunk_done(Op& op) {
 }
 
 void WorkerProtocol::pump(Nanos now) {
+  if (!joined_ || failed_) return;
+  // Repairs first, oldest first, as the window allows.
+  while (!lost_q_.empty() && pipe_ < win_.cwnd()) {
+    auto [i, chunk] = lost_q_.front();
+    lost_q_.pop_front();
+    Entry& e = ring_[i];
+    if (!e.busy || e.chunk != chunk || !e.lost) continue;  // completed meanwhile
+    e.repair = true;
+    ++cc_.fast_retransmits;
+    transmit(e, now, true);
+  }
   const std::uint32_t R = ring_size();
-  const std::uint32_t window = cfg_.window ? std::min(cfg_.window, R) : R;
+  cwnd_limited_ = false;
   while (joined_ && !failed_) {
     Op* op = op_by_id(issue_);
     if (!op) return;  // nothing queued
@@ -361,7 +384,11 @@ void WorkerProtocol::pump(Nanos now) {
       continue;
     }
     Entry& e = ring_[next_chunk_ % R];
-    if (e.busy || inflight_ >= window) return;
+    if (e.busy) return;  // the slot rule: chunk c - R has no result yet
+    if (pipe_ >= win_.cwnd() || !lost_q_.empty()) {
+      cwnd_limited_ = true;
+      return;
+    }
     if (op->w.kind == NumKind::fx32 && !c.exponent) {
       auto it = op->groups.find(c.group);
       if (it == op->groups.end() || !it->second.ready) return;  // exponents not agreed yet
@@ -371,14 +398,12 @@ void WorkerProtocol::pump(Nanos now) {
     e.chunk = next_chunk_;
     e.op = op->id;
     e.c = c;
-    e.rto = cfg_.rto_initial;
-    e.deadline = now + e.rto;
     e.first_sent = now;
     advance_cursor(*op, c);
     ++op->outstanding;
     ++next_chunk_;
     if (inflight_++ == 0) last_progress_ = now;  // the progress clock starts with the first chunk
-    send_chunk(e, false);
+    transmit(e, now, false);
   }
 }
 
@@ -456,11 +481,14 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
       }
       info_ = info;
       epoch_ = h.epoch;
+      if (!join_retransmitted_) on_join_rtt(now - join_sent_);  // a clean path sample
       joining_ = false;
       joined_ = true;
       ring_.assign(info.slots, Entry{});
       next_chunk_ = 0;
       inflight_ = 0;
+      clear_recovery();
+      win_.configure(ring_size(), cfg_.window, kInitialWindow);
       last_progress_ = now;
       pump(now);
       return;
@@ -470,18 +498,25 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
         ++rep_.foreign;
         return;
       }
+      // The switch answers: the network is alive, so time-outs need not back off further
+      // (loss there is random, not a collapse; the window has reacted to it already).
+      rtt_.reset_backoff();
       return handle_result(v, bytes.size(), now);
     case PacketType::nack:
       return handle_nack(v);
     case PacketType::pending: {
       if (!joined_ || failed_ || h.epoch != epoch_) return;
+      rtt_.reset_backoff();
       Entry* e = entry_for(h);
       if (!e) return;
       count_rx(op_by_id(e->op)->rep, bytes.size());
+      const bool first = !e->pending_seen;
       e->pending_seen = true;
       e->contributed = proto::load_u64(v.payload.data());
       e->members = h.aux;
       e->awaiting_parent = h.flags & proto::flag::awaiting_parent;
+      on_pending(*e, first, now);
+      pump(now);
       return;
     }
     default:
@@ -507,6 +542,11 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes
   Entry* ep = entry_for(h);
   if (!ep) {
     ++rep_.duplicate_results;
+    Entry& old = ring_[h.slot];
+    if (!old.busy && wire_chunk(old.chunk) == h.chunk) {
+      on_duplicate_result(old);
+      pump(now);
+    }
     return;
   }
   Entry& e = *ep;
@@ -571,6 +611,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes
     auto it = op.groups.find(c.group);
     if (it != op.groups.end() && --it->second.outstanding == 0) op.groups.erase(it);
   }
+  on_chunk_result(e, now);
   e.busy = false;
   --inflight_;
   ++rep_.chunks;
@@ -682,23 +723,21 @@ void WorkerProtocol::on_tick(Nanos now) {
          op ? std::string_view(op->w.label) : label_for_errors());
     return;
   }
-  for (auto& e : ring_) {
-    if (!e.busy || e.deadline > now) continue;
-    ++e.tries;
-    e.rto = std::min(e.rto * 2, cfg_.rto_max);
-    e.deadline = now + e.rto;
-    send_chunk(e, true);
-  }
+  if (now >= reo_deadline_) rack_detect(now);
+  if (now >= poll_deadline_) on_poll(now);
+  if (now >= rto_deadline_)
+    on_rto(now);
+  else if (now >= probe_deadline_)
+    on_probe(now);
+  pump(now);
 }
 
 Nanos WorkerProtocol::next_deadline() const {
   if (failed_) return std::numeric_limits<Nanos>::max();
   if (joining_) return std::min(join_deadline_, join_resend_);
   if (!joined_ || inflight_ == 0) return std::numeric_limits<Nanos>::max();
-  Nanos t = last_progress_ + cfg_.progress_timeout;
-  for (const auto& e : ring_)
-    if (e.busy) t = std::min(t, e.deadline);
-  return t;
+  return std::min({last_progress_ + cfg_.progress_timeout, rto_deadline_, probe_deadline_,
+                   reo_deadline_, poll_deadline_});
 }
 
 }  // namespace inc::sw

@@ -29,6 +29,7 @@
 
 #include "src/proto/packet.hpp"
 #include "src/switch/common.hpp"
+#include "src/switch/worker_cc.hpp"
 
 namespace inc::sw {
 
@@ -81,11 +82,30 @@ struct WorkerConfig {
   std::uint16_t member = 0;       // member id at the switch this worker attaches to
   Endpoint switch_ep{};
   std::uint32_t session = 0;      // agreed by all members of a run; a newer one resets the job
-  std::uint32_t window = 0;       // chunks in flight; 0 = the job's slot count
+  // Chunks in flight: 0 = congestion-controlled (loss-based AIMD, capped by the job's slots);
+  // N > 0 = a fixed window of min(N, slots) chunks (tests, experiments).
+  std::uint32_t window = 0;
+  // Retransmission timeout: rto_initial before the first RTT sample, then srtt + 4 rttvar
+  // clamped to [rto_min, rto_max], doubled per consecutive time-out (at most rto_max).
   Nanos rto_initial = 5 * kMillisecond;
+  Nanos rto_min = 500'000;
   Nanos rto_max = 200 * kMillisecond;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
+};
+
+// The congestion controller's state and counters (for tests, benchmarks and reports).
+struct WorkerCcStats {
+  std::uint32_t cwnd = 0, ssthresh = 0, cap = 0;  // chunks
+  Nanos srtt = 0, rttvar = 0, min_rtt = 0, rto = 0;
+  std::uint32_t reorder_window_mult = 1;  // RACK's reordering window, in min_rtt/4
+  std::uint64_t fast_retransmits = 0;  // chunks deemed lost by RACK and retransmitted
+  std::uint64_t timeouts = 0;          // retransmission timer expiries
+  std::uint64_t probes = 0;            // tail loss probes
+  std::uint64_t polls = 0;             // timer polls of chunks the switch holds for us
+  std::uint64_t spurious = 0;          // retransmissions or loss marks proven unnecessary
+  std::uint64_t decreases = 0, undos = 0;
+  std::uint64_t rtt_samples = 0;
 };
 
 enum class WorkerErrorKind : std::uint8_t {
@@ -172,6 +192,7 @@ class WorkerProtocol {
   std::uint32_t epoch() const { return epoch_; }
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
+  WorkerCcStats cc_stats() const;
 
   // Forget the join and the queue: the next submit() joins again and begins a fresh chunk
   // stream (use after a retryable error, once every member agreed to retry).
@@ -190,17 +211,27 @@ class WorkerProtocol {
     bool has_in = false;
     bool want = false;
   };
-  // One chunk in flight, at ring position chunk mod (slots x lanes).
+  // One chunk in flight, at ring position chunk mod (slots x lanes). After completion the entry
+  // keeps its chunk until reused, to recognise duplicate results (proof of a spurious
+  // retransmission).
   struct Entry {
     bool busy = false;
     std::uint64_t chunk = 0;  // position in the job's chunk stream
     std::uint64_t op = 0;     // id of the op it belongs to
     Chunk c{};
-    Nanos deadline = 0;
-    Nanos rto = 0;
-    std::uint32_t tries = 0;
-    Nanos first_sent = 0;
-    bool pending_seen = false;
+    Nanos first_sent = 0, last_sent = 0;
+    std::uint64_t xmit_seq = 0;     // order of its last transmission among all transmissions
+    std::uint64_t timer_epoch = 0;  // time-outs before its last transmission
+    std::uint32_t tries = 0;        // retransmissions (including probes and polls)
+    std::uint32_t polls_answered = 0;  // `pending` answers to polls while held
+    std::int32_t prev = -1, next = -1;  // in the transmission-order list (the pipe)
+    bool in_net = false;   // in that list: sent and neither completed nor deemed lost
+    bool lost = false;     // deemed lost, waiting for the window to retransmit it
+    bool repair = false;   // its last retransmission repaired a deemed loss (not a probe)
+    bool proven = false;   // a retransmission of it was already proven unnecessary
+    bool acked = false;    // the window grew on a `pending` for it already
+    bool pending_seen = false;  // the switch answered `pending`: it holds our contribution
+                                // (held: out of the pipe, polled by the timer only)
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
@@ -240,6 +271,28 @@ class WorkerProtocol {
   void op_chunk_done(Op& op);
   void pump(Nanos now);
   void send_chunk(Entry& e, bool retransmit);
+  // Loss recovery and congestion control (worker_recovery.cpp).
+  void transmit(Entry& e, Nanos now, bool retransmit);
+  void net_unlink(Entry& e);
+  void net_append(Entry& e);
+  void net_insert_sorted(Entry& e);
+  void on_chunk_result(Entry& e, Nanos now);  // before the entry is freed
+  void on_duplicate_result(Entry& e);
+  void on_pending(Entry& e, bool first, Nanos now);
+  void rack_detect(Nanos now);
+  void mark_lost(Entry& e, bool loss_event);
+  void proven_spurious(Entry& e);
+  void restore_lost();
+  void arm_timers(Nanos now, bool progress);
+  void on_rto(Nanos now);
+  void on_probe(Nanos now);
+  void on_poll(Nanos now);
+  void arm_polls();
+
+  Nanos reorder_window() const;
+  Nanos probe_timeout() const;
+  void on_join_rtt(Nanos rtt);
+  void clear_recovery();
   void handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now);
   void handle_nack(const proto::PacketView& v);
   Entry* entry_for(const proto::Header& h);
@@ -265,8 +318,33 @@ class WorkerProtocol {
   std::uint64_t submitted_ = 0;
   std::vector<Entry> ring_;
   std::uint64_t next_chunk_ = 0;  // stream position of the next chunk to issue
-  std::uint32_t inflight_ = 0;
-  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0;
+  std::uint32_t inflight_ = 0;  // chunks issued and not complete
+  // Congestion control and loss recovery.
+  RttEstimator rtt_;  // the path's round trip (see on_chunk_result)
+  RttEstimator lat_;  // the latency of results, waits for later members included
+  std::uint64_t wait_seq_ = 0;  // chunks sent before this transmission waited for others
+  ChunkWindow win_;
+  std::int32_t net_head_ = -1, net_tail_ = -1;  // transmission-order list (oldest first)
+  std::uint32_t listed_ = 0;                    // entries in it
+  std::uint32_t pipe_ = 0;  // of those, not held by the switch: chunks loading our path
+  std::deque<std::pair<std::uint32_t, std::uint64_t>> lost_q_;  // (ring index, chunk)
+  std::uint64_t xmit_seq_ = 0;
+  std::uint64_t timer_epoch_ = 0;   // time-outs so far
+  std::uint64_t rto_unproven_ = 0;  // epoch of the last time-out not proven spurious (0: none)
+  std::uint64_t rack_seq_ = 0;  // xmit_seq of the latest transmission known delivered
+  Nanos rack_rtt_ = 0;
+  std::uint32_t reo_mult_ = 1, recoveries_quiet_ = 0;
+  Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
+  Nanos poll_last_ = 0;             // the last poll round
+  std::uint32_t poll_backoff_ = 0;  // poll rounds since the last progress
+  bool probe_out_ = false;
+  bool rto_recovery_ = false;     // F-RTO: a timeout not yet proven real or spurious
+  std::uint64_t rto_xmit_seq_ = 0;  // transmissions up to this one preceded the timeout
+  std::int64_t undo_retrans_ = 0;   // chunks retransmitted this episode, not proven spurious
+  bool cwnd_limited_ = false;
+  WorkerCcStats cc_{};
+  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0, join_sent_ = 0;
+  bool join_retransmitted_ = false;
   std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
