@@ -32,6 +32,16 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
       throw Error(Error::Kind::config,
                   fmt::format("INC_SWITCH_NUMERICS='{}' must be 'float' or 'fixed'", *n));
   }
+  if (auto w = env("INC_SWITCH_WINDOW")) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(w->c_str(), &end, 10);
+    if (w->empty() || *end != '\0' || v > 0xffff)
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_SWITCH_WINDOW='{}' must be 0 (congestion-controlled) or a number "
+                              "of chunks up to 65535",
+                              *w));
+    cfg.window = static_cast<std::uint32_t>(v);
+  }
   std::string where;
   if (topo_path) {
     std::string err;

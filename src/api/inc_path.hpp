@@ -11,6 +11,8 @@
 //   INC_SWITCH_NUMERICS=float|fixed   f32 sums as switch f32 adds (arrival-order dependent) or
 //                               as i32 fixed point with a shared exponent per block
 //                               (order-independent, bitwise reproducible); default float
+//   INC_SWITCH_WINDOW=N         chunks in flight: 0 (default) congestion-controlled, N > 0 a
+//                               fixed window (experiments; capped by the job's slots)
 //   INC_FAULT_LOSS / _DUP / _REORDER / _SEED   seeded faults injected into this rank's
 //                               outgoing datagrams (tests on real sockets)
 #pragma once
