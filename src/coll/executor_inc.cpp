@@ -1,8 +1,8 @@
-// The Engine's in-network part: a schedule's inc_reduce / inc_broadcast ops become ops of the
-// communicator's switch worker (src/switch/worker.hpp), driven from the engine's own progress
-// loop. The worker's UDP socket is watched by the TCP mesh's epoll, its timers shorten the
-// loop's waits, and its completions complete schedule ops like any received message, so host
-// and in-network collectives of one job progress together in any wait().
+// The Engine's in-network part: a schedule's inc_reduce / inc_broadcast / inc_gather ops
+// become ops of the communicator's switch worker (src/switch/worker.hpp), driven from the
+// engine's own progress loop. The worker's UDP socket is watched by the TCP mesh's epoll, its
+// timers shorten the loop's waits, and its completions complete schedule ops like any received
+// message, so host and in-network collectives of one job progress together in any wait().
 //
 // Every rank must hand its worker the same op stream (the k-th op of all members forms one
 // switch operation). Ops are therefore submitted in (collective sequence, op index) order per
@@ -219,7 +219,8 @@ void Engine::service_links() {
       link_failed(l, fmt::format("the in-network path via {} failed ({}): {}{}; the job cannot "
                                  "tell which ranks got a result, so it stops here rather than "
                                  "risk a wrong one",
-                                 l.cfg.where, sw::name(e.kind), e.message, closed_members(l.comm_id)));
+                                 l.cfg.where, sw::name(e.kind), e.message,
+                                 closed_members(l.comm_id)));
     }
   }
 }
