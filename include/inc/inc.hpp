@@ -54,8 +54,8 @@ struct Report {
   std::string algorithm;          // "ring", "recursive_doubling", ..., "inc"
   bool in_network = false;        // true when a Core-INC switch aggregated the data
   std::string reason;             // why this algorithm / path was chosen
-  std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received
-  std::uint64_t bytes_received = 0;
+  std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received (in the network:
+  std::uint64_t bytes_received = 0;  // its datagrams to and from the switch, headers included)
   double seconds = 0;             // from start to completion as seen by this rank
   bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
@@ -70,8 +70,9 @@ struct TrafficStats {
   std::uint64_t messages_received = 0;
 };
 
-// A non-blocking collective in flight. The buffers must stay valid until wait() returns
-// or test() returns true.
+// A non-blocking collective in flight (on the hosts or through the switch alike). The buffers
+// must stay valid until wait() returns or test() returns true. There is no progress thread:
+// every collective of the job advances inside any wait() or test().
 class Request {
  public:
   Request() = default;
@@ -173,8 +174,6 @@ class Communicator {
   explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}
   static Request start(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
                        const CallOptions& o);
-  static Request start_inc(const std::shared_ptr<detail::CommState>& st, const detail::Call& c,
-                           const std::string& selection, const std::string& how);
   static void check_spans(std::size_t send, std::size_t recv);
   std::shared_ptr<detail::CommState> state_;
 };

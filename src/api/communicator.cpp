@@ -136,7 +136,6 @@ struct CommState {
   std::shared_ptr<api::IncPath> inc;
   bool switch_configured = false;
   std::string no_inc_reason;  // why `inc` is null although a switch is configured
-  std::uint64_t inc_ops = 0;
   std::atomic<std::uint64_t> splits{0};
   std::mutex mu;
   Report last;
@@ -165,6 +164,8 @@ struct RequestState {
     report.reason = info.selection;
     report.bytes_sent = info.bytes_sent;
     report.bytes_received = info.bytes_received;
+    report.retransmissions = info.retransmissions;
+    report.overflow = info.overflow;
     report.seconds = info.seconds;
     std::lock_guard lk(comm->mu);
     comm->last = report;
@@ -178,7 +179,7 @@ struct RequestState {
 
 void Request::wait() {
   if (!state_) throw Error(Error::Kind::invalid_argument, "wait() on an empty inc::Request");
-  if (!state_->finished) {  // in-network requests complete when issued (see start_inc)
+  if (!state_->finished) {
     state_->comm->world->engine->wait(*state_->op);
     state_->complete();
   }
@@ -199,6 +200,58 @@ Report Request::report() const {
 
 // ---------------------------------------------------------------------------------------------
 // Communicator
+
+namespace {
+
+// Does the switch tree answer? A barrier through it (the engine's in-network path), then the
+// ranks agree over TCP: one failure anywhere puts the whole communicator on the host path,
+// with the reason in every report (a job restarted after a switch failure either finds the
+// restarted switch or runs on the hosts).
+void probe_switch(detail::CommState& st) {
+  coll::Engine& engine = *st.world->engine;
+  engine.attach_switch(st.comm_id, st.inc->attachment());
+  const int p = static_cast<int>(st.members.size());
+  CollectiveParams barrier;
+  barrier.coll = Collective::barrier;
+  barrier.algo = Algorithm::inc;
+  barrier.nranks = p;
+  barrier.rank = st.rank;
+  coll::StartOptions tentative;
+  tentative.tentative = true;  // a failure here is an answer, not the end of the job
+  std::string why;
+  std::int32_t ok = 1;
+  try {
+    auto op = engine.start(st.comm_id, barrier, nullptr, nullptr, "start-up probe of the switch tree",
+                           tentative);
+    engine.wait(*op);
+  } catch (const Error& e) {
+    ok = 0;
+    why = e.what();
+  }
+  // A rank whose probe failed at once (a refusal) agrees while the others may wait for the
+  // switch up to INC_TIMEOUT: give the agreement twice that.
+  coll::StartOptions agree;
+  agree.timeout = 2 * engine.timeout();
+  CollectiveParams min;
+  min.coll = Collective::allreduce;
+  min.algo = Algorithm::recursive_doubling;
+  min.nranks = p;
+  min.rank = st.rank;
+  min.count = 2;
+  min.dtype = DataType::i32;
+  min.op = ReduceOp::min;
+  // {all answered, first rank whose probe failed}
+  std::int32_t mine[2] = {ok, ok ? p : st.rank}, all[2] = {0, 0};
+  engine.wait(*engine.start(st.comm_id, min, mine, all, "agreement on the switch probe", agree));
+  if (!all[0]) {
+    st.no_inc_reason = fmt::format("the switch tree did not answer at start-up (rank {}{}{})", all[1],
+                                   why.empty() ? "" : ": ", why);
+    engine.detach_switch(st.comm_id);
+    st.inc.reset();
+  }
+}
+
+}  // namespace
 
 Communicator Communicator::init(const Options& opts) {
   auto env = transport::process_env();
@@ -253,28 +306,10 @@ Communicator Communicator::init(const Options& opts) {
     st->algo_source = fmt::format("{}={}", source, algo);
   }
   st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
-  st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag);
+  st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag, timeout);
   st->switch_configured = static_cast<bool>(st->inc);
   world->engine->add_comm(0, st->members);
-  if (st->inc) {
-    // Does the switch tree answer? Every rank must come to the same answer, so the ranks
-    // agree over TCP: one failure anywhere puts the whole communicator on the host path,
-    // with the reason in every report (a job restarted after a switch failure either finds
-    // the restarted switch or runs on the hosts).
-    std::string why;
-    std::int32_t ok = st->inc->probe(why) ? 1 : 0, all = 0;
-    Communicator probe_comm(st);
-    CallOptions host;
-    host.algo = "recursive_doubling";
-    std::int32_t failed_rank = ok ? boot.world_size : boot.rank, first_failed = 0;
-    probe_comm.allreduce(&ok, &all, 1, DataType::i32, ReduceOp::min, host);
-    probe_comm.allreduce(&failed_rank, &first_failed, 1, DataType::i32, ReduceOp::min, host);
-    if (!all) {
-      st->no_inc_reason = fmt::format("the switch tree did not answer at start-up (rank {}{}{})",
-                                      first_failed, why.empty() ? "" : ": ", why);
-      st->inc.reset();
-    }
-  }
+  if (st->inc) probe_switch(*st);
   if (st->algo == Algorithm::inc && !st->inc)
     throw Error(Error::Kind::config,
                 fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
@@ -341,40 +376,6 @@ void validate(const detail::CommState& st, const Call& c) {
 
 }  // namespace
 
-Request Communicator::start_inc(const std::shared_ptr<detail::CommState>& st, const Call& c,
-                               const std::string& selection, const std::string& how) {
-  auto rs = std::make_shared<detail::RequestState>();
-  rs->comm = st;
-  auto t0 = std::chrono::steady_clock::now();
-  api::IncResult res;
-  try {
-    const void* send = c.coll == Collective::broadcast && st->rank != c.root ? c.recv : c.send;
-    res = st->inc->run(c.coll, send, c.recv, c.count, c.dtype, c.op, c.root);
-  } catch (const Error& e) {
-    // The ranks cannot tell who got a result: stop the job everywhere, never hand out a
-    // possibly wrong one.
-    st->world->engine->abort(e);
-    throw;
-  }
-  Report& rep = rs->report;
-  rep.coll = c.coll;
-  rep.seq = st->inc_ops++;
-  rep.algorithm = "inc";
-  rep.in_network = true;
-  rep.reason = fmt::format("{}: {}", selection, how);
-  rep.bytes_sent = res.bytes_sent;
-  rep.bytes_received = res.bytes_received;
-  rep.overflow = res.overflow;
-  rep.retransmissions = res.retransmissions;
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rs->finished = true;
-  {
-    std::lock_guard lk(st->mu);
-    st->last = rep;
-  }
-  return Request(rs);
-}
-
 Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& c,
                            const CallOptions& o) {
   if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
@@ -426,12 +427,17 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
       fallback = "nothing to send";
     } else {
       api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op);
-      if (plan.ok) return start_inc(st, c, selection.empty() ? std::string("automatic") : selection,
-                                    plan.why);
-      fallback = plan.why;
+      if (plan.ok) {
+        selection = fmt::format("{}: {}", selection.empty() ? std::string("automatic") : selection, plan.why);
+        algo = Algorithm::inc;
+      } else {
+        fallback = plan.why;
+      }
     }
-    selection = fmt::format("host fallback{}: {}; ", asked ? " from 'inc'" : "", fallback);
-    algo = Algorithm::automatic;
+    if (!fallback.empty()) {
+      selection = fmt::format("host fallback{}: {}; ", asked ? " from 'inc'" : "", fallback);
+      algo = Algorithm::automatic;
+    }
   }
   params.algo = algo;
   if (algo == Algorithm::automatic) {

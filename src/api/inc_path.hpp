@@ -1,6 +1,7 @@
-// The Core-INC path of a communicator: this rank's attachment to a switch tree (one UDP
-// socket + the worker protocol of src/switch), and the mapping from a collective call to a
-// switch operation, or the reason it must run on the hosts instead.
+// The Core-INC path of a communicator, as configuration: where this rank attaches to its switch
+// tree (from the environment), the worker's settings (deadlines from INC_TIMEOUT), and whether a
+// collective call can run through the switch or must run on the hosts, with the reason. The
+// engine (src/coll/executor_inc.cpp) runs the in-network schedules.
 //
 // Configuration (environment; `inc launch --switch` / `--topology` set it):
 //   INC_SWITCH=host:port        the switch this rank attaches to; member id = rank
@@ -10,13 +11,18 @@
 //   INC_SWITCH_NUMERICS=float|fixed   f32 sums as switch f32 adds (arrival-order dependent) or
 //                               as i32 fixed point with a shared exponent per block
 //                               (order-independent, bitwise reproducible); default float
+//   INC_SWITCH_WINDOW=N         chunks in flight: 0 (default) congestion-controlled, N > 0 a
+//                               fixed window (experiments; capped by the job's slots)
+//   INC_FAULT_LOSS / _DUP / _REORDER / _SEED   seeded faults injected into this rank's
+//                               outgoing datagrams (tests on real sockets)
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
+#include "coll/executor.hpp"
 #include "inc/types.hpp"
 #include "transport/socket.hpp"
 
@@ -24,43 +30,27 @@ namespace inc::api {
 
 struct IncPlan {
   bool ok = false;
-  std::string why;  // ok: how it runs ("switch 127.0.0.1:7710, job 1, member 3, f32 adds");
+  std::string why;  // ok: how it runs ("in-network aggregation, f32 adds, via switch ...");
                     // not ok: why the host path is used instead
-};
-
-struct IncResult {
-  std::uint64_t bytes_sent = 0, bytes_received = 0;
-  std::uint64_t retransmissions = 0;
-  bool overflow = false;  // i32: a partial sum wrapped around
 };
 
 class IncPath {
  public:
   // nullptr if no switch is configured. Throws Error(config) for a bad configuration.
+  // `timeout` (INC_TIMEOUT) bounds the worker's join and its waits for progress.
   static std::unique_ptr<IncPath> from_env(const transport::EnvLookup& env, int rank, int nranks,
-                                           std::uint64_t session);
-  ~IncPath();
+                                           std::uint64_t session, std::chrono::milliseconds timeout);
 
   // Can this call run through the switch? (Same answer on every rank for the same call.)
   IncPlan plan(Collective coll, DataType t, ReduceOp op) const;
 
-  // Runs one collective through the switch tree, blocking until it completes. Buffers follow
-  // the Communicator's conventions (out-of-place; reduce_scatter: send holds nranks x count).
-  // Throws Error(network) naming the switch when the switch path fails (restart, time-out).
-  IncResult run(Collective coll, const void* send, void* recv, std::uint64_t count, DataType t,
-                ReduceOp op, int root);
-
-  // A barrier through the switch tree: does the switch answer for this job? Every rank calls
-  // it at start-up; the Communicator then agrees across ranks (see Communicator::init).
-  bool probe(std::string& why);
-
-  const std::string& describe() const { return where_; }
+  // What the engine needs to attach this rank to the switch tree.
+  const coll::SwitchAttachment& attachment() const { return att_; }
+  const std::string& describe() const { return att_.where; }
 
  private:
-  struct Impl;
-  explicit IncPath(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-  std::string where_;
+  IncPath() = default;
+  coll::SwitchAttachment att_;
 };
 
 }  // namespace inc::api

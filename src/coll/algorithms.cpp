@@ -91,6 +91,7 @@ void Builder::inc_reduce(Region src, Region dst) { push(OpKind::inc_reduce, -1, 
 void Builder::inc_broadcast(int root, Region src, Region dst) {
   push(OpKind::inc_broadcast, root, src, dst);
 }
+void Builder::inc_gather(Region src, Region dst) { push(OpKind::inc_gather, -1, src, dst); }
 
 // ---------------------------------------------------------------------------------------------
 // Allreduce
@@ -409,6 +410,14 @@ void inc_collective(Builder& b) {
       break;
     }
     case Collective::reduce_scatter:
+      if (n * static_cast<std::uint64_t>(p) * b.elem <= std::min(b.seg, kIncSmallBytes)) {
+        // Small: one switch operation over the whole vector (one chunk rather than one per
+        // shard, which costs a round trip each); every rank keeps its own shard.
+        const Region all = b.scratch(0, n * static_cast<std::uint64_t>(p));
+        b.inc_reduce(b.in(0, n * static_cast<std::uint64_t>(p)), all);
+        b.copy(sub(all, static_cast<std::uint64_t>(r) * n * b.elem, n * b.elem), b.out(0, n));
+        break;
+      }
       // Shard by shard; only the shard's owner receives the aggregate.
       for (int owner = 0; owner < p; ++owner) {
         const Region src = b.in(static_cast<std::uint64_t>(owner) * n, n), dst = b.out(0, n);
@@ -418,27 +427,37 @@ void inc_collective(Builder& b) {
       }
       break;
     case Collective::allgather:
-      // Block by block, from its owner; in place the owner's block is already there.
+      if (n * static_cast<std::uint64_t>(p) * b.elem <= std::min(b.seg, kIncSmallBytes)) {
+        // Small: all blocks in one switch operation (in place, this rank's block is both).
+        b.inc_gather(b.in(0, n), b.out(0, n * static_cast<std::uint64_t>(p)));
+        break;
+      }
+      // Block by block, from its owner, which copies its own block locally (in place it is
+      // already there) rather than receive it back from the switch.
       for (int owner = 0; owner < p; ++owner) {
         const Region src = b.in(0, n), dst = b.out(static_cast<std::uint64_t>(owner) * n, n);
+        const bool mine = owner == r;
+        if (mine) b.copy(src, dst);
         segments(dst.bytes, [&](std::uint64_t o, std::uint64_t len) {
-          const bool mine = owner == r;
-          b.inc_broadcast(owner, mine ? sub(src, o, len) : none,
-                          mine && b.p.in_place ? none : sub(dst, o, len));
+          b.inc_broadcast(owner, mine ? sub(src, o, len) : none, mine ? none : sub(dst, o, len));
         });
       }
       break;
     case Collective::broadcast: {
+      // The root copies locally (nothing in place) and only sends.
       const bool root = r == b.p.root;
       const Region src = b.in(0, n), dst = b.out(0, n);
+      if (root) b.copy(src, dst);
       segments(dst.bytes, [&](std::uint64_t o, std::uint64_t len) {
-        b.inc_broadcast(b.p.root, root ? sub(src, o, len) : none,
-                        root && b.p.in_place ? none : sub(dst, o, len));
+        b.inc_broadcast(b.p.root, root ? sub(src, o, len) : none, root ? none : sub(dst, o, len));
       });
       break;
     }
-    case Collective::alltoall:
     case Collective::barrier:
+      // One switch operation without data: it completes when every rank has issued it.
+      b.inc_reduce(none, none);
+      break;
+    case Collective::alltoall:
       break;  // not supported by inc (build_schedule rejects it)
   }
 }

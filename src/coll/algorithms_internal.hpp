@@ -14,6 +14,12 @@ inline constexpr std::uint64_t kUnsegmented = ~std::uint64_t{0};
 inline constexpr std::uint64_t kRingSegment = 1u << 20;    // pipelined ring: 1 MiB
 inline constexpr std::uint64_t kChainSegment = 256u << 10;  // pipelined chain: 256 KiB
 inline constexpr std::uint64_t kIncSegment = 64u << 10;     // Core-INC switch operation: 64 KiB
+// Core-INC reduce_scatter and allgather of at most this many bytes in all (and at most one
+// segment): one switch operation over the whole vector instead of one per shard or block. One
+// default switch slot (4096 x 4 B), i.e. one round trip instead of p; measured 3-4x faster at
+// 64 B to 16 KiB on 8 ranks (docs/ARCHITECTURE.md). Larger, every rank would move p times its
+// share of the bytes for nothing.
+inline constexpr std::uint64_t kIncSmallBytes = 16u << 10;
 
 // Element range [begin, begin + size) of part i when `count` elements are split in `parts`
 // nearly equal parts (the first count % parts parts get one more element).
@@ -61,6 +67,7 @@ class Builder {
   void zero_recv(int peer);           // zero-byte receive
   void inc_reduce(Region src, Region dst);
   void inc_broadcast(int root, Region src, Region dst);
+  void inc_gather(Region src, Region dst);
 
  private:
   void push(OpKind k, int peer, Region src, Region dst, bool fence = false);

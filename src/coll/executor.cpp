@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "coll/executor_inc.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::coll {
@@ -83,6 +84,9 @@ bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
 }
 
 bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -96,7 +100,11 @@ Engine::Engine(std::unique_ptr<transport::TcpMesh> mesh, std::chrono::millisecon
   dead_why_.resize(static_cast<std::size_t>(mesh_->size()));
 }
 
-Engine::~Engine() { mesh_->set_sink(nullptr); }
+Engine::~Engine() {
+  for (auto& [id, l] : links_) close_link(*l);
+  links_.clear();
+  mesh_->set_sink(nullptr);
+}
 
 void Engine::add_comm(std::uint32_t comm_id, std::vector<int> members) {
   std::lock_guard lk(mu_);
@@ -108,13 +116,9 @@ void Engine::add_comm(std::uint32_t comm_id, std::vector<int> members) {
 }
 
 void Engine::remove_comm(std::uint32_t comm_id) {
+  detach_switch(comm_id);
   std::lock_guard lk(mu_);
   comms_.erase(comm_id);
-}
-
-void Engine::abort(const Error& e) {
-  std::lock_guard lk(mu_);
-  fail_all(e);
 }
 
 transport::TransportStats Engine::stats() {
@@ -139,7 +143,8 @@ std::byte* Engine::region_ptr(CollOp& op, const Region& r) {
 }
 
 std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectiveParams& params,
-                                      const void* input, void* output, std::string selection) {
+                                      const void* input, void* output, std::string selection,
+                                      const StartOptions& opts) {
   std::lock_guard lk(mu_);
   if (fatal_) throw Error(fatal_->kind(), fmt::format("{} (the communicator is unusable after this error)", fatal_->what()));
   auto cit = comms_.find(comm_id);
@@ -158,7 +163,8 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
   op->input = static_cast<const std::byte*>(input);
   op->output = static_cast<std::byte*>(output);
   op->start = clock::now();
-  op->deadline = op->start + timeout_;
+  op->deadline = op->start + (opts.timeout.count() > 0 ? opts.timeout : timeout_);
+  op->tentative = opts.tentative;
   op->sched = build_schedule(params);
   op->info_.algo = op->sched.algo;
   op->params.algo = op->sched.algo;
@@ -184,12 +190,15 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
       op->msg_index[i] = static_cast<std::uint32_t>(op->recv_by_peer[o.peer].size());
       op->recv_by_peer[o.peer].push_back(i);
       op->info_.bytes_received += o.dst.bytes;
-    } else if (o.kind == OpKind::inc_reduce || o.kind == OpKind::inc_broadcast) {
-      throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: algorithm 'inc' needs a Core-INC switch, and this "
-                              "communicator has none configured",
-                              describe(*op)));
+    } else if (is_inc(o.kind)) {
+      op->inc_ops.push_back(i);
     }
+  }
+  if (!op->inc_ops.empty()) {
+    auto lit = links_.find(comm_id);
+    op->link = lit == links_.end() ? nullptr : lit->second.get();
+    check_inc_call(*op);  // throws before anything is registered
+    op->info_.in_network = true;
   }
   for (std::uint32_t i = 0; i < n; ++i) count[i + 1] += count[i];
   op->dependents_begin = count;
@@ -200,6 +209,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
 
   by_uid_[op->uid] = op;
   active_[{comm_id, op->info_.seq}] = op.get();
+  if (op->link) op->link->order.push_back(op->uid);
 
   // Messages that arrived before this collective started.
   if (auto eit = early_.find({comm_id, op->info_.seq}); eit != early_.end()) {
@@ -340,7 +350,8 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
     }
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
-      fail(op, Error(Error::Kind::internal, "inc op reached the host executor"), true);
+    case OpKind::inc_gather:
+      submit_ready_inc(*op.link);  // in order: it may have to wait for earlier inc ops
       return;
   }
 }
@@ -378,7 +389,11 @@ void Engine::fail(CollOp& op, Error e, bool tell_peers) {
   auto keep = by_uid_[op.uid];
   active_.erase({op.comm_id, op.info_.seq});
   by_uid_.erase(op.uid);
-  if (!fatal_) fatal_ = e;
+  // A tentative collective (the switch probe) fails alone; anything else leaves the ranks
+  // unable to agree on what completed, so the engine becomes unusable.
+  if (op.tentative) tell_peers = false;
+  else if (!fatal_) fatal_ = e;
+  abandon_inc(op);
   // Nothing may touch this collective's buffers once the caller sees the error.
   for (std::size_t w = 0; w < incoming_.size(); ++w) {
     Incoming& in = incoming_[w];
@@ -388,7 +403,7 @@ void Engine::fail(CollOp& op, Error e, bool tell_peers) {
     }
   }
   if (tell_peers) mesh_->broadcast_abort(fmt::format("rank {}: {}", world_rank(), e.what()));
-  mesh_->drop_sends();
+  if (!op.tentative) mesh_->drop_sends();
 }
 
 void Engine::fail_all(const Error& e) {
@@ -557,7 +572,8 @@ void Engine::on_error(int, const Error& e) {
 }
 
 void Engine::progress_once(int timeout_ms) {
-  mesh_->poll(timeout_ms);
+  mesh_->poll(link_wait_ms(timeout_ms));  // also wakes for the switch sockets and timers
+  service_links();
   drain();
   check_dead_peers();
 }
@@ -583,7 +599,7 @@ std::string Engine::describe_blocked(const CollOp& op) const {
   std::string s = fmt::format("{} of {} ops done", op.ops_done, op.sched.ops.size());
   if (!recv_from.empty()) s += fmt::format("; waiting for data from rank {}", list(recv_from));
   if (!send_to.empty()) s += fmt::format("; waiting to send to rank {}", list(send_to));
-  return s;
+  return s + describe_inc(op);
 }
 
 void Engine::wait(CollOp& op) {

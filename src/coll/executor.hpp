@@ -1,8 +1,13 @@
-// The runtime executor: runs one rank's schedule on real buffers over the TCP mesh.
+// The runtime executor: runs one rank's schedule on real buffers over the TCP mesh and, for
+// the in-network ops (inc_reduce, inc_broadcast), through a Core-INC switch tree.
 // One Engine per process world; communicators (the world and its splits) share its
-// connections and are told apart by comm_id in every message. Progress is made by the
-// threads that wait on or test a collective (no hidden progress thread): every wait has a
-// deadline, and its error names the collective, the op and the peer it was waiting for.
+// connections and are told apart by comm_id in every message. A communicator with a switch
+// tree has one switch attachment: a UDP socket, watched by the mesh's epoll loop, and the
+// sans-IO worker protocol (src/switch/worker.hpp), to which its inc ops are submitted as they
+// become ready, in (collective sequence, op index) order -- the same order on every rank.
+// Progress is made by the threads that wait on or test a collective (no hidden progress
+// thread): every wait has a deadline, and its error names the collective, the op and the peer
+// or switch it was waiting for.
 #pragma once
 
 #include <chrono>
@@ -17,6 +22,8 @@
 #include <vector>
 
 #include "coll/schedule.hpp"
+#include "src/switch/udp.hpp"
+#include "src/switch/worker.hpp"
 #include "transport/tcp_mesh.hpp"
 
 namespace inc::coll {
@@ -29,11 +36,30 @@ struct RunInfo {
   std::string selection;         // why this algorithm: "INC_ALGO=ring", "automatic: ...", ...
   bool in_network = false;
   std::uint64_t bytes_sent = 0;  // payload bytes this rank sent / received in this collective
-  std::uint64_t bytes_received = 0;
+  std::uint64_t bytes_received = 0;  // (in the network: datagrams with their headers)
+  std::uint64_t retransmissions = 0;  // in the network: datagrams this rank sent again
+  bool overflow = false;              // in the network: an i32 partial sum wrapped around
   double seconds = 0;
 };
 
+// This rank's attachment to a communicator's switch tree.
+struct SwitchAttachment {
+  sw::WorkerConfig worker;   // job, member id, switch endpoint, session, timers and deadlines
+  sw::FaultConfig faults;    // injected into outgoing datagrams (tests on real sockets)
+  bool fixed_point = false;  // f32 sums as i32 fixed point (order-independent)
+  std::string where;         // "switch 127.0.0.1:7710, job 1, member 3", for reports and errors
+};
+
+struct StartOptions {
+  // A failure of this collective leaves the engine usable and is not told to the peers: the
+  // start-up probe of a switch tree, whose outcome the ranks then agree on over TCP.
+  bool tentative = false;
+  // Deadline from the start; 0 = the engine's (INC_TIMEOUT).
+  std::chrono::milliseconds timeout{0};
+};
+
 class Engine;
+struct SwitchLink;
 
 // One collective in flight.
 class CollOp {
@@ -69,6 +95,15 @@ class CollOp {
   std::vector<std::uint8_t> recv_arrived;  // per op: payload fully parked in early buffer
   std::unordered_map<std::uint32_t, std::vector<std::byte>> parked;  // op -> early payload
   std::size_t ops_done = 0;
+  bool tentative = false;
+  // In-network ops: indices in program order; the first inc_submitted went to the switch.
+  SwitchLink* link = nullptr;
+  std::vector<std::uint32_t> inc_ops;
+  std::size_t inc_submitted = 0, inc_completed = 0;
+  // inc_gather: the zero-padded vectors handed to the worker, and per op index the padded
+  // result to copy into dst on completion (when dst is not whole i32 words).
+  std::vector<std::vector<std::byte>> staging;
+  std::unordered_map<std::uint32_t, std::size_t> staged_out;
 };
 
 class Engine : public transport::MessageSink {
@@ -84,10 +119,19 @@ class Engine : public transport::MessageSink {
   void add_comm(std::uint32_t comm_id, std::vector<int> members);
   void remove_comm(std::uint32_t comm_id);
 
+  // Attach a communicator to its switch tree (opens the UDP socket; the worker joins the
+  // switch with the first in-network op). Throws inc::Error(network) if the socket fails.
+  void attach_switch(std::uint32_t comm_id, const SwitchAttachment& a);
+  // Leave the switch tree (best effort) and close the socket. Collectives still using it fail.
+  void detach_switch(std::uint32_t comm_id);
+  bool has_switch(std::uint32_t comm_id);
+
   // Start a collective on comm `comm_id`. Throws inc::Error for invalid calls or if the
   // engine was aborted. The schedule is built here (algorithm already resolved in params).
+  // Never blocks: in-network ops are handed to the switch worker and progress in wait/test.
   std::shared_ptr<CollOp> start(std::uint32_t comm_id, const CollectiveParams& params,
-                                const void* input, void* output, std::string selection);
+                                const void* input, void* output, std::string selection,
+                                const StartOptions& opts = {});
 
   // Progress until op completes (throws its error) or its deadline passes.
   void wait(CollOp& op);
@@ -95,9 +139,6 @@ class Engine : public transport::MessageSink {
   bool test(CollOp& op);
 
   transport::TransportStats stats();
-  // Make the engine unusable with this error and tell every peer (a failure outside the
-  // schedules, e.g. of the switch path, after which the ranks can no longer agree).
-  void abort(const Error& e);
 
   // MessageSink
   transport::RecvTarget on_header(int peer, const transport::WireHeader& h) override;
@@ -139,6 +180,18 @@ class Engine : public transport::MessageSink {
   std::string describe_blocked(const CollOp& op) const;
   void progress_once(int timeout_ms);
   void check_dead_peers();
+  // In-network ops (executor_inc.cpp).
+  void check_inc_call(const CollOp& op) const;
+  sw::WorkerOp make_worker_op(CollOp& op, std::uint32_t i);
+  void submit_ready_inc(SwitchLink& l);
+  void on_link_readable(SwitchLink& l);
+  void service_links();  // timers, sends, completions and failures of every switch worker
+  int link_wait_ms(int timeout_ms) const;  // timeout_ms, shortened to the next switch timer
+  void link_failed(SwitchLink& l, const std::string& why);
+  void abandon_inc(CollOp& op);  // op failed: the switch worker must let go of its buffers
+  std::string describe_inc(const CollOp& op) const;
+  std::string closed_members(std::uint32_t comm_id) const;
+  void close_link(SwitchLink& l);
 
   std::mutex mu_;
   std::unique_ptr<transport::TcpMesh> mesh_;
@@ -159,6 +212,8 @@ class Engine : public transport::MessageSink {
   // How long wait() polls (yielding) before it sleeps in epoll_wait (INC_SPIN_US).
   std::chrono::microseconds spin_{500};
   std::uint64_t next_uid_ = 1;
+  // Switch attachments by communicator (after mesh_: closed before it).
+  std::map<std::uint32_t, std::unique_ptr<SwitchLink>> links_;
 };
 
 // Pack/unpack the collective descriptor carried by every data message.

@@ -25,7 +25,9 @@ std::vector<RankSchedule> build_schedules(CollectiveParams p) {
 namespace {
 
 bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 constexpr std::uint32_t kNone = ~0u;
 
 class LocalRun {
@@ -233,6 +235,7 @@ class LocalRun {
             break;
           case OpKind::inc_reduce:
           case OpKind::inc_broadcast:
+          case OpKind::inc_gather:
             check_region(r, i, o.src, false, o.kind == OpKind::inc_reduce);
             check_region(r, i, o.dst, true, o.kind == OpKind::inc_reduce);
             seq_of_[g] = static_cast<std::uint32_t>(inc_ops[static_cast<std::size_t>(r)].size());
@@ -305,6 +308,7 @@ class LocalRun {
                                describe(g), what));
     };
     std::uint64_t bytes = first.kind == OpKind::inc_reduce ? first.src.bytes : 0;
+    if (first.kind == OpKind::inc_gather) bytes = first.src.bytes * static_cast<std::uint64_t>(p_.nranks);
     if (first.kind == OpKind::inc_broadcast) {
       if (first.peer < 0 || first.peer >= p_.nranks) throw bad(grp[0], "root out of range");
       bytes = op(grp[static_cast<std::size_t>(first.peer)]).src.bytes;
@@ -314,6 +318,7 @@ class LocalRun {
       if (o.kind != first.kind) throw bad(g, "different kinds");
       if (o.kind == OpKind::inc_reduce && o.src.bytes != bytes) throw bad(g, "different sizes");
       if (o.kind == OpKind::inc_broadcast && o.peer != first.peer) throw bad(g, "different roots");
+      if (o.kind == OpKind::inc_gather && o.src.bytes != first.src.bytes) throw bad(g, "different block sizes");
       if (o.dst.bytes != 0 && o.dst.bytes != bytes)
         throw bad(g, fmt::format("destination of {} B for {} B of data", o.dst.bytes, bytes));
     }
@@ -348,6 +353,7 @@ class LocalRun {
       }
       case OpKind::inc_reduce:
       case OpKind::inc_broadcast:
+      case OpKind::inc_gather:
         if (++group_ready_[seq_of_[g]] == p_.nranks) push({ActionKind::group, seq_of_[g]});
         break;
     }
@@ -472,6 +478,13 @@ class LocalRun {
           std::memcpy(data.data(), src, o.src.bytes);
         else
           numerics::reduce(p_.dtype, p_.op, data.data(), data.data(), src, n);
+      }
+    } else if (first.kind == OpKind::inc_gather) {
+      // The blocks in rank order.
+      data.resize(first.src.bytes * grp.size());
+      for (std::size_t r = 0; r < grp.size(); ++r) {
+        const Op& o = op(grp[r]);
+        if (o.src.bytes) std::memcpy(data.data() + r * o.src.bytes, ptr(static_cast<int>(r), o.src), o.src.bytes);
       }
     } else {
       const auto root = static_cast<std::size_t>(first.peer);

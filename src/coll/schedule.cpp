@@ -126,7 +126,7 @@ bool supports(Collective coll, Algorithm algo) noexcept {
     case Collective::alltoall:
       return algo == Algorithm::pairwise;
     case Collective::barrier:
-      return algo == Algorithm::dissemination;
+      return algo == Algorithm::dissemination || algo == Algorithm::inc;
   }
   return false;
 }
@@ -206,7 +206,10 @@ RankSchedule build_schedule(const CollectiveParams& p_in) {
   if (p.algo == Algorithm::inc) default_segment = detail::kIncSegment;
   detail::Builder b(p, s, default_segment);
 
-  if (p.coll == Collective::barrier) {
+  if (p.coll == Collective::barrier && p.algo == Algorithm::inc) {
+    // Through the switch even on one rank: it is also how a job checks that its tree answers.
+    detail::inc_collective(b);
+  } else if (p.coll == Collective::barrier) {
     if (p.nranks > 1) detail::barrier_dissemination(b);
   } else if (p.count == 0) {
     // Nothing to move, on every rank alike.
@@ -342,6 +345,7 @@ Access access_of(const Op& op) {
     case OpKind::copy:
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
+    case OpKind::inc_gather:
       a.reads[0] = &op.src;
       a.write = &op.dst;
       break;
@@ -476,13 +480,14 @@ void infer_dependencies(RankSchedule& s) {
 // ---------------------------------------------------------------------------------------------
 
 std::string to_string(const Op& op) {
-  static constexpr std::string_view kinds[] = {"send",   "recv",       "recv_reduce",  "copy",
-                                               "reduce", "inc_reduce", "inc_broadcast"};
+  static constexpr std::string_view kinds[] = {"send",       "recv",          "recv_reduce",
+                                               "copy",       "reduce",        "inc_reduce",
+                                               "inc_broadcast", "inc_gather"};
   static constexpr std::string_view bufs[] = {"input", "output", "scratch"};
   auto reg = [](const Region& r) {
     return fmt::format("{}[{},+{})", bufs[static_cast<unsigned>(r.buf) % 3], r.offset, r.bytes);
   };
-  const auto k = kinds[static_cast<unsigned>(op.kind) % 7];
+  const auto k = kinds[static_cast<unsigned>(op.kind) % 8];
   const std::string fence = op.fence ? " (fence)" : "";
   switch (op.kind) {
     case OpKind::send:
@@ -524,6 +529,7 @@ ScheduleCounts summarize(const RankSchedule& s) noexcept {
         break;
       case OpKind::inc_reduce:
       case OpKind::inc_broadcast:
+      case OpKind::inc_gather:
         ++c.inc_ops;
         c.inc_bytes += op.src.bytes;
         break;

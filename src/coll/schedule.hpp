@@ -51,8 +51,15 @@ enum class OpKind : std::uint8_t {
   // Core-INC (issue 3). Every rank of the communicator issues the same sequence of inc ops;
   // the k-th inc op of all ranks forms one switch operation on the communicator's tree.
   inc_reduce,     // contribute src to the switch tree; the aggregate of all ranks' src lands in
-                  // dst (dst.bytes == 0: this rank contributes but does not receive it)
+                  // dst (dst.bytes == 0: this rank contributes but does not receive it).
+                  // src and dst both empty on every rank: a synchronisation (barrier), one
+                  // switch operation without data that completes once every rank issued it.
+                  // (For sizes that are not elements, a raw copy is an inc_broadcast.)
   inc_broadcast,  // rank `peer` contributes src; the switch replicates it into every rank's dst
+  inc_gather,     // every rank contributes src (the same size on every rank); every rank's dst
+                  // (nranks x src.bytes) receives all of them in rank order. One switch
+                  // operation for all blocks; through an adding switch, each rank's src placed
+                  // in zeros and summed as wrap-around i32 words (x + 0 = x: exact bytes).
 };
 
 struct Op {

@@ -33,7 +33,9 @@ std::string validate(const NetParams& p) {
 
 namespace {
 bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 }  // namespace
 
 StepCounts schedule_counts(const Program& P) {
@@ -64,6 +66,7 @@ StepCounts schedule_counts(const Program& P) {
         case OpKind::copy:
           break;
         case OpKind::inc_reduce:
+        case OpKind::inc_gather:
           inc += b;
           break;
         case OpKind::inc_broadcast:
@@ -300,6 +303,10 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
       s.bytes_sent = s.bytes_recv = f * n;
       return s;
     case Collective::barrier:
+      if (a == Algorithm::inc) {  // one empty switch operation
+        s.rounds = s.inc_rounds = 1;
+        return s;
+      }
       if (a != Algorithm::dissemination) unsupported(c, a);
       s.rounds = s.messages = ceil_log2(p);
       return s;

@@ -246,7 +246,8 @@ struct Simulator::Impl {
       for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) {
         EngOp& x = J.E[perm[i]];
         x.op = J.prog.ops[i];
-        const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast;
+        const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast ||
+                         x.op.kind == OpKind::inc_gather;
         x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
         x.pair_of = J.prog.pair_of[i];
         x.pair_seq = J.prog.pair_seq[i];
@@ -345,6 +346,7 @@ struct Simulator::Impl {
       }
       case OpKind::inc_reduce:
       case OpKind::inc_broadcast:
+      case OpKind::inc_gather:  // an aggregation of zero-padded blocks: as inc_reduce
         inc_member_ready(ji, op);
         break;
     }

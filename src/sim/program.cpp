@@ -39,11 +39,14 @@ bool overlaps(const coll::Region& a, const coll::Region& b) {
 }
 
 bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) { return k == OpKind::inc_reduce || k == OpKind::inc_broadcast; }
+bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 
 std::uint64_t op_bytes(const coll::Op& op) {
   switch (op.kind) {
     case OpKind::inc_broadcast:  // only the root has a source; everybody has the destination
+    case OpKind::inc_gather:     // each rank's block travels in the whole vector (zero-padded)
       return std::max(op.src.bytes, op.dst.bytes);
     case OpKind::send:
     case OpKind::inc_reduce:
@@ -209,7 +212,8 @@ struct Builder {
         const std::uint32_t o = per_rank[r][g];
         const SimOp& first = P.ops[per_rank[0][g]];
         if (P.ops[o].kind != first.kind || P.ops[o].peer != first.peer ||
-            (first.kind == OpKind::inc_reduce && P.ops[o].bytes != first.bytes))
+            ((first.kind == OpKind::inc_reduce || first.kind == OpKind::inc_gather) &&
+             P.ops[o].bytes != first.bytes))
           throw Error(Error::Kind::mismatch,
                       fmt::format("Core-INC op {}: rank {} disagrees with rank 0 (kind, root or size)",
                                   g, r));

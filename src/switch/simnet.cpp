@@ -1,25 +1,118 @@
 #include "src/switch/simnet.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace inc::sw {
 
 void SimNetwork::send(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now) {
   ++sent;
+  Delivery base;
+  base.from = from;
+  base.to = to;
+  // The sender's link, then the receiver's; an attachment for this very peer wins over a
+  // general one.
+  LinkId up = kNoLink, down = kNoLink;
+  bool up_specific = false, down_specific = false;
+  for (const auto& a : attach_) {
+    if (a.e == from && a.up != kNoLink && (!a.only_peer.valid() || a.only_peer == to) &&
+        !up_specific) {
+      up = a.up;
+      up_specific = a.only_peer.valid();
+    }
+    if (a.e == to && a.down != kNoLink && (!a.only_peer.valid() || a.only_peer == from) &&
+        !down_specific) {
+      down = a.down;
+      down_specific = a.only_peer.valid();
+    }
+  }
+  if (up != kNoLink) base.path[base.hops++] = up;
+  if (down != kNoLink) base.path[base.hops++] = down;
   FaultTally t;
   datagram_fates(f_, [this] { return uniform(); }, now, t, [&](Nanos at) {
-    q_.push(Delivery{at, seq_++, from, to, std::vector<std::byte>(bytes.begin(), bytes.end())});
+    Delivery d = base;
+    d.seq = seq_++;
+    d.bytes.assign(bytes.begin(), bytes.end());
+    if (d.hops == 0) {
+      d.at = at;
+    } else {  // the random delay is added after the links
+      d.extra = at - now;
+      d.at = now;
+    }
+    q_.push(std::move(d));
   });
   lost += t.lost;
   duplicated += t.duplicated;
   reordered += t.reordered;
 }
 
-SimNetwork::Delivery SimNetwork::pop() {
+bool SimNetwork::pop(Delivery& out) {
   Delivery d = std::move(const_cast<Delivery&>(q_.top()));
   q_.pop();
+  if (d.hop < d.hops) {
+    Nanos leave = 0;
+    if (!cross(d.path[d.hop], d.at, d.bytes.size(), leave)) return false;
+    ++d.hop;
+    d.at = d.hop < d.hops ? leave : leave + d.extra;
+    d.seq = seq_++;
+    q_.push(std::move(d));
+    return false;
+  }
   ++delivered;
-  return d;
+  out = std::move(d);
+  return true;
+}
+
+SimNetwork::LinkId SimNetwork::add_link(const LinkParams& p) {
+  links_.push_back(Link{});
+  links_.back().p = p;
+  return LinkId(links_.size() - 1);
+}
+
+void SimNetwork::attach(Endpoint e, LinkId up, LinkId down, Endpoint only_peer) {
+  attach_.push_back({e, only_peer, up, down});
+}
+
+void SimNetwork::change_link(LinkId id, Nanos at, const LinkParams& p) {
+  auto& c = links_[id].changes;
+  c.emplace_back(at, p);
+  std::stable_sort(c.begin() + std::ptrdiff_t(links_[id].next_change), c.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+bool SimNetwork::cross(LinkId id, Nanos t, std::size_t bytes, Nanos& leave) {
+  Link& l = links_[id];
+  while (l.next_change < l.changes.size() && l.changes[l.next_change].first <= t)
+    l.p = l.changes[l.next_change++].second;
+  const LinkParams& p = l.p;
+  if (p.p_good_bad > 0 || p.loss_good > 0 || l.bad) {
+    l.bad = l.bad ? uniform() >= p.p_bad_good : uniform() < p.p_good_bad;
+    const double loss = l.bad ? p.loss_bad : p.loss_good;
+    if (loss > 0 && uniform() < loss) {
+      ++l.stats.burst_drops;
+      return false;
+    }
+  }
+  const double wire = double(bytes + p.overhead_bytes);
+  double start = double(t);
+  if (p.rate_bps > 0) {
+    const double backlog = l.busy_until > start ? (l.busy_until - start) * p.rate_bps / 8e9 : 0;
+    if (p.queue_bytes && backlog + wire > double(p.queue_bytes)) {
+      ++l.stats.queue_drops;
+      return false;
+    }
+    l.stats.max_queue_bytes = std::max(l.stats.max_queue_bytes, std::uint64_t(backlog));
+    start = std::max(start, l.busy_until);
+    const double tx = wire * 8e9 / p.rate_bps;
+    l.busy_until = start + tx;
+    l.stats.busy += Nanos(tx);
+    start = l.busy_until;
+  }
+  ++l.stats.packets;
+  l.stats.bytes += std::uint64_t(wire);
+  leave = Nanos(std::ceil(start)) + p.delay;
+  return true;
 }
 
 Endpoint SimCluster::add_switch(const SwitchConfig& cfg) {
@@ -76,9 +169,15 @@ bool SimCluster::run_until(const std::function<bool()>& stop, Nanos limit) {
         wi = i;
       }
     }
-    if (t_net == kNever && t_worker == kNever) return false;
+    if (t_net == kNever && t_worker == kNever) {
+      now_ = std::max(now_, limit);
+      return false;
+    }
     Nanos t = std::min({t_net, t_worker, next_switch_tick_});
-    if (t > limit) return false;
+    if (t > limit) {
+      now_ = std::max(now_, limit);
+      return false;
+    }
     now_ = std::max(now_, t);
     if (t == next_switch_tick_ && t < t_net && t < t_worker) {
       for (std::size_t i = 0; i < switches_.size(); ++i) {
@@ -89,7 +188,8 @@ bool SimCluster::run_until(const std::function<bool()>& stop, Nanos limit) {
       continue;
     }
     if (t_net <= t_worker) {
-      auto d = net_.pop();
+      SimNetwork::Delivery d;
+      if (!net_.pop(d)) continue;  // a datagram crossed a link (or was dropped there)
       if (d.to.id == 0 || d.to.id > nodes_.size()) continue;  // nobody there
       const Node& n = nodes_[d.to.id - 1];
       if (n.is_switch) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <queue>
 #include <random>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -26,20 +27,60 @@ struct SimFaults {
   Nanos reorder_delay = 200'000;  // extra delay of a reordered datagram, uniform in [0, this]
 };
 
+// A bottleneck link: a drop-tail FIFO queue in front of a transmitter of `rate_bps`, then a
+// propagation delay; optional Gilbert-Elliott bursty loss (a two-state Markov chain stepped
+// per packet: good -> bad with p_good_bad, bad -> good with p_bad_good; a packet is lost with
+// loss_good / loss_bad in that state). Sizes count `overhead_bytes` per datagram on the wire
+// (Ethernet 14 + IPv4 20 + UDP 8 by default, as tc's tbf counts them).
+struct LinkParams {
+  double rate_bps = 0;              // 0: unlimited (no queueing)
+  std::uint64_t queue_bytes = 0;    // queue limit (bytes waiting, not in service); 0: unlimited
+  Nanos delay = 0;                  // propagation delay after the transmitter
+  std::uint32_t overhead_bytes = 42;
+  double p_good_bad = 0, p_bad_good = 1, loss_good = 0, loss_bad = 0;
+};
+
+struct LinkStats {
+  std::uint64_t packets = 0, bytes = 0;  // carried (wire bytes)
+  std::uint64_t queue_drops = 0, burst_drops = 0;
+  std::uint64_t max_queue_bytes = 0;     // largest backlog seen by an arriving packet
+  Nanos busy = 0;                        // time spent transmitting
+};
+
 class SimNetwork {
  public:
+  using LinkId = std::uint32_t;
+  static constexpr LinkId kNoLink = 0xFFFFFFFF;
   struct Delivery {
     Nanos at = 0;
     std::uint64_t seq = 0;
     Endpoint from, to;
     std::vector<std::byte> bytes;
+    // Internal: links still to cross (indices into the path), and the random extra delay
+    // (jitter, reordering) added after the last link.
+    std::uint8_t hop = 0, hops = 0;
+    LinkId path[2] = {kNoLink, kNoLink};
+    Nanos extra = 0;
   };
   SimNetwork(std::uint64_t seed, const SimFaults& f) : rng_(seed), f_(f) {}
   void set_faults(const SimFaults& f) { f_ = f; }
   void send(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now);
   bool empty() const { return q_.empty(); }
   Nanos next_time() const { return q_.top().at; }
-  Delivery pop();
+  // Processes the next event: a datagram reaching its destination (true, `out` filled) or a
+  // link stage (false: it moved on to the next link or was dropped by a queue or a burst).
+  bool pop(Delivery& out);
+
+  // Links. Datagrams from `e` cross `up`, datagrams to `e` cross `down` (either may be
+  // kNoLink); with `only_peer` set, only datagrams exchanged with that peer do (a leaf
+  // switch's uplink). Several endpoints may share link ids (workers on one host).
+  LinkId add_link(const LinkParams& p);
+  void attach(Endpoint e, LinkId up, LinkId down, Endpoint only_peer = {});
+  // From simulated time `at` on, the link has the parameters `p` (rate changes, outages).
+  void change_link(LinkId id, Nanos at, const LinkParams& p);
+  const LinkStats& link_stats(LinkId id) const { return links_[id].stats; }
+  const LinkParams& link_params(LinkId id) const { return links_[id].p; }
+
   std::uint64_t sent = 0, lost = 0, duplicated = 0, reordered = 0, delivered = 0;
 
  private:
@@ -48,11 +89,27 @@ class SimNetwork {
       return a.at != b.at ? a.at > b.at : a.seq > b.seq;
     }
   };
+  struct Link {
+    LinkParams p;
+    std::vector<std::pair<Nanos, LinkParams>> changes;  // sorted by time, applied in order
+    std::size_t next_change = 0;
+    double busy_until = 0;  // ns, when the transmitter finishes the last accepted datagram
+    bool bad = false;       // Gilbert-Elliott state
+    LinkStats stats;
+  };
+  struct Attachment {
+    Endpoint e, only_peer;
+    LinkId up = kNoLink, down = kNoLink;
+  };
+  // Crosses link `id` arriving at `t`: false if dropped, else the time it leaves the link.
+  bool cross(LinkId id, Nanos t, std::size_t bytes, Nanos& leave);
   double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
   std::mt19937_64 rng_;
   SimFaults f_;
   std::uint64_t seq_ = 0;
   std::priority_queue<Delivery, std::vector<Delivery>, Later> q_;
+  std::vector<Link> links_;
+  std::vector<Attachment> attach_;
 };
 
 class SimCluster {
@@ -67,6 +124,14 @@ class SimCluster {
   WorkerProtocol& worker(std::size_t i) { return *workers_[i]; }
   std::size_t num_workers() const { return workers_.size(); }
   SimNetwork& net() { return net_; }
+  // A host link for endpoint `e`: `up` carries what `e` sends, `down` what it receives (both
+  // through drop-tail queues, see LinkParams). Returns the two link ids.
+  std::pair<SimNetwork::LinkId, SimNetwork::LinkId> shape(Endpoint e, const LinkParams& up,
+                                                          const LinkParams& down) {
+    auto u = net_.add_link(up), d = net_.add_link(down);
+    net_.attach(e, u, d);
+    return {u, d};
+  }
   Nanos now() const { return now_; }
 
   // Replace switch i by a fresh one (all state gone) with the given config (new incarnation).
@@ -77,12 +142,19 @@ class SimCluster {
   // Deliver packets sent by anyone (e.g. hand-made) through the network.
   void inject(Endpoint from, Endpoint to, std::span<const std::byte> bytes);
 
-  // Run events until `stop()` holds (true) or nothing is left to do / `limit` passes (false).
+  // Run events until `stop()` holds (true) or nothing is left to do / `limit` passes (false;
+  // simulated time then stands at `limit`).
   bool run_until(const std::function<bool()>& stop, Nanos limit);
   // Run until every live worker is done or failed.
   bool run(Nanos limit);
   // Let the worker start an op at the current simulated time.
   void start(std::size_t worker, WorkerOp op) { workers_[worker]->start(std::move(op), now_); flush_worker(worker); }
+  // Let the worker submit an op to its stream at the current simulated time; returns its id.
+  std::uint64_t submit(std::size_t worker, WorkerOp op) {
+    auto id = workers_[worker]->submit(std::move(op), now_);
+    flush_worker(worker);
+    return id;
+  }
 
  private:
   struct Node {

@@ -1,6 +1,7 @@
 #include "src/switch/worker.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "src/switch/arith.hpp"
@@ -14,7 +15,6 @@ using proto::Reason;
 using proto::WireOp;
 
 namespace {
-constexpr std::uint32_t kSyncSeg = 0xFFFFFFFF;
 
 std::string seconds(Nanos t) {
   char b[32];
@@ -33,121 +33,21 @@ std::string member_list(std::uint64_t bits, std::uint32_t n, bool present) {
   s.push_back('}');
   return s;
 }
-}  // namespace
 
-std::string_view name(WorkerErrorKind k) noexcept {
-  constexpr std::string_view names[] = {"none",     "invalid",     "timeout",   "switch_restarted",
-                                        "job_failed", "rejected", "unsupported", "nonfinite",
-                                        "protocol"};
-  return names[static_cast<unsigned>(k)];
-}
-
-// ---- op builders ------------------------------------------------------------------------------
-
-WorkerOp WorkerOp::allreduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
-                             std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks) {
-  WorkerOp w;
-  w.label = "allreduce";
-  w.kind = k;
-  w.op = op;
-  w.contributors = nranks;
-  if (count) w.segments.push_back({count, in, out});
-  return w;
-}
-
-WorkerOp WorkerOp::reduce_scatter(NumKind k, ReduceKind op, std::span<const std::byte> in,
-                                  std::span<std::byte> out, std::uint64_t count,
-                                  std::uint32_t nranks, std::uint32_t rank) {
-  WorkerOp w;
-  w.label = "reduce_scatter";
-  w.kind = k;
-  w.op = op;
-  w.contributors = nranks;
-  const std::size_t bytes = count * elem_bytes(k);
-  if (count)
-    for (std::uint32_t r = 0; r < nranks; ++r)
-      w.segments.push_back({count, in.empty() ? in : in.subspan(r * bytes, bytes),
-                            r == rank ? out : std::span<std::byte>{}});
-  return w;
-}
-
-WorkerOp WorkerOp::reduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
-                          std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks,
-                          bool is_root) {
-  WorkerOp w = allreduce(k, op, in, is_root ? out : std::span<std::byte>{}, count, nranks);
-  w.label = "reduce";
-  return w;
-}
-
-WorkerOp WorkerOp::allgather(std::span<const std::byte> in, std::span<std::byte> out,
-                             std::uint64_t bytes, std::uint32_t nranks, std::uint32_t rank) {
-  WorkerOp w;
-  w.label = "allgather";
-  w.kind = NumKind::raw;
-  w.op = ReduceKind::sum;
-  w.contributors = 1;
-  if (bytes)
-    for (std::uint32_t r = 0; r < nranks; ++r)
-      w.segments.push_back(
-          {bytes, r == rank ? in : std::span<const std::byte>{}, out.subspan(r * bytes, bytes)});
-  return w;
-}
-
-WorkerOp WorkerOp::broadcast(std::span<std::byte> buf, bool is_root) {
-  WorkerOp w;
-  w.label = "broadcast";
-  w.kind = NumKind::raw;
-  w.contributors = 1;
-  if (!buf.empty())
-    w.segments.push_back({buf.size(), is_root ? std::span<const std::byte>(buf) : std::span<const std::byte>{},
-                          is_root ? std::span<std::byte>{} : buf});
-  return w;
-}
-
-WorkerOp WorkerOp::barrier() {
-  WorkerOp w;
-  w.label = "barrier";
-  w.kind = NumKind::raw;
-  w.sync = true;
-  return w;
-}
-
-// ---- state machine ----------------------------------------------------------------------------
-
-WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {}
-
-void WorkerProtocol::fail(WorkerErrorKind k, std::string msg) {
-  if (state_ == State::failed) return;
-  state_ = State::failed;
-  err_.kind = k;
-  err_.message = op_.label + ": " + msg;
-}
-
-std::string WorkerProtocol::where(std::uint32_t chunk) const {
-  return "chunk " + std::to_string(chunk) + " (slot " +
-         std::to_string(info_.slots ? chunk % info_.slots : 0) + ") of job " +
-         std::to_string(cfg_.job) + " at switch " + cfg_.switch_ep.str();
-}
-
-std::uint32_t WorkerProtocol::chunk_elems() const {
-  return op_.kind == NumKind::raw ? info_.slot_elems * 4 : info_.slot_elems;
-}
-
-ElemType WorkerProtocol::wire_elem(const Chunk& c) const {
-  switch (op_.kind) {
+ElemType wire_elem(NumKind k) {
+  switch (k) {
     case NumKind::i32:
     case NumKind::fx32: return ElemType::i32;
     case NumKind::f32: return ElemType::f32;
     case NumKind::raw: return ElemType::raw;
   }
-  (void)c;
   return ElemType::none;
 }
 
-WireOp WorkerProtocol::wire_op(const Chunk& c) const {
-  if (op_.kind == NumKind::raw) return WireOp::copy;
-  if (op_.kind == NumKind::fx32) return c.exponent ? WireOp::max : WireOp::sum;
-  switch (op_.op) {
+WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
+  if (k == NumKind::raw) return WireOp::copy;
+  if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
+  switch (op) {
     case ReduceKind::sum: return WireOp::sum;
     case ReduceKind::max: return WireOp::max;
     case ReduceKind::min: return WireOp::min;
@@ -155,13 +55,178 @@ WireOp WorkerProtocol::wire_op(const Chunk& c) const {
   return WireOp::none;
 }
 
+void count_tx(OpReport& r, std::size_t bytes, bool retransmit) {
+  ++r.packets_sent;
+  r.bytes_sent += bytes;
+  if (retransmit) ++r.retransmissions;
+}
+
+void count_rx(OpReport& r, std::size_t bytes) {
+  ++r.packets_received;
+  r.bytes_received += bytes;
+}
+
+}  // namespace
+
+namespace {
+constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in packets of 1.5 KB)
+}
+
+WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
+  rtt_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
+  lat_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
+  clear_recovery();
+}
+
+// ---- errors and descriptions ------------------------------------------------------------------
+
+void WorkerProtocol::fail(WorkerErrorKind k, std::string msg, std::string_view label) {
+  if (failed_) return;
+  failed_ = true;
+  joining_ = false;
+  err_.kind = k;
+  err_.message = std::string(label) + ": " + msg;
+  // Every queued op fails with it; completions already reported stay pollable.
+  ops_.clear();
+  for (auto& e : ring_) e = Entry{};
+  inflight_ = 0;
+  clear_recovery();
+}
+
+std::string_view WorkerProtocol::label_for_errors() const {
+  for (const auto& op : ops_)
+    if (!op.finished) return op.w.label;
+  return "switch path";
+}
+
+std::string WorkerProtocol::where(std::uint64_t chunk) const {
+  return "chunk " + std::to_string(wire_chunk(chunk)) + " (slot " +
+         std::to_string(info_.slots ? wire_chunk(chunk) % info_.slots : 0) + ") of job " +
+         std::to_string(cfg_.job) + " at switch " + cfg_.switch_ep.str();
+}
+
+std::string WorkerProtocol::describe_stall(Nanos now) const {
+  if (failed_) return err_.message;
+  if (joining_)
+    return "waiting " + seconds(now - join_started_) + " for a join_ack from switch " +
+           cfg_.switch_ep.str() + " for job " + std::to_string(cfg_.job) + " member " +
+           std::to_string(cfg_.member) +
+           (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
+                                                 : " (no answer)");
+  const Entry* oldest = nullptr;
+  for (const auto& e : ring_)
+    if (e.busy && (!oldest || e.chunk < oldest->chunk)) oldest = &e;
+  if (!oldest) return queued() ? "ops queued, nothing in flight" : "idle";
+  const Op* op = op_by_id(oldest->op);
+  std::string msg = (op ? op->w.label + ": " : std::string()) + stall_detail(*oldest, now);
+  return msg;
+}
+
+std::string WorkerProtocol::stall_detail(const Entry& e, Nanos now) const {
+  const Entry* oldest = &e;
+  std::string msg = where(oldest->chunk) +
+                    " has no result after " + std::to_string(oldest->tries + 1) +
+                    " transmissions over " + seconds(now - oldest->first_sent);
+  if (oldest->awaiting_parent)
+    msg += "; all members of that switch contributed and it waits for its parent switch";
+  else if (oldest->pending_seen)
+    msg += "; the switch has contributions from members " +
+           member_list(oldest->contributed, oldest->members, true) + " of " +
+           std::to_string(oldest->members) + ", missing " +
+           member_list(oldest->contributed, oldest->members, false);
+  else
+    msg += "; the switch never answered";
+  return msg;
+}
+
+std::uint32_t WorkerProtocol::chunk_elems(NumKind k) const {
+  return k == NumKind::raw ? info_.slot_elems * 4 : info_.slot_elems;
+}
+
+// ---- the op queue -----------------------------------------------------------------------------
+
+WorkerProtocol::Op* WorkerProtocol::op_by_id(std::uint64_t id) {
+  if (ops_.empty() || id < ops_.front().id || id - ops_.front().id >= ops_.size()) return nullptr;
+  return &ops_[std::size_t(id - ops_.front().id)];
+}
+
+const WorkerProtocol::Op* WorkerProtocol::op_by_id(std::uint64_t id) const {
+  if (ops_.empty() || id < ops_.front().id || id - ops_.front().id >= ops_.size()) return nullptr;
+  return &ops_[std::size_t(id - ops_.front().id)];
+}
+
+std::size_t WorkerProtocol::queued() const {
+  std::size_t n = 0;
+  for (const auto& op : ops_) n += !op.finished;
+  return n;
+}
+
+bool WorkerProtocol::idle() const { return failed_ || (!joining_ && queued() == 0); }
+
+bool WorkerProtocol::poll_completion(WorkerCompletion& c) {
+  if (completions_.empty()) return false;
+  c = std::move(completions_.front());
+  completions_.pop_front();
+  return true;
+}
+
+std::uint64_t WorkerProtocol::submit(WorkerOp w, Nanos now) {
+  const std::uint64_t id = next_id_++;
+  ++submitted_;
+  if (failed_) return id;  // the stream is broken: reset() first
+  const std::size_t es = WorkerOp::elem_bytes(w.kind);
+  for (const auto& s : w.segments) {
+    if ((!s.in.empty() && s.in.size() != s.elems * es) ||
+        (!s.out.empty() && s.out.size() != s.elems * es)) {
+      fail(WorkerErrorKind::invalid,
+           "segment buffers do not match " + std::to_string(s.elems) + " elements of " +
+               std::to_string(es) + " bytes",
+           w.label);
+      return id;
+    }
+  }
+  if (w.kind == NumKind::fx32 && w.op != ReduceKind::sum) {
+    fail(WorkerErrorKind::invalid, "fx32 (fixed point) supports only sum", w.label);
+    return id;
+  }
+  Op& op = ops_.emplace_back();
+  op.id = id;
+  op.headroom = fx32_headroom(std::max<std::uint32_t>(1, w.contributors));
+  std::uint64_t elems = 0;
+  for (const auto& s : w.segments) elems += s.elems;
+  op.sync_left = w.sync && elems == 0;
+  op.w = std::move(w);
+  if (!joined_ && !joining_) begin_join(now);
+  if (joined_) pump(now);
+  return id;
+}
+
+void WorkerProtocol::start(WorkerOp op, Nanos now) {
+  if (busy()) {
+    fail(WorkerErrorKind::invalid, "start() while a collective is in progress", op.label);
+    return;
+  }
+  if (failed_) reset();  // after an error, always join afresh
+  rep_ = {};
+  err_ = {};
+  completions_.clear();
+  submit(std::move(op), now);
+}
+
 void WorkerProtocol::reset() {
+  failed_ = false;
+  joining_ = false;
   joined_ = false;
   epoch_ = 0;
-  slots_.clear();
+  ring_.clear();
+  ops_.clear();
+  completions_.clear();
+  next_id_ = 0;
+  issue_ = 0;
+  submitted_ = 0;
   next_chunk_ = 0;
   inflight_ = 0;
-  if (state_ != State::idle) state_ = State::idle;
+  clear_recovery();
 }
 
 void WorkerProtocol::leave(Nanos) {
@@ -173,55 +238,23 @@ void WorkerProtocol::leave(Nanos) {
   h.epoch = epoch_;
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  ++rep_.packets_sent;
-  rep_.bytes_sent += proto::kHeaderBytes;
-  reset();
+  count_tx(rep_, proto::kHeaderBytes, false);
+  joined_ = false;
 }
 
-void WorkerProtocol::start(WorkerOp op, Nanos now) {
-  if (busy()) {
-    fail(WorkerErrorKind::invalid, "start() while a collective is in progress");
-    return;
-  }
-  if (state_ == State::failed) reset();  // after an error, always join afresh
-  op_ = std::move(op);
-  rep_ = {};
-  err_ = {};
-  cur_seg_ = 0;
-  cur_off_ = 0;
-  group_left_ = 0;
-  cur_group_ = 0;
-  sync_sent_ = false;
-  groups_.clear();
-  headroom_ = fx32_headroom(std::max<std::uint32_t>(1, op_.contributors));
-  last_progress_ = now;
-  state_ = State::running;
-  const std::size_t es = WorkerOp::elem_bytes(op_.kind);
-  for (const auto& s : op_.segments) {
-    if ((!s.in.empty() && s.in.size() != s.elems * es) ||
-        (!s.out.empty() && s.out.size() != s.elems * es)) {
-      fail(WorkerErrorKind::invalid, "segment buffers do not match " + std::to_string(s.elems) +
-                                         " elements of " + std::to_string(es) + " bytes");
-      return;
-    }
-  }
-  if (op_.kind == NumKind::fx32 && op_.op != ReduceKind::sum) {
-    fail(WorkerErrorKind::invalid, "fx32 (fixed point) supports only sum");
-    return;
-  }
-  if (!joined_) {
-    state_ = State::joining;
-    join_deadline_ = now + cfg_.join_timeout;
-    join_rto_ = cfg_.rto_initial;
-    join_refusal_ = Reason::ok;
-    // A fresh nonce per join: a join_ack that answers an earlier join (before a restart or a
-    // reset) carries another nonce and is ignored.
-    join_nonce_ = std::uint32_t(std::uint64_t(now) * 0x9E3779B1u) ^ (cfg_.member * 0x85EBCA6Bu) ^
-                  (join_nonce_ + 0x632BE5ABu);
-    send_join(now, false);
-    return;
-  }
-  begin_running(now);
+// ---- joining ----------------------------------------------------------------------------------
+
+void WorkerProtocol::begin_join(Nanos now) {
+  joining_ = true;
+  join_started_ = now;
+  join_deadline_ = now + cfg_.join_timeout;
+  join_rto_ = cfg_.rto_initial;
+  join_refusal_ = Reason::ok;
+  // A fresh nonce per join: a join_ack that answers an earlier join (before a restart or a
+  // reset) carries another nonce and is ignored.
+  join_nonce_ = std::uint32_t(std::uint64_t(now) * 0x9E3779B1u) ^ (cfg_.member * 0x85EBCA6Bu) ^
+                (join_nonce_ + 0x632BE5ABu);
+  send_join(now, false);
 }
 
 void WorkerProtocol::send_join(Nanos now, bool retransmit) {
@@ -234,169 +267,199 @@ void WorkerProtocol::send_join(Nanos now, bool retransmit) {
   h.chunk = join_nonce_;
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  ++rep_.packets_sent;
-  rep_.bytes_sent += proto::kHeaderBytes;
-  if (retransmit) {
-    ++rep_.retransmissions;
-    join_rto_ = std::min(join_rto_ * 2, cfg_.rto_max);
-  }
+  count_tx(rep_, proto::kHeaderBytes, retransmit);
+  join_sent_ = now;
+  join_retransmitted_ = retransmit;
+  if (retransmit) join_rto_ = std::min(join_rto_ * 2, cfg_.rto_max);
   join_resend_ = now + join_rto_;
 }
 
-void WorkerProtocol::begin_running(Nanos now) {
+bool WorkerProtocol::begin_op(Op& op) {
+  if (op.begun) return true;
   std::uint32_t need = 0;
-  const bool mm = op_.op != ReduceKind::sum;
-  switch (op_.kind) {
+  const bool mm = op.w.op != ReduceKind::sum;
+  switch (op.w.kind) {
     case NumKind::i32: need = mm ? proto::cap::i32_minmax : proto::cap::i32_sum; break;
     case NumKind::f32: need = mm ? proto::cap::f32_minmax : proto::cap::f32_sum; break;
     case NumKind::fx32: need = proto::cap::i32_sum | proto::cap::i32_minmax; break;
     case NumKind::raw: need = proto::cap::raw_copy; break;
   }
-  if (op_.segments.empty() && !op_.sync) need = 0;
+  bool has_data = false;
+  for (const auto& s : op.w.segments) has_data |= s.elems > 0;
+  if (!has_data) need = 0;  // an empty op or a barrier's empty chunk needs no arithmetic
   if ((info_.caps & need) != need) {
+    char caps[16];
+    std::snprintf(caps, sizeof caps, "%x", info_.caps);
     fail(WorkerErrorKind::unsupported,
          "the switch path to the root of job " + std::to_string(cfg_.job) +
-             " cannot aggregate this type/operation (capabilities 0x" +
-             [&] {
-               char b[16];
-               std::snprintf(b, sizeof b, "%x", info_.caps);
-               return std::string(b);
-             }() +
-             "); use fx32 or the host algorithm");
-    return;
-  }
-  state_ = State::running;
-  last_progress_ = now;
-  pump(now);
-}
-
-bool WorkerProtocol::next_chunk(Chunk& c) {
-  while (cur_seg_ < op_.segments.size() && cur_off_ >= op_.segments[cur_seg_].elems) {
-    ++cur_seg_;
-    cur_off_ = 0;
-  }
-  if (cur_seg_ >= op_.segments.size()) {
-    if (op_.sync && !sync_sent_ && rep_.chunks == 0 && inflight_ == 0 && op_.segments.empty()) {
-      c = Chunk{};
-      c.seg = kSyncSeg;
-      c.want = true;
-      return true;
-    }
+             " cannot aggregate this type/operation (capabilities 0x" + caps +
+             "); use fx32 or the host algorithm",
+         op.w.label);
     return false;
   }
-  const Segment& s = op_.segments[cur_seg_];
-  const std::uint64_t E = chunk_elems();
+  op.begun = true;
+  return true;
+}
+
+// ---- issuing chunks ---------------------------------------------------------------------------
+
+bool WorkerProtocol::next_chunk(Op& op, Chunk& c) {
+  const auto& segs = op.w.segments;
+  while (op.seg < segs.size() && op.off >= segs[op.seg].elems) {
+    ++op.seg;
+    op.off = 0;
+  }
+  if (op.seg >= segs.size()) {
+    if (!op.sync_left) return false;
+    c = Chunk{};
+    c.sync = true;
+    c.want = true;
+    return true;
+  }
+  const Segment& s = segs[op.seg];
+  const std::uint64_t E = chunk_elems(op.w.kind);
   c = Chunk{};
-  c.seg = cur_seg_;
-  c.off = cur_off_;
-  c.group = cur_group_;
+  c.seg = op.seg;
+  c.off = op.off;
+  c.group = op.group;
   c.has_in = !s.in.empty();
-  if (op_.kind == NumKind::fx32 && group_left_ == 0) {
-    std::uint64_t blocks = (s.elems - cur_off_ + E - 1) / E;
+  if (op.w.kind == NumKind::fx32 && op.group_left == 0) {
+    const std::uint64_t blocks = (s.elems - op.off + E - 1) / E;
     c.exponent = true;
     c.n = std::uint32_t(std::min<std::uint64_t>(blocks, E));
     c.want = true;
     return true;
   }
-  c.n = std::uint32_t(std::min<std::uint64_t>(E, s.elems - cur_off_));
+  c.n = std::uint32_t(std::min<std::uint64_t>(E, s.elems - op.off));
   c.want = !s.out.empty();
   return true;
 }
 
-void WorkerProtocol::advance_cursor() {
-  Chunk c;
-  if (!next_chunk(c)) return;
-  if (c.seg == kSyncSeg) {
-    sync_sent_ = true;
+void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
+  if (c.sync) {
+    op.sync_left = false;
     return;
   }
   if (c.exponent) {
-    group_left_ = c.n;
-    Group& g = groups_[cur_group_];
-    g.outstanding = c.n;
+    op.group_left = c.n;
+    op.groups[op.group].outstanding = c.n;
     return;
   }
-  cur_off_ += c.n;
-  if (op_.kind == NumKind::fx32 && --group_left_ == 0) ++cur_group_;
+  op.off += c.n;
+  if (op.w.kind == NumKind::fx32 && --op.group_left == 0) ++op.group;
+}
+
+void WorkerProtocol::op_chunk_done(Op& op) {
+  --op.outstanding;
+  if (!op.issued || op.outstanding != 0 || op.finished) return;
+  op.finished = true;
+  completions_.push_back({op.id, op.rep});
+  while (!ops_.empty() && ops_.front().finished) ops_.pop_front();
 }
 
 void WorkerProtocol::pump(Nanos now) {
-  const std::uint32_t S = info_.slots;
-  const std::uint32_t window = cfg_.window ? std::min(cfg_.window, S) : S;
-  Chunk c;
-  while (state_ == State::running && next_chunk(c)) {
-    Slot& s = slots_[next_chunk_ % S];
-    if (s.busy || inflight_ >= window) return;
-    if (op_.kind == NumKind::fx32 && !c.exponent && c.seg != kSyncSeg) {
-      auto it = groups_.find(c.group);
-      if (it == groups_.end() || !it->second.ready) return;  // exponents not agreed yet
-    }
-    s = Slot{};
-    s.busy = true;
-    s.chunk = next_chunk_;
-    s.c = c;
-    s.rto = cfg_.rto_initial;
-    s.deadline = now + s.rto;
-    s.first_sent = now;
-    advance_cursor();
-    ++next_chunk_;
-    ++inflight_;
-    send_chunk(s, false);
+  if (!joined_ || failed_) return;
+  // Repairs first, oldest first, as the window allows.
+  while (!lost_q_.empty() && pipe_ < win_.cwnd()) {
+    auto [i, chunk] = lost_q_.front();
+    lost_q_.pop_front();
+    Entry& e = ring_[i];
+    if (!e.busy || e.chunk != chunk || !e.lost) continue;  // completed meanwhile
+    e.repair = true;
+    ++cc_.fast_retransmits;
+    transmit(e, now, true);
   }
-  if (state_ == State::running && inflight_ == 0 && !next_chunk(c)) state_ = State::done;
+  const std::uint32_t R = ring_size();
+  cwnd_limited_ = false;
+  while (joined_ && !failed_) {
+    Op* op = op_by_id(issue_);
+    if (!op) return;  // nothing queued
+    if (!begin_op(*op)) return;
+    Chunk c;
+    if (!next_chunk(*op, c)) {  // every chunk of this op issued: move on to the next op
+      op->issued = true;
+      ++issue_;
+      ++op->outstanding;  // complete it through the common path (empty ops finish here)
+      op_chunk_done(*op);
+      continue;
+    }
+    Entry& e = ring_[next_chunk_ % R];
+    if (e.busy) return;  // the slot rule: chunk c - R has no result yet
+    if (pipe_ >= win_.cwnd() || !lost_q_.empty()) {
+      cwnd_limited_ = true;
+      return;
+    }
+    if (op->w.kind == NumKind::fx32 && !c.exponent) {
+      auto it = op->groups.find(c.group);
+      if (it == op->groups.end() || !it->second.ready) return;  // exponents not agreed yet
+    }
+    e = Entry{};
+    e.busy = true;
+    e.chunk = next_chunk_;
+    e.op = op->id;
+    e.c = c;
+    e.first_sent = now;
+    advance_cursor(*op, c);
+    ++op->outstanding;
+    ++next_chunk_;
+    if (inflight_++ == 0) last_progress_ = now;  // the progress clock starts with the first chunk
+    transmit(e, now, false);
+  }
 }
 
-void WorkerProtocol::send_chunk(Slot& s, bool retransmit) {
-  const Chunk& c = s.c;
+void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
+  Op& op = *op_by_id(e.op);
+  const Chunk& c = e.c;
+  const NumKind kind = op.w.kind;
   Header h;
   h.type = PacketType::data;
   h.member = cfg_.member;
   h.job = cfg_.job;
   h.epoch = epoch_;
-  h.chunk = s.chunk;
-  h.slot = std::uint16_t(s.chunk % info_.slots);
+  h.chunk = wire_chunk(e.chunk);
+  h.slot = std::uint16_t(h.chunk % info_.slots);
   if (c.want) h.flags |= proto::flag::want_result;
   if (retransmit) h.flags |= proto::flag::retransmit;
   std::size_t payload = 0;
   std::byte* p = nullptr;
-  if (c.has_in && c.seg != kSyncSeg) {
-    const Segment& seg = op_.segments[c.seg];
-    h.elem = wire_elem(c);
-    h.op = wire_op(c);
+  if (c.has_in && !c.sync) {
+    const Segment& seg = op.w.segments[c.seg];
+    h.elem = wire_elem(kind);
+    h.op = wire_op(kind, op.w.op, c.exponent);
     h.count = std::uint16_t(c.n);
     payload = std::size_t(c.n) * proto::elem_size(h.elem);
     p = out_.reserve(proto::kHeaderBytes + payload);
     std::byte* dst = p + proto::kHeaderBytes;
-    const std::uint64_t E = chunk_elems();
+    const std::uint64_t E = chunk_elems(kind);
     if (c.exponent) {
-      std::vector<float> tmp;
       for (std::uint32_t b = 0; b < c.n; ++b) {
-        std::uint64_t first = c.off + b * E;
-        std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
-        tmp.resize(len);
-        std::memcpy(tmp.data(), seg.in.data() + first * 4, len * 4);
-        proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(tmp.data(), len)));
+        const std::uint64_t first = c.off + b * E;
+        const std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
+        fscratch_.resize(len);
+        std::memcpy(fscratch_.data(), seg.in.data() + first * 4, len * 4);
+        proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(fscratch_.data(), len)));
       }
-    } else if (op_.kind == NumKind::fx32) {
-      const Group& g = groups_.at(c.group);
-      std::int32_t e = g.exps[(c.off / E) % E];
-      std::vector<float> tmp(c.n);
-      std::memcpy(tmp.data(), seg.in.data() + c.off * 4, std::size_t(c.n) * 4);
+    } else if (kind == NumKind::fx32) {
+      const Group& g = op.groups.at(c.group);
+      const std::int32_t ex = g.exps[(c.off / E) % E];
+      fscratch_.resize(c.n);
+      std::memcpy(fscratch_.data(), seg.in.data() + c.off * 4, std::size_t(c.n) * 4);
       scratch_.resize(c.n);
-      fx32_encode(tmp.data(), c.n, e, headroom_, scratch_.data());
+      fx32_encode(fscratch_.data(), c.n, ex, op.headroom, scratch_.data());
       std::memcpy(dst, scratch_.data(), payload);
     } else {
-      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(op_.kind), payload);
+      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
     }
   } else {
     p = out_.reserve(proto::kHeaderBytes);
   }
   proto::encode_header(h, p);
   out_.commit(cfg_.switch_ep, proto::kHeaderBytes + payload);
-  ++rep_.packets_sent;
-  rep_.bytes_sent += proto::kHeaderBytes + payload;
-  if (retransmit) ++rep_.retransmissions;
+  count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
+  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
 }
+
+// ---- packets from the switch ------------------------------------------------------------------
 
 void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now) {
   proto::PacketView v;
@@ -404,43 +467,56 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
     ++rep_.foreign;
     return;
   }
-  ++rep_.packets_received;
-  rep_.bytes_received += bytes.size();
+  count_rx(rep_, bytes.size());
   const Header& h = v.h;
   switch (h.type) {
     case PacketType::join_ack: {
-      if (state_ != State::joining || h.chunk != join_nonce_) return;  // a late duplicate
+      if (!joining_ || failed_ || h.chunk != join_nonce_) return;  // a late duplicate
       auto info = proto::read_join_info(v.payload);
       if (info.slots == 0 || info.slots > 0xFFFF || info.slot_elems == 0 ||
           info.slot_elems > proto::kMaxPayloadBytes / 4 || h.epoch == 0) {
-        fail(WorkerErrorKind::protocol, "switch " + cfg_.switch_ep.str() + " sent an invalid join_ack");
+        fail(WorkerErrorKind::protocol,
+             "switch " + cfg_.switch_ep.str() + " sent an invalid join_ack", label_for_errors());
         return;
       }
       info_ = info;
       epoch_ = h.epoch;
+      if (!join_retransmitted_) on_join_rtt(now - join_sent_);  // a clean path sample
+      joining_ = false;
       joined_ = true;
-      slots_.assign(info.slots, Slot{});
+      ring_.assign(info.slots, Entry{});
       next_chunk_ = 0;
       inflight_ = 0;
-      begin_running(now);
+      clear_recovery();
+      win_.configure(ring_size(), cfg_.window, kInitialWindow);
+      last_progress_ = now;
+      pump(now);
       return;
     }
     case PacketType::result:
-      if (state_ != State::running || h.epoch != epoch_) {
+      if (!joined_ || failed_ || h.epoch != epoch_) {
         ++rep_.foreign;
         return;
       }
-      return handle_result(v, now);
+      // The switch answers: the network is alive, so time-outs need not back off further
+      // (loss there is random, not a collapse; the window has reacted to it already).
+      rtt_.reset_backoff();
+      return handle_result(v, bytes.size(), now);
     case PacketType::nack:
       return handle_nack(v);
     case PacketType::pending: {
-      if (state_ != State::running || h.epoch != epoch_ || h.slot >= slots_.size()) return;
-      Slot& s = slots_[h.slot];
-      if (!s.busy || s.chunk != h.chunk) return;
-      s.pending_seen = true;
-      s.contributed = proto::load_u64(v.payload.data());
-      s.members = h.aux;
-      s.awaiting_parent = h.flags & proto::flag::awaiting_parent;
+      if (!joined_ || failed_ || h.epoch != epoch_) return;
+      rtt_.reset_backoff();
+      Entry* e = entry_for(h);
+      if (!e) return;
+      count_rx(op_by_id(e->op)->rep, bytes.size());
+      const bool first = !e->pending_seen;
+      e->pending_seen = true;
+      e->contributed = proto::load_u64(v.payload.data());
+      e->members = h.aux;
+      e->awaiting_parent = h.flags & proto::flag::awaiting_parent;
+      on_pending(*e, first, now);
+      pump(now);
       return;
     }
     default:
@@ -449,75 +525,99 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
   }
 }
 
-void WorkerProtocol::handle_result(const proto::PacketView& v, Nanos now) {
-  const Header& h = v.h;
+WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h) {
   const std::uint32_t S = info_.slots;
-  if (h.slot >= S || h.chunk % S != h.slot) {
+  if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
+  Entry& e = ring_[h.slot];
+  if (!e.busy || wire_chunk(e.chunk) != h.chunk) return nullptr;
+  return &e;
+}
+
+void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now) {
+  const Header& h = v.h;
+  if (h.slot >= info_.slots || h.chunk % info_.slots != h.slot) {
     ++rep_.foreign;
     return;
   }
-  Slot& s = slots_[h.slot];
-  if (!s.busy || s.chunk != h.chunk) {
+  Entry* ep = entry_for(h);
+  if (!ep) {
     ++rep_.duplicate_results;
+    Entry& old = ring_[h.slot];
+    if (!old.busy && wire_chunk(old.chunk) == h.chunk) {
+      on_duplicate_result(old);
+      pump(now);
+    }
     return;
   }
-  const Chunk& c = s.c;
-  const std::uint64_t E = chunk_elems();
-  if (c.want && c.n > 0 && c.seg != kSyncSeg) {
-    if ((h.flags & proto::flag::elided) || h.count != c.n || h.elem != wire_elem(c) ||
-        h.op != wire_op(c)) {
+  Entry& e = *ep;
+  Op& op = *op_by_id(e.op);
+  count_rx(op.rep, bytes);
+  const Chunk& c = e.c;
+  const NumKind kind = op.w.kind;
+  const std::uint64_t E = chunk_elems(kind);
+  if (c.want && c.n > 0 && !c.sync) {
+    const ElemType we = wire_elem(kind);
+    const WireOp wo = wire_op(kind, op.w.op, c.exponent);
+    if ((h.flags & proto::flag::elided) || h.count != c.n || h.elem != we || h.op != wo) {
       fail(WorkerErrorKind::protocol,
-           where(h.chunk) + ": result has " + std::to_string(h.count) + " x " +
+           where(e.chunk) + ": result has " + std::to_string(h.count) + " x " +
                std::string(proto::name(h.elem)) + " " + std::string(proto::name(h.op)) +
                ((h.flags & proto::flag::elided) ? " (elided)" : "") + ", expected " +
-               std::to_string(c.n) + " x " + std::string(proto::name(wire_elem(c))) + " " +
-               std::string(proto::name(wire_op(c))) +
-               " (did every member issue the same collective?)");
+               std::to_string(c.n) + " x " + std::string(proto::name(we)) + " " +
+               std::string(proto::name(wo)) + " (did every member issue the same collective?)",
+           op.w.label);
       return;
     }
-    const Segment& seg = op_.segments[c.seg];
+    const Segment& seg = op.w.segments[c.seg];
     if (c.exponent) {
-      Group& g = groups_[c.group];
+      Group& g = op.groups[c.group];
       g.exps.resize(c.n);
       for (std::uint32_t b = 0; b < c.n; ++b) {
         g.exps[b] = std::int32_t(proto::load_u32(v.payload.data() + 4 * b));
         if (g.exps[b] == kFxNonFinite) {
           fail(WorkerErrorKind::nonfinite,
-               "block " + std::to_string((c.off / E) + b) + " of segment " + std::to_string(c.seg) +
-                   " holds NaN or infinity on some member; fixed point cannot carry it");
+               "block " + std::to_string((c.off / E) + b) + " of segment " +
+                   std::to_string(c.seg) +
+                   " holds NaN or infinity on some member; fixed point cannot carry it",
+               op.w.label);
           return;
         }
       }
       g.ready = true;
-    } else if (op_.kind == NumKind::fx32) {
-      Group& g = groups_.at(c.group);
+    } else if (kind == NumKind::fx32) {
+      const Group& g = op.groups.at(c.group);
       scratch_.resize(c.n);
       std::memcpy(scratch_.data(), v.payload.data(), v.payload.size());
-      std::vector<float> tmp(c.n);
-      fx32_decode(scratch_.data(), c.n, g.exps[(c.off / E) % E], headroom_, tmp.data());
-      std::memcpy(seg.out.data() + c.off * 4, tmp.data(), std::size_t(c.n) * 4);
+      fscratch_.resize(c.n);
+      fx32_decode(scratch_.data(), c.n, g.exps[(c.off / E) % E], op.headroom, fscratch_.data());
+      std::memcpy(seg.out.data() + c.off * 4, fscratch_.data(), std::size_t(c.n) * 4);
     } else {
-      std::memcpy(seg.out.data() + c.off * WorkerOp::elem_bytes(op_.kind), v.payload.data(),
+      std::memcpy(seg.out.data() + c.off * WorkerOp::elem_bytes(kind), v.payload.data(),
                   v.payload.size());
     }
   }
   if (h.flags & proto::flag::overflow) {
-    if (op_.kind == NumKind::fx32) {
-      fail(WorkerErrorKind::protocol, where(h.chunk) +
-                                          ": fixed-point sum overflowed (more contributors than "
-                                          "the op declared?)");
+    if (kind == NumKind::fx32) {
+      fail(WorkerErrorKind::protocol,
+           where(e.chunk) +
+               ": fixed-point sum overflowed (more contributors than the op declared?)",
+           op.w.label);
       return;
     }
     rep_.overflow = true;
+    op.rep.overflow = true;
   }
-  if (op_.kind == NumKind::fx32 && !c.exponent && c.seg != kSyncSeg) {
-    auto it = groups_.find(c.group);
-    if (it != groups_.end() && --it->second.outstanding == 0) groups_.erase(it);
+  if (kind == NumKind::fx32 && !c.exponent && !c.sync) {
+    auto it = op.groups.find(c.group);
+    if (it != op.groups.end() && --it->second.outstanding == 0) op.groups.erase(it);
   }
-  s.busy = false;
+  on_chunk_result(e, now);
+  e.busy = false;
   --inflight_;
   ++rep_.chunks;
+  ++op.rep.chunks;
   last_progress_ = now;
+  op_chunk_done(op);  // may retire `op`
   pump(now);
 }
 
@@ -525,118 +625,119 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
   const Header& h = v.h;
   const auto about = PacketType(h.aux & 0xFF);
   const std::uint32_t detail = h.aux >> 8;
-  if (state_ == State::joining) {
+  if (failed_) return;
+  if (joining_) {
     if (about != PacketType::join) return;
     if (h.reason == Reason::unknown_job) {
       join_refusal_ = h.reason;  // not admitted yet: keep trying until the join deadline
       return;
     }
-    fail(WorkerErrorKind::rejected, "switch " + cfg_.switch_ep.str() + " refused member " +
-                                        std::to_string(cfg_.member) + " of job " +
-                                        std::to_string(cfg_.job) + ": " +
-                                        std::string(proto::name(h.reason)));
+    fail(WorkerErrorKind::rejected,
+         "switch " + cfg_.switch_ep.str() + " refused member " + std::to_string(cfg_.member) +
+             " of job " + std::to_string(cfg_.job) + ": " + std::string(proto::name(h.reason)),
+         label_for_errors());
     return;
   }
-  if (state_ != State::running) return;
+  if (!joined_) return;
   if (h.reason == Reason::job_failed) {
     if (h.epoch != epoch_) return;
     fail(WorkerErrorKind::job_failed,
-         "job " + std::to_string(cfg_.job) + " failed upstream of switch " + cfg_.switch_ep.str() +
-             ": its parent reported " + std::string(proto::name(Reason(detail & 0xFF))) +
-             " (the parent switch restarted or lost the job); retry or use the host algorithm");
+         "job " + std::to_string(cfg_.job) + " failed upstream of switch " +
+             cfg_.switch_ep.str() + ": its parent reported " +
+             std::string(proto::name(Reason(detail & 0xFF))) +
+             " (the parent switch restarted or lost the job); retry or use the host algorithm",
+         label_for_errors());
     return;
   }
   // Other refusals must name a chunk in flight and a packet of the current join (the nack
   // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
   // else they are late answers to old packets.
-  if (about != PacketType::data || h.slot >= slots_.size() || !slots_[h.slot].busy ||
-      slots_[h.slot].chunk != h.chunk)
-    return;
+  if (about != PacketType::data) return;
+  const Entry* e = entry_for(h);
+  if (!e) return;
   if (h.reason != Reason::stale_epoch && h.epoch != epoch_) return;
+  const Op& op = *op_by_id(e->op);
+  const std::string label = op.w.label;
   switch (h.reason) {
     case Reason::unknown_job:
       fail(WorkerErrorKind::switch_restarted,
-           where(h.chunk) + ": the switch no longer knows the job (it restarted or released "
-                            "it); partial aggregates are lost, retry or use the host algorithm");
+           where(e->chunk) + ": the switch no longer knows the job (it restarted or released "
+                             "it); partial aggregates are lost, retry or use the host algorithm",
+           label);
       return;
     case Reason::stale_epoch:
       if (h.epoch == epoch_) return;
       fail(WorkerErrorKind::switch_restarted,
-           where(h.chunk) + ": the switch's epoch for the job changed (restart or reset by a "
-                            "newer session); retry or use the host algorithm");
+           where(e->chunk) + ": the switch's epoch for the job changed (restart or reset by a "
+                             "newer session); retry or use the host algorithm",
+           label);
       return;
     case Reason::mismatch:
       fail(WorkerErrorKind::rejected,
-           where(h.chunk) + ": members disagree: the switch holds " +
+           where(e->chunk) + ": members disagree: the switch holds " +
                std::to_string(detail & 0xFFFF) + " x " +
                std::string(proto::name(ElemType((detail >> 16) & 0xF))) + " " +
                std::string(proto::name(WireOp((detail >> 20) & 0xF))) + ", this member sent " +
-               std::to_string(slots_[h.slot].c.n) + " x " +
-               std::string(proto::name(wire_elem(slots_[h.slot].c))) + " " +
-               std::string(proto::name(wire_op(slots_[h.slot].c))));
+               std::to_string(e->c.n) + " x " + std::string(proto::name(wire_elem(op.w.kind))) +
+               " " + std::string(proto::name(wire_op(op.w.kind, op.w.op, e->c.exponent))),
+           label);
       return;
     case Reason::unsupported:
-      fail(WorkerErrorKind::unsupported, where(h.chunk) + ": the switch cannot aggregate it");
+      fail(WorkerErrorKind::unsupported, where(e->chunk) + ": the switch cannot aggregate it",
+           label);
       return;
     default:
       fail(WorkerErrorKind::rejected,
-           where(h.chunk) + ": refused by the switch: " + std::string(proto::name(h.reason)));
+           where(e->chunk) + ": refused by the switch: " + std::string(proto::name(h.reason)),
+           label);
       return;
   }
 }
 
+// ---- timers -----------------------------------------------------------------------------------
+
 void WorkerProtocol::on_tick(Nanos now) {
-  if (state_ == State::joining) {
+  if (failed_) return;
+  if (joining_) {
     if (now >= join_deadline_) {
       fail(WorkerErrorKind::timeout,
            "no join_ack from switch " + cfg_.switch_ep.str() + " for job " +
-               std::to_string(cfg_.job) + " member " + std::to_string(cfg_.member) + " within " +
-               seconds(cfg_.join_timeout) +
+               std::to_string(cfg_.job) + " member " + std::to_string(cfg_.member) +
+               " within " + seconds(cfg_.join_timeout) +
                (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
-                                                     : " (no answer)"));
+                                                     : " (no answer)"),
+           label_for_errors());
       return;
     }
     if (now >= join_resend_) send_join(now, true);
     return;
   }
-  if (state_ != State::running) return;
+  if (!joined_ || inflight_ == 0) return;
   if (now - last_progress_ >= cfg_.progress_timeout) {
-    const Slot* oldest = nullptr;
-    for (const auto& s : slots_)
-      if (s.busy && (!oldest || proto::chunk_distance(s.chunk, oldest->chunk) < 0)) oldest = &s;
-    std::string msg = "no progress for " + seconds(cfg_.progress_timeout);
-    if (oldest) {
-      msg += ": " + where(oldest->chunk) + " has no result after " +
-             std::to_string(oldest->tries + 1) + " transmissions";
-      if (oldest->awaiting_parent)
-        msg += "; all members of that switch contributed and it waits for its parent switch";
-      else if (oldest->pending_seen)
-        msg += "; the switch has contributions from members " +
-               member_list(oldest->contributed, oldest->members, true) + " of " +
-               std::to_string(oldest->members) + ", missing " +
-               member_list(oldest->contributed, oldest->members, false);
-      else
-        msg += "; the switch never answered";
-    }
-    fail(WorkerErrorKind::timeout, msg);
+    const Entry* oldest = nullptr;
+    for (const auto& e : ring_)
+      if (e.busy && (!oldest || e.chunk < oldest->chunk)) oldest = &e;
+    const Op* op = op_by_id(oldest->op);
+    fail(WorkerErrorKind::timeout,
+         "no progress for " + seconds(cfg_.progress_timeout) + ": " + stall_detail(*oldest, now),
+         op ? std::string_view(op->w.label) : label_for_errors());
     return;
   }
-  for (auto& s : slots_) {
-    if (!s.busy || s.deadline > now) continue;
-    ++s.tries;
-    s.rto = std::min(s.rto * 2, cfg_.rto_max);
-    s.deadline = now + s.rto;
-    send_chunk(s, true);
-  }
+  if (now >= reo_deadline_) rack_detect(now);
+  if (now >= poll_deadline_) on_poll(now);
+  if (now >= rto_deadline_)
+    on_rto(now);
+  else if (now >= probe_deadline_)
+    on_probe(now);
+  pump(now);
 }
 
 Nanos WorkerProtocol::next_deadline() const {
-  if (state_ == State::joining) return std::min(join_deadline_, join_resend_);
-  if (state_ != State::running) return std::numeric_limits<Nanos>::max();
-  Nanos t = last_progress_ + cfg_.progress_timeout;
-  for (const auto& s : slots_)
-    if (s.busy) t = std::min(t, s.deadline);
-  return t;
+  if (failed_) return std::numeric_limits<Nanos>::max();
+  if (joining_) return std::min(join_deadline_, join_resend_);
+  if (!joined_ || inflight_ == 0) return std::numeric_limits<Nanos>::max();
+  return std::min({last_progress_ + cfg_.progress_timeout, rto_deadline_, probe_deadline_,
+                   reo_deadline_, poll_deadline_});
 }
 
 }  // namespace inc::sw

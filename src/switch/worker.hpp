@@ -1,30 +1,35 @@
 // The worker side of the Core-INC protocol as a sans-IO state machine. The runtime drives it:
 //
 //   WorkerProtocol w(cfg);
-//   w.start(WorkerOp::allreduce(...), now);            // joins the switch first if needed
-//   while (!w.done() && !w.failed()) {
+//   auto id = w.submit(WorkerOp::allreduce(...), now);  // joins the switch first if needed
+//   w.submit(WorkerOp::broadcast(...), now);            // queued behind it, pipelined
+//   while (!w.idle()) {
 //     TxPacket p; while (w.poll_tx(p)) send(p.to, p.bytes);
 //     wait for a datagram or until w.next_deadline();
 //     datagram ? w.on_packet(bytes, from, now) : w.on_tick(now);
+//     WorkerCompletion c; while (w.poll_completion(c)) finished(c.id, c.report);
 //   }
-//   w.failed() ? w.error() (kind, message, retryable()) : w.report() (overflow, counts)
+//   w.failed() ? w.error() (kind, message, retryable()) : ...
 //
-// Chunks of the job's stream are issued in order; chunk c uses slot c mod S and is sent only
-// once the result of chunk c - S arrived (SwitchML's window), at most `window` in flight.
-// A chunk without a result is retransmitted on time-out with exponential back-off. The switch's
-// epoch (learned at join) guards every exchange: a switch that restarted or reset the job
-// answers with a refusal, which becomes an error, never a silent wrong result.
+// Submitted ops form one chunk stream per job, issued in order; chunk c uses slot c mod S and
+// is sent only once the result of chunk c - S arrived (SwitchML's window), at most `window` in
+// flight. A chunk without a result is retransmitted on time-out with exponential back-off. The
+// switch's epoch (learned at join) guards every exchange: a switch that restarted or reset the
+// job answers with a refusal, which becomes an error, never a silent wrong result.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "src/proto/packet.hpp"
 #include "src/switch/common.hpp"
+#include "src/switch/worker_cc.hpp"
 
 namespace inc::sw {
 
@@ -77,11 +82,30 @@ struct WorkerConfig {
   std::uint16_t member = 0;       // member id at the switch this worker attaches to
   Endpoint switch_ep{};
   std::uint32_t session = 0;      // agreed by all members of a run; a newer one resets the job
-  std::uint32_t window = 0;       // chunks in flight; 0 = the job's slot count
+  // Chunks in flight: 0 = congestion-controlled (loss-based AIMD, capped by the job's slots);
+  // N > 0 = a fixed window of min(N, slots) chunks (tests, experiments).
+  std::uint32_t window = 0;
+  // Retransmission timeout: rto_initial before the first RTT sample, then srtt + 4 rttvar
+  // clamped to [rto_min, rto_max], doubled per consecutive time-out (at most rto_max).
   Nanos rto_initial = 5 * kMillisecond;
+  Nanos rto_min = 500'000;
   Nanos rto_max = 200 * kMillisecond;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
+};
+
+// The congestion controller's state and counters (for tests, benchmarks and reports).
+struct WorkerCcStats {
+  std::uint32_t cwnd = 0, ssthresh = 0, cap = 0;  // chunks
+  Nanos srtt = 0, rttvar = 0, min_rtt = 0, rto = 0;
+  std::uint32_t reorder_window_mult = 1;  // RACK's reordering window, in min_rtt/4
+  std::uint64_t fast_retransmits = 0;  // chunks deemed lost by RACK and retransmitted
+  std::uint64_t timeouts = 0;          // retransmission timer expiries
+  std::uint64_t probes = 0;            // tail loss probes
+  std::uint64_t polls = 0;             // timer polls of chunks the switch holds for us
+  std::uint64_t spurious = 0;          // retransmissions or loss marks proven unnecessary
+  std::uint64_t decreases = 0, undos = 0;
+  std::uint64_t rtt_samples = 0;
 };
 
 enum class WorkerErrorKind : std::uint8_t {
@@ -116,6 +140,12 @@ struct OpReport {
   bool overflow = false;                // i32: some partial sum wrapped (see arith.hpp)
 };
 
+// One finished op of the stream: its id (from submit()) and the traffic of its own chunks.
+struct WorkerCompletion {
+  std::uint64_t id = 0;
+  OpReport report;  // this op only (join traffic and foreign packets are in report())
+};
+
 struct TxPacket {
   Endpoint to;
   std::vector<std::byte> bytes;
@@ -125,6 +155,24 @@ class WorkerProtocol {
  public:
   explicit WorkerProtocol(const WorkerConfig& cfg);
 
+  // The queued-op stream. Appends an op to the job's chunk stream and returns its id (0, 1,
+  // 2... per instance until reset()). Ops are issued strictly in submission order and
+  // pipelined: chunks of op k+1 may be in flight while op k's are. Joins first if needed.
+  // Never blocks. An invalid op (buffer sizes, fx32 with min/max) fails the protocol, as does
+  // any error: then every queued op fails (failed(), error()) and reset() is needed before
+  // submitting again. Ops submitted after a failure are dropped.
+  std::uint64_t submit(WorkerOp op, Nanos now);
+  // The next finished op (ops may finish out of order: their chunks' results may arrive so).
+  bool poll_completion(WorkerCompletion& c);
+  // Nothing joining, queued or in flight (true after a failure too).
+  bool idle() const;
+  // What the stream waits for: the oldest chunk in flight and the members the switch still
+  // misses, or the join in progress (for a caller's deadline error).
+  std::string describe_stall(Nanos now) const;
+  std::size_t queued() const;  // ops submitted and not finished
+
+  // One op at a time (the blocking UdpWorker and older tests): submit on an idle protocol,
+  // clearing report() and any unpolled completion; done() once that op finished.
   void start(WorkerOp op, Nanos now);
   void on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now);
   void on_tick(Nanos now);
@@ -134,26 +182,28 @@ class WorkerProtocol {
   bool poll_tx(TxPacket& out) { return out_.pop(out.to, out.bytes); }
   Outbox& outbox() { return out_; }
 
-  bool done() const { return state_ == State::done; }
-  bool failed() const { return state_ == State::failed; }
-  bool busy() const { return state_ == State::joining || state_ == State::running; }
+  bool done() const { return !failed_ && submitted_ > 0 && idle(); }
+  bool failed() const { return failed_; }
+  bool busy() const { return !failed_ && !idle(); }
   const WorkerError& error() const { return err_; }
+  // Counters since the last start() or reset(), over every op, joins and foreign packets.
   const OpReport& report() const { return rep_; }
   bool joined() const { return joined_; }
   std::uint32_t epoch() const { return epoch_; }
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
+  WorkerCcStats cc_stats() const;
 
-  // Forget the join: the next start() joins again and begins a fresh chunk stream (use after a
-  // retryable error, once every member agreed to retry).
+  // Forget the join and the queue: the next submit() joins again and begins a fresh chunk
+  // stream (use after a retryable error, once every member agreed to retry).
   void reset();
   // Best-effort detach (one packet, no retransmission).
   void leave(Nanos now);
 
  private:
-  enum class State { idle, joining, running, done, failed };
   struct Chunk {
     bool exponent = false;    // fx32 first round: block exponents, i32 max
+    bool sync = false;        // barrier: one empty chunk
     std::uint32_t seg = 0;
     std::uint64_t off = 0;    // first element (of the segment) covered
     std::uint32_t n = 0;      // elements covered (blocks for an exponent chunk)
@@ -161,15 +211,27 @@ class WorkerProtocol {
     bool has_in = false;
     bool want = false;
   };
-  struct Slot {
+  // One chunk in flight, at ring position chunk mod (slots x lanes). After completion the entry
+  // keeps its chunk until reused, to recognise duplicate results (proof of a spurious
+  // retransmission).
+  struct Entry {
     bool busy = false;
-    std::uint32_t chunk = 0;
+    std::uint64_t chunk = 0;  // position in the job's chunk stream
+    std::uint64_t op = 0;     // id of the op it belongs to
     Chunk c{};
-    Nanos deadline = 0;
-    Nanos rto = 0;
-    std::uint32_t tries = 0;
-    Nanos first_sent = 0;
-    bool pending_seen = false;
+    Nanos first_sent = 0, last_sent = 0;
+    std::uint64_t xmit_seq = 0;     // order of its last transmission among all transmissions
+    std::uint64_t timer_epoch = 0;  // time-outs before its last transmission
+    std::uint32_t tries = 0;        // retransmissions (including probes and polls)
+    std::uint32_t polls_answered = 0;  // `pending` answers to polls while held
+    std::int32_t prev = -1, next = -1;  // in the transmission-order list (the pipe)
+    bool in_net = false;   // in that list: sent and neither completed nor deemed lost
+    bool lost = false;     // deemed lost, waiting for the window to retransmit it
+    bool repair = false;   // its last retransmission repaired a deemed loss (not a probe)
+    bool proven = false;   // a retransmission of it was already proven unnecessary
+    bool acked = false;    // the window grew on a `pending` for it already
+    bool pending_seen = false;  // the switch answered `pending`: it holds our contribution
+                                // (held: out of the pipe, polled by the timer only)
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
@@ -179,46 +241,115 @@ class WorkerProtocol {
     bool ready = false;
     std::uint32_t outstanding = 0;   // data chunks not yet complete
   };
+  // A submitted op: its cursor over its chunks and its fx32 exponent groups.
+  struct Op {
+    std::uint64_t id = 0;
+    WorkerOp w;
+    OpReport rep;
+    int headroom = 0;
+    bool begun = false;       // capabilities checked, first chunk may go
+    bool issued = false;      // every chunk issued
+    bool finished = false;
+    std::uint64_t outstanding = 0;  // chunks issued and not complete
+    std::uint32_t seg = 0;
+    std::uint64_t off = 0;
+    std::uint32_t group_left = 0;  // fx32: data chunks left in the current group
+    std::uint64_t group = 0;
+    bool sync_left = false;
+    std::unordered_map<std::uint64_t, Group> groups;
+  };
 
-  void fail(WorkerErrorKind k, std::string msg);
+  void fail(WorkerErrorKind k, std::string msg, std::string_view label);
+  std::string_view label_for_errors() const;
   void send_join(Nanos now, bool retransmit);
-  void begin_running(Nanos now);
-  bool next_chunk(Chunk& c);  // peek at the cursor
-  void advance_cursor();
+  void begin_join(Nanos now);
+  bool begin_op(Op& op);  // capability check when the op's first chunk is due
+  Op* op_by_id(std::uint64_t id);
+  const Op* op_by_id(std::uint64_t id) const;
+  bool next_chunk(Op& op, Chunk& c);  // peek at the op's cursor
+  void advance_cursor(Op& op, const Chunk& c);
+  void op_chunk_done(Op& op);
   void pump(Nanos now);
-  void send_chunk(Slot& s, bool retransmit);
-  void handle_result(const proto::PacketView& v, Nanos now);
+  void send_chunk(Entry& e, bool retransmit);
+  // Loss recovery and congestion control (worker_recovery.cpp).
+  void transmit(Entry& e, Nanos now, bool retransmit);
+  void net_unlink(Entry& e);
+  void net_append(Entry& e);
+  void net_insert_sorted(Entry& e);
+  void on_chunk_result(Entry& e, Nanos now);  // before the entry is freed
+  void on_duplicate_result(Entry& e);
+  void on_pending(Entry& e, bool first, Nanos now);
+  void rack_detect(Nanos now);
+  void mark_lost(Entry& e, bool loss_event);
+  void proven_spurious(Entry& e);
+  void restore_lost();
+  void arm_timers(Nanos now, bool progress);
+  void on_rto(Nanos now);
+  void on_probe(Nanos now);
+  void on_poll(Nanos now);
+  void arm_polls();
+
+  Nanos reorder_window() const;
+  Nanos probe_timeout() const;
+  void on_join_rtt(Nanos rtt);
+  void clear_recovery();
+  void handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now);
   void handle_nack(const proto::PacketView& v);
-  std::string where(std::uint32_t chunk) const;
-  std::uint32_t chunk_elems() const;
-  proto::ElemType wire_elem(const Chunk& c) const;
-  proto::WireOp wire_op(const Chunk& c) const;
+  Entry* entry_for(const proto::Header& h);
+  std::string where(std::uint64_t chunk) const;
+  std::string stall_detail(const Entry& e, Nanos now) const;
+  std::uint32_t chunk_elems(NumKind k) const;
+  std::uint32_t ring_size() const { return std::uint32_t(ring_.size()); }
+  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk); }
 
   WorkerConfig cfg_;
-  State state_ = State::idle;
+  bool failed_ = false;
+  bool joining_ = false;
   bool joined_ = false;
   std::uint32_t epoch_ = 0;
   proto::JoinInfo info_{};
-  WorkerOp op_;
   OpReport rep_;
   WorkerError err_;
   Outbox out_;
-  std::vector<Slot> slots_;
-  std::uint32_t next_chunk_ = 0;  // chunk id of the next chunk to issue (job stream position)
-  std::uint32_t inflight_ = 0;
-  // Cursor over the op's chunks.
-  std::uint32_t cur_seg_ = 0;
-  std::uint64_t cur_off_ = 0;
-  std::uint32_t group_left_ = 0;  // fx32: data chunks left in the current group
-  std::uint64_t cur_group_ = 0;
-  bool sync_sent_ = false;
-  std::unordered_map<std::uint64_t, Group> groups_;
-  int headroom_ = 0;
-  Nanos join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0;
+  std::deque<Op> ops_;  // submitted and not retired (front: oldest not finished)
+  std::deque<WorkerCompletion> completions_;
+  std::uint64_t next_id_ = 0;  // id of the next submitted op
+  std::uint64_t issue_ = 0;    // id of the op whose chunks are issued next
+  std::uint64_t submitted_ = 0;
+  std::vector<Entry> ring_;
+  std::uint64_t next_chunk_ = 0;  // stream position of the next chunk to issue
+  std::uint32_t inflight_ = 0;  // chunks issued and not complete
+  // Congestion control and loss recovery.
+  RttEstimator rtt_;  // the path's round trip (see on_chunk_result)
+  RttEstimator lat_;  // the latency of results, waits for later members included
+  std::uint64_t wait_seq_ = 0;  // chunks sent before this transmission waited for others
+  ChunkWindow win_;
+  std::int32_t net_head_ = -1, net_tail_ = -1;  // transmission-order list (oldest first)
+  std::uint32_t listed_ = 0;                    // entries in it
+  std::uint32_t pipe_ = 0;  // of those, not held by the switch: chunks loading our path
+  std::deque<std::pair<std::uint32_t, std::uint64_t>> lost_q_;  // (ring index, chunk)
+  std::uint64_t xmit_seq_ = 0;
+  std::uint64_t timer_epoch_ = 0;   // time-outs so far
+  std::uint64_t rto_unproven_ = 0;  // epoch of the last time-out not proven spurious (0: none)
+  std::uint64_t rack_seq_ = 0;  // xmit_seq of the latest transmission known delivered
+  Nanos rack_rtt_ = 0;
+  std::uint32_t reo_mult_ = 1, recoveries_quiet_ = 0;
+  Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
+  Nanos poll_last_ = 0;             // the last poll round
+  std::uint32_t poll_backoff_ = 0;  // poll rounds since the last progress
+  bool probe_out_ = false;
+  bool rto_recovery_ = false;     // F-RTO: a timeout not yet proven real or spurious
+  std::uint64_t rto_xmit_seq_ = 0;  // transmissions up to this one preceded the timeout
+  std::int64_t undo_retrans_ = 0;   // chunks retransmitted this episode, not proven spurious
+  bool cwnd_limited_ = false;
+  WorkerCcStats cc_{};
+  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0, join_sent_ = 0;
+  bool join_retransmitted_ = false;
   std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
   std::vector<std::int32_t> scratch_;
+  std::vector<float> fscratch_;
 };
 
 }  // namespace inc::sw

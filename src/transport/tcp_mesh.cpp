@@ -29,6 +29,8 @@ constexpr std::size_t kRxBufferBytes = 256 * 1024;
 constexpr std::uint64_t kDirectReadBytes = 64 * 1024;
 constexpr std::uint64_t kMaxAbortText = 64 * 1024;
 constexpr int kMaxIov = 64;
+// epoll data of a watched fd (TcpMesh::watch_fd); peers use their rank, below 2^32.
+constexpr std::uint64_t kWatchTag = std::uint64_t{1} << 32;
 
 [[noreturn]] void throw_errno(const std::string& what) {
   throw Error(Error::Kind::network, fmt::format("{}: {}", what, std::strerror(errno)));
@@ -79,7 +81,7 @@ TcpMesh::TcpMesh(int rank, std::vector<int> fds) : rank_(rank) {
       p->rx.resize(kRxBufferBytes);
       epoll_event ev{};
       ev.events = EPOLLIN;
-      ev.data.u32 = static_cast<std::uint32_t>(i);
+      ev.data.u64 = i;
       if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, p->fd, &ev) != 0) throw_errno("epoll_ctl");
     }
     peers_[i] = std::move(p);
@@ -131,7 +133,7 @@ void TcpMesh::update_interest(int peer) {
   p.want_write = want;
   epoll_event ev{};
   ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
-  ev.data.u32 = static_cast<std::uint32_t>(peer);
+  ev.data.u64 = static_cast<std::uint64_t>(peer);
   ::epoll_ctl(epfd_, EPOLL_CTL_MOD, p.fd, &ev);
 }
 
@@ -323,11 +325,39 @@ void TcpMesh::poll(int timeout_ms) {
     throw_errno("epoll_wait");
   }
   for (int i = 0; i < n; ++i) {
-    int peer = static_cast<int>(evs[i].data.u32);
+    if (evs[i].data.u64 & kWatchTag) {
+      const auto w = static_cast<std::size_t>(evs[i].data.u64 & ~kWatchTag);
+      // Copy: the callback may unwatch (and so reset) its own entry.
+      if (w < watches_.size() && watches_[w].fd >= 0) {
+        auto cb = watches_[w].on_readable;
+        cb();
+      }
+      continue;
+    }
+    int peer = static_cast<int>(evs[i].data.u64);
     if (!peers_[peer]->alive) continue;
     if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) handle_readable(peer);
     if (peers_[peer]->alive && (evs[i].events & EPOLLOUT)) handle_writable(peer);
   }
+}
+
+void TcpMesh::watch_fd(int fd, std::function<void()> on_readable) {
+  std::size_t w = 0;
+  while (w < watches_.size() && watches_[w].fd >= 0) ++w;
+  if (w == watches_.size()) watches_.emplace_back();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWatchTag | w;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl(watch)");
+  watches_[w] = Watch{fd, std::move(on_readable)};
+}
+
+void TcpMesh::unwatch_fd(int fd) {
+  for (auto& w : watches_)
+    if (w.fd == fd) {
+      ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+      w = Watch{};
+    }
 }
 
 void TcpMesh::broadcast_abort(const std::string& reason) {

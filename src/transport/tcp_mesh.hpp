@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,12 @@ class TcpMesh {
   // Run the event loop once: wait up to timeout_ms (0 = just poll) for I/O and handle it.
   void poll(int timeout_ms);
 
+  // Also wake poll() when `fd` (not owned) is readable, and call `on_readable` from it, so that
+  // another protocol's socket (the Core-INC worker's UDP socket) is served by the same loop.
+  // Level-triggered: `on_readable` should read what it can. unwatch_fd before closing fd.
+  void watch_fd(int fd, std::function<void()> on_readable);
+  void unwatch_fd(int fd);
+
   // After a failure: the payload now arriving from `peer` goes nowhere (its destination may
   // be about to disappear), and queued sends are dropped (their buffers may be freed).
   void discard_incoming(int peer);
@@ -111,6 +118,11 @@ class TcpMesh {
   int rank_;
   int epfd_ = -1;
   std::vector<std::unique_ptr<Peer>> peers_;
+  struct Watch {
+    int fd = -1;  // -1: free entry
+    std::function<void()> on_readable;
+  };
+  std::vector<Watch> watches_;  // epoll data: kWatchTag | index
   MessageSink* sink_ = nullptr;
   TransportStats stats_;
   std::uint64_t read_budget_ = 8u << 20;

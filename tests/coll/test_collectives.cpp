@@ -96,6 +96,7 @@ TEST(Broadcast, PipelinedChain) { sweep(Collective::broadcast, Algorithm::pipeli
 TEST(Broadcast, Inc) { sweep(Collective::broadcast, Algorithm::inc, false); }
 TEST(Alltoall, Pairwise) { sweep(Collective::alltoall, Algorithm::pairwise, false); }
 TEST(Barrier, Dissemination) { sweep(Collective::barrier, Algorithm::dissemination, false); }
+TEST(Barrier, Inc) { sweep(Collective::barrier, Algorithm::inc, false); }
 
 // The automatic choice, whatever it resolves to, is correct too.
 TEST(Automatic, EveryCollective) {

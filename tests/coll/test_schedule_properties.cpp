@@ -192,11 +192,33 @@ TEST(Counts, IncSegments) {
     for (const Op& op : rs[static_cast<std::size_t>(r)].ops) received += op.dst.bytes;
     EXPECT_EQ(received, 400000u);
   }
-  c.coll = Collective::allgather;
+  c.coll = Collective::allgather;  // 4 blocks of 40000 B: one replication per owner
+  c.count = 10000;
+  const auto ag = build_schedules(c);
+  for (int me = 0; me < 4; ++me) {
+    std::vector<int> roots;
+    std::uint64_t copied = 0, received = 0;
+    for (const Op& op : ag[static_cast<std::size_t>(me)].ops) {
+      if (op.kind == OpKind::inc_broadcast) roots.push_back(op.peer);
+      if (op.kind == OpKind::inc_broadcast) received += op.dst.bytes;
+      if (op.kind == OpKind::copy) copied += op.dst.bytes;
+    }
+    EXPECT_EQ(roots, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(copied, 40000u);  // its own block, locally, not back from the switch
+    EXPECT_EQ(received, 120000u);
+  }
+  // Small (16 KiB in all at most): one switch operation for the whole vector.
   c.count = 10;
   for (const auto& s : build_schedules(c)) {
-    ASSERT_EQ(s.ops.size(), 4u);
-    for (int r = 0; r < 4; ++r) EXPECT_EQ(s.ops[static_cast<std::size_t>(r)].peer, r);
+    ASSERT_EQ(s.ops.size(), 1u);
+    EXPECT_EQ(s.ops[0].kind, OpKind::inc_gather);
+    EXPECT_EQ(s.ops[0].dst.bytes, 160u);
+  }
+  c.coll = Collective::reduce_scatter;
+  for (const auto& s : build_schedules(c)) {
+    EXPECT_EQ(summarize(s).inc_ops, 1u);
+    EXPECT_EQ(summarize(s).inc_bytes, 160u);
+    EXPECT_EQ(summarize(s).copy_bytes, 40u);  // the rank's own shard of the whole result
   }
 }
 
@@ -339,7 +361,7 @@ TEST(Selection, DefaultsAreSupportedAndFollowTheDocumentedRule) {
 
 TEST(BuildSchedule, RejectsBadCalls) {
   EXPECT_THROW(build_schedule(params(Collective::alltoall, Algorithm::ring, 4, 10)), Error);
-  EXPECT_THROW(build_schedule(params(Collective::barrier, Algorithm::inc, 4, 0)), Error);
+  EXPECT_THROW(build_schedule(params(Collective::barrier, Algorithm::ring, 4, 0)), Error);
   auto c = params(Collective::broadcast, Algorithm::binomial_tree, 4, 10);
   c.root = 4;
   EXPECT_THROW(build_schedule(c), Error);

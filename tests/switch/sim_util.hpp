@@ -21,6 +21,7 @@ inline WorkerConfig worker_cfg(std::uint32_t job, std::uint16_t member, Endpoint
   w.member = member;
   w.switch_ep = sw;
   w.rto_initial = 100'000;          // 100 us simulated
+  w.rto_min = 100'000;
   w.rto_max = 2 * kMillisecond;
   w.progress_timeout = 2 * kSecond;  // simulated time: never reached unless something is wrong
   w.join_timeout = 2 * kSecond;

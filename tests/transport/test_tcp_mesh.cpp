@@ -2,6 +2,7 @@
 // payloads, and delivery when a peer's data arrives in reads larger than the read budget.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -108,4 +109,35 @@ TEST(TcpMesh, ClosedPeerIsReportedWithItsRank) {
   EXPECT_FALSE(p.b->peer_alive(0));
   WireHeader h;
   EXPECT_THROW(p.b->send(0, h, nullptr, 0), Error);
+}
+
+// A watched fd (another protocol's socket) wakes a blocking poll() and its callback runs from
+// it; after unwatch_fd it no longer does. The poll timeout is a liveness bound, not a check.
+TEST(TcpMesh, WatchedFdWakesPollAndRunsItsCallback) {
+  Pair p;
+  int ev[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ev), 0);
+  int calls = 0;
+  p.a->watch_fd(ev[0], [&] {
+    char c;
+    while (::recv(ev[0], &c, 1, MSG_DONTWAIT) == 1) ++calls;
+  });
+  ASSERT_EQ(::send(ev[1], "x", 1, 0), 1);
+  ASSERT_EQ(::send(ev[1], "y", 1, 0), 1);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (calls < 2 && std::chrono::steady_clock::now() < until) p.a->poll(10000);
+  EXPECT_EQ(calls, 2);
+  // Data messages still flow beside the watched fd.
+  auto msg = pattern(1000, 3);
+  WireHeader h;
+  h.bytes = msg.size();
+  p.b->send(0, h, msg.data(), 1);
+  ASSERT_TRUE(p.pump([&] { return p.ra.complete == 1; }));
+  EXPECT_EQ(p.ra.got[0], msg);
+  p.a->unwatch_fd(ev[0]);
+  ASSERT_EQ(::send(ev[1], "z", 1, 0), 1);
+  p.a->poll(0);
+  EXPECT_EQ(calls, 2);
+  ::close(ev[0]);
+  ::close(ev[1]);
 }

@@ -1,0 +1,289 @@
+// The Engine's in-network part: a schedule's inc_reduce / inc_broadcast / inc_gather ops
+// become ops of the communicator's switch worker (src/switch/worker.hpp), driven from the
+// engine's own progress loop. The worker's UDP socket is watched by the TCP mesh's epoll, its
+// timers shorten the loop's waits, and its completions complete schedule ops like any received
+// message, so host and in-network collectives of one job progress together in any wait().
+//
+// Every rank must hand its worker the same op stream (the k-th op of all members forms one
+// switch operation). Ops are therefore submitted in (collective sequence, op index) order per
+// communicator: an inc op goes to the worker only once every earlier inc op of the
+// communicator did. A failure of the switch path stops the whole job with an error naming the
+// switch: the ranks could not otherwise agree on who holds a result.
+#include "coll/executor_inc.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace inc::coll {
+
+void Engine::attach_switch(std::uint32_t comm_id, const SwitchAttachment& a) {
+  std::lock_guard lk(mu_);
+  if (!comms_.count(comm_id))
+    throw Error(Error::Kind::invalid_argument, "attach_switch: unknown communicator");
+  if (links_.count(comm_id))
+    throw Error(Error::Kind::invalid_argument,
+                "attach_switch: the communicator already has a switch tree");
+  std::unique_ptr<SwitchLink> l;
+  try {
+    l = std::make_unique<SwitchLink>(comm_id, a);
+  } catch (const std::exception& e) {
+    throw Error(Error::Kind::network,
+                fmt::format("{}: cannot open this rank's UDP socket: {}", a.where, e.what()));
+  }
+  SwitchLink* lp = l.get();
+  mesh_->watch_fd(lp->port.fd(), [this, lp] { on_link_readable(*lp); });
+  links_[comm_id] = std::move(l);
+}
+
+void Engine::close_link(SwitchLink& l) {
+  const sw::Nanos now = sw::monotonic_now();
+  l.worker.leave(now);  // best effort: one datagram, not through the fault injector
+  l.port.send_all(l.worker.outbox(), nullptr, now);
+  mesh_->unwatch_fd(l.port.fd());
+}
+
+void Engine::detach_switch(std::uint32_t comm_id) {
+  std::lock_guard lk(mu_);
+  auto it = links_.find(comm_id);
+  if (it == links_.end()) return;
+  if (!it->second->pending.empty() || !it->second->order.empty())
+    link_failed(*it->second, "the communicator left its switch tree");
+  close_link(*it->second);
+  links_.erase(it);
+}
+
+bool Engine::has_switch(std::uint32_t comm_id) {
+  std::lock_guard lk(mu_);
+  return links_.count(comm_id) != 0;
+}
+
+// What the switch ALU can do (the caller's plan normally routes the rest to the hosts).
+void Engine::check_inc_call(const CollOp& op) const {
+  const auto& p = op.params;
+  if (!op.link)
+    throw Error(
+        Error::Kind::invalid_argument,
+        fmt::format("{}: algorithm 'inc' needs a Core-INC switch, and this communicator has "
+                    "none configured",
+                    describe(op)));
+  bool reduces = false;
+  for (std::uint32_t i : op.inc_ops) {
+    const Op& o = op.sched.ops[i];
+    reduces |= o.kind == OpKind::inc_reduce && (o.src.bytes || o.dst.bytes);
+  }
+  if (!reduces) return;
+  const bool minmax = p.op == ReduceOp::min || p.op == ReduceOp::max;
+  const bool sum = p.op == ReduceOp::sum || p.op == ReduceOp::avg;
+  bool ok = false;
+  if (p.dtype == DataType::f32) ok = sum || (minmax && !op.link->cfg.fixed_point);
+  if (p.dtype == DataType::i32) ok = sum || minmax;
+  if (p.dtype == DataType::u32) ok = sum;  // i32 wrap-around adds are u32 adds; min/max are not
+  if (!ok)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{}: the switch cannot aggregate {} {} (i32 and f32 sum/min/max, u32 "
+                            "sum{})",
+                            describe(op), name(p.dtype), name(p.op),
+                            op.link->cfg.fixed_point ? "; fixed-point f32 sums only" : ""));
+}
+
+sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
+  const Op& o = op.sched.ops[i];
+  const CollectiveParams& p = op.params;
+  const std::uint64_t bytes = std::max(o.src.bytes, o.dst.bytes);
+  sw::WorkerOp w;
+  if (bytes == 0) {
+    w = sw::WorkerOp::barrier();
+  } else if (o.kind == OpKind::inc_gather) {
+    // This rank's block in zeros, summed as wrap-around i32 words: every other rank adds 0 to
+    // these bytes and this rank 0 to theirs, so each byte arrives exactly (no carries).
+    const std::uint64_t words = (o.dst.bytes + 3) / 4;
+    auto& padded = op.staging.emplace_back(words * 4);
+    if (o.src.bytes)
+      std::memcpy(padded.data() + static_cast<std::uint64_t>(p.rank) * o.src.bytes,
+                  region_ptr(op, o.src), o.src.bytes);
+    // Spans now: the heap blocks stay put when `staging` grows, its elements do not.
+    const std::span<const std::byte> in{padded.data(), padded.size()};
+    std::span<std::byte> out{region_ptr(op, o.dst), o.dst.bytes};
+    if (o.dst.bytes % 4) {
+      op.staged_out[i] = op.staging.size();
+      out = op.staging.emplace_back(words * 4);
+    }
+    w = sw::WorkerOp::allreduce(sw::NumKind::i32, sw::ReduceKind::sum, in, out, words,
+                                static_cast<std::uint32_t>(p.nranks));
+  } else {
+    sw::Segment seg;
+    if (o.src.bytes) seg.in = {region_ptr(op, o.src), o.src.bytes};
+    if (o.dst.bytes) seg.out = {region_ptr(op, o.dst), o.dst.bytes};
+    if (o.kind == OpKind::inc_broadcast) {
+      w.kind = sw::NumKind::raw;
+      w.contributors = 1;
+      seg.elems = bytes;
+    } else {
+      w.kind = p.dtype == DataType::f32
+                   ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
+                   : sw::NumKind::i32;
+      w.op = p.op == ReduceOp::min   ? sw::ReduceKind::min
+             : p.op == ReduceOp::max ? sw::ReduceKind::max
+                                     : sw::ReduceKind::sum;
+      w.contributors = static_cast<std::uint32_t>(p.nranks);
+      seg.elems = bytes / sw::WorkerOp::elem_bytes(w.kind);
+    }
+    w.segments.push_back(seg);
+  }
+  w.label = describe(op);
+  return w;
+}
+
+void Engine::submit_ready_inc(SwitchLink& l) {
+  const sw::Nanos now = sw::monotonic_now();
+  bool submitted = false;
+  while (!l.order.empty() && !l.worker.failed()) {
+    auto it = by_uid_.find(l.order.front());
+    if (it == by_uid_.end() || it->second->done()) {
+      l.order.pop_front();
+      continue;
+    }
+    CollOp& op = *it->second;
+    while (op.inc_submitted < op.inc_ops.size()) {
+      const std::uint32_t i = op.inc_ops[op.inc_submitted];
+      if (op.op_state[i] != 1) break;  // not ready: later inc ops wait for it, on every rank
+      l.pending[l.worker.submit(make_worker_op(op, i), now)] = {op.uid, i};
+      ++op.inc_submitted;
+      submitted = true;
+    }
+    if (op.inc_submitted < op.inc_ops.size()) break;
+    l.order.pop_front();
+  }
+  if (submitted) l.port.send_all(l.worker.outbox(), l.injector(), now);
+}
+
+void Engine::on_link_readable(SwitchLink& l) {
+  // A bounded number of batches, so that the TCP peers get their turn.
+  for (int round = 0; round < 64; ++round) {
+    const std::size_t n = l.port.recv_batch();
+    if (n == 0) break;
+    const sw::Nanos now = sw::monotonic_now();
+    for (std::size_t i = 0; i < n; ++i) l.worker.on_packet(l.port.datagram(i), l.port.from(i), now);
+    l.port.send_all(l.worker.outbox(), l.injector(), now);
+  }
+}
+
+int Engine::link_wait_ms(int timeout_ms) const {
+  if (links_.empty() || timeout_ms <= 0) return timeout_ms;
+  sw::Nanos next = std::numeric_limits<sw::Nanos>::max();
+  for (const auto& [id, l] : links_) {
+    next = std::min(next, l->worker.next_deadline());
+    if (l->inj) next = std::min(next, l->inj->next_due());
+  }
+  if (next == std::numeric_limits<sw::Nanos>::max()) return timeout_ms;
+  const sw::Nanos now = sw::monotonic_now();
+  if (next <= now) return 0;
+  const sw::Nanos ms = (next - now + sw::kMillisecond - 1) / sw::kMillisecond;
+  return static_cast<int>(std::min<sw::Nanos>(timeout_ms, ms));
+}
+
+void Engine::service_links() {
+  for (auto& [id, lp] : links_) {
+    SwitchLink& l = *lp;
+    sw::Nanos now = sw::monotonic_now();
+    if (l.inj) l.port.send_due(*l.inj, now);
+    if (now >= l.worker.next_deadline()) l.worker.on_tick(now);
+    l.port.send_all(l.worker.outbox(), l.injector(), now);
+    // Completions first: an op that finished before a failure has its result in place.
+    sw::WorkerCompletion c;
+    while (l.worker.poll_completion(c)) {
+      auto pit = l.pending.find(c.id);
+      if (pit == l.pending.end()) continue;
+      const auto [uid, i] = pit->second;
+      l.pending.erase(pit);
+      auto it = by_uid_.find(uid);
+      if (it == by_uid_.end() || it->second->done()) continue;
+      CollOp& op = *it->second;
+      op.info_.bytes_sent += c.report.bytes_sent;
+      op.info_.bytes_received += c.report.bytes_received;
+      op.info_.retransmissions += c.report.retransmissions;
+      // The switch's flag is about i32 wrap-around; u32 sums wrap by definition.
+      if (c.report.overflow && op.params.dtype == DataType::i32) op.info_.overflow = true;
+      ++op.inc_completed;
+      if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
+        const Op& o = op.sched.ops[i];
+        std::memcpy(region_ptr(op, o.dst), op.staging[s->second].data(), o.dst.bytes);
+      }
+      complete(op, i);  // may finish (and free) the collective
+    }
+    if (l.worker.failed()) {
+      const auto& e = l.worker.error();
+      link_failed(l, fmt::format("the in-network path via {} failed ({}): {}{}; the job cannot "
+                                 "tell which ranks got a result, so it stops here rather than "
+                                 "risk a wrong one",
+                                 l.cfg.where, sw::name(e.kind), e.message,
+                                 closed_members(l.comm_id)));
+    }
+  }
+}
+
+// The worker let go of every op: fail the collectives that had ops at the switch or waiting
+// for it. Outside the start-up probe this stops the job on every rank.
+void Engine::link_failed(SwitchLink& l, const std::string& why) {
+  std::vector<std::shared_ptr<CollOp>> ops;
+  auto add = [&](std::uint64_t uid) {
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || it->second->done()) return;
+    if (std::find(ops.begin(), ops.end(), it->second) == ops.end()) ops.push_back(it->second);
+  };
+  for (const auto& [id, v] : l.pending) add(v.first);
+  for (std::uint64_t uid : l.order) add(uid);
+  l.pending.clear();
+  l.order.clear();
+  l.worker.reset();
+  if (ops.empty()) return;
+  const bool tentative =
+      std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o->tentative; });
+  if (!tentative) {
+    fail_all(Error(Error::Kind::network, why));
+    return;
+  }
+  for (auto& op : ops)
+    fail(*op, Error(Error::Kind::network, fmt::format("{}: {}", describe(*op), why)), false);
+}
+
+void Engine::abandon_inc(CollOp& op) {
+  if (!op.link) return;
+  SwitchLink& l = *op.link;
+  l.order.erase(std::remove(l.order.begin(), l.order.end(), op.uid), l.order.end());
+  if (op.inc_submitted > op.inc_completed)  // the worker still reads and writes its buffers
+    link_failed(l, fmt::format("{} failed while its data was at the switch", describe(op)));
+}
+
+std::string Engine::describe_inc(const CollOp& op) const {
+  if (op.inc_ops.empty() || !op.link) return "";
+  const SwitchLink& l = *op.link;
+  std::string s =
+      fmt::format("; {} of {} switch operations done", op.inc_completed, op.inc_ops.size());
+  if (op.inc_submitted < op.inc_ops.size()) {
+    s += fmt::format(", {} not handed to the switch yet", op.inc_ops.size() - op.inc_submitted);
+    if (!l.order.empty() && l.order.front() != op.uid)
+      s += " (an earlier collective's are not either)";
+  }
+  s += fmt::format("; {}: {}", l.cfg.where, l.worker.describe_stall(sw::monotonic_now()));
+  return s + closed_members(op.comm_id);
+}
+
+// Members of a communicator whose TCP connection closed: for the switch path, a hint at why
+// the switch misses them (a member that finished and exited is no error in itself: the
+// switch may hold everything it contributed, so only the deadline decides).
+std::string Engine::closed_members(std::uint32_t comm_id) const {
+  auto cit = comms_.find(comm_id);
+  if (cit == comms_.end()) return "";
+  std::string dead;
+  for (std::size_t r = 0; r < cit->second.members.size(); ++r) {
+    const int w = cit->second.members[r];
+    if (w != world_rank() && dead_[w]) dead += fmt::format("{}{}", dead.empty() ? "" : ", ", r);
+  }
+  return dead.empty() ? "" : fmt::format(" (the connection to rank {} closed)", dead);
+}
+
+}  // namespace inc::coll

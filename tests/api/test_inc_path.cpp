@@ -1,0 +1,88 @@
+// The Core-INC configuration of a rank (IncPath): environment to worker settings (INC_TIMEOUT
+// becomes the worker's deadlines), configuration errors naming the variable, and the plan that
+// decides which calls the switch can run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/inc_path.hpp"
+
+using namespace inc;
+using inc::api::IncPath;
+
+namespace {
+
+std::unique_ptr<IncPath> path(std::map<std::string, std::string> vars, int rank = 2, int nranks = 4) {
+  return IncPath::from_env(transport::map_env(std::move(vars)), rank, nranks, 0x1234, std::chrono::seconds(42));
+}
+
+std::string config_error(std::map<std::string, std::string> vars) {
+  try {
+    path(std::move(vars));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::config) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no configuration error";
+  return "";
+}
+
+}  // namespace
+
+TEST(IncPath, NoSwitchConfiguredIsNoPath) { EXPECT_EQ(path({}), nullptr); }
+
+TEST(IncPath, EnvironmentBecomesTheWorkersSettings) {
+  auto p = path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_JOB", "9"}, {"INC_SWITCH_WINDOW", "8"}});
+  ASSERT_NE(p, nullptr);
+  const auto& a = p->attachment();
+  EXPECT_EQ(a.worker.job, 9u);
+  EXPECT_EQ(a.worker.member, 2u);
+  EXPECT_EQ(a.worker.switch_ep.str(), "127.0.0.1:7710");
+  EXPECT_EQ(a.worker.window, 8u);
+  EXPECT_NE(a.worker.session, 0u);
+  // INC_TIMEOUT is the only deadline of the in-network path.
+  EXPECT_EQ(a.worker.join_timeout, 42 * sw::kSecond);
+  EXPECT_EQ(a.worker.progress_timeout, 42 * sw::kSecond);
+  EXPECT_FALSE(a.fixed_point);
+  EXPECT_FALSE(a.faults.enabled());
+  EXPECT_NE(a.where.find("127.0.0.1:7710"), std::string::npos) << a.where;
+  EXPECT_TRUE(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}})->attachment().fixed_point);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}})->attachment().worker.window, 0u);  // controlled
+}
+
+TEST(IncPath, BadValuesNameTheVariable) {
+  EXPECT_NE(config_error({{"INC_SWITCH", "nowhere"}}).find("INC_SWITCH"), std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_JOB", "0"}}).find("INC_SWITCH_JOB"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_WINDOW", "-3"}}).find("INC_SWITCH_WINDOW"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_NUMERICS", "exact"}}).find("INC_SWITCH_NUMERICS"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_FAULT_LOSS", "1.5"}}).find("INC_FAULT_LOSS"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_TOPOLOGY", "/nonexistent/tree.topo"}}).find("INC_TOPOLOGY"), std::string::npos);
+}
+
+TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
+  auto p = path({{"INC_SWITCH", "127.0.0.1:7710"}});
+  EXPECT_TRUE(p->plan(Collective::allreduce, DataType::f32, ReduceOp::sum).ok);
+  EXPECT_TRUE(p->plan(Collective::allreduce, DataType::i32, ReduceOp::max).ok);
+  EXPECT_TRUE(p->plan(Collective::reduce_scatter, DataType::u32, ReduceOp::avg).ok);
+  EXPECT_TRUE(p->plan(Collective::allgather, DataType::f16, ReduceOp::sum).ok);  // replication
+  EXPECT_TRUE(p->plan(Collective::broadcast, DataType::u8, ReduceOp::sum).ok);
+  EXPECT_TRUE(p->plan(Collective::barrier, DataType::u8, ReduceOp::sum).ok);
+  auto no = p->plan(Collective::allreduce, DataType::f16, ReduceOp::sum);
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.why.find("f16"), std::string::npos) << no.why;
+  no = p->plan(Collective::allreduce, DataType::i32, ReduceOp::prod);
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.why.find("multiply"), std::string::npos) << no.why;
+  EXPECT_FALSE(p->plan(Collective::allreduce, DataType::u32, ReduceOp::min).ok);
+  EXPECT_FALSE(p->plan(Collective::alltoall, DataType::f32, ReduceOp::sum).ok);
+  auto fixed = path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}});
+  EXPECT_FALSE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::max).ok);
+  EXPECT_TRUE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::avg).ok);
+}
