@@ -18,6 +18,8 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "inc/types.hpp"
 
@@ -59,6 +61,10 @@ struct Report {
   double seconds = 0;             // from start to completion as seen by this rank
   bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
+  // Automatic selection with a tuning file (INC_TUNING, written by `inc tune`): every path it
+  // weighed and its predicted time in microseconds, cheapest (the chosen one) first. Empty when
+  // the algorithm was given, or no tuning applied (`reason` says why).
+  std::vector<std::pair<std::string, double>> predicted_us;
 };
 
 struct TrafficStats {

@@ -12,6 +12,7 @@
 
 #include "api/bootstrap.hpp"
 #include "api/inc_path.hpp"
+#include "api/tuning.hpp"
 #include "coll/executor.hpp"
 #include "inc/inc.hpp"
 #include "transport/socket.hpp"
@@ -102,6 +103,9 @@ struct World {
   std::shared_ptr<StoreHandle> store_handle;
   transport::StoreClient* store = nullptr;
   std::unique_ptr<coll::Engine> engine;
+  // Measured costs of every path (INC_TUNING), shared by all communicators; null if none.
+  std::shared_ptr<const api::CostTable> tuning;
+  std::string tuning_path;
 };
 
 // Process-wide: one store connection per store address, kept until the process exits,
@@ -151,6 +155,7 @@ struct RequestState {
   Report report;
   std::string selection;
   bool in_network = false;
+  std::vector<std::pair<std::string, double>> predicted_us;  // automatic selection's weighing
 
   void complete() {
     if (finished) return;
@@ -167,6 +172,7 @@ struct RequestState {
     report.retransmissions = info.retransmissions;
     report.overflow = info.overflow;
     report.seconds = info.seconds;
+    report.predicted_us = predicted_us;
     std::lock_guard lk(comm->mu);
     comm->last = report;
   }
@@ -290,6 +296,14 @@ Communicator Communicator::init(const Options& opts) {
                                      static_cast<int>(timeout.count()));
   auto mesh = std::make_unique<transport::TcpMesh>(boot.rank, std::move(fds));
   world->engine = std::make_unique<coll::Engine>(std::move(mesh), timeout);
+  if (auto t = env("INC_TUNING"); t && !t->empty()) {  // empty = unset
+    try {
+      world->tuning = std::make_shared<const api::CostTable>(api::CostTable::load(*t));
+    } catch (const Error& e) {
+      throw Error(Error::Kind::config, fmt::format("INC_TUNING={}", e.what()));
+    }
+    world->tuning_path = *t;
+  }
 
   auto st = std::make_shared<detail::CommState>();
   st->world = world;
@@ -395,6 +409,7 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
 
   // Algorithm: per call, else the communicator's, else automatic.
   std::string selection;
+  std::vector<api::PathCost> weighed;  // automatic selection from a tuning file
   Algorithm algo = st->algo;
   if (!o.algo.empty()) {
     algo = parse_algo_or_throw(o.algo, "CallOptions::algo");
@@ -411,42 +426,82 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
       algo = Algorithm::automatic;
     }
   }
-  // Core-INC: explicitly asked for, or by default when this communicator has a switch tree.
-  if (algo == Algorithm::inc || (algo == Algorithm::automatic && st->switch_configured)) {
-    const bool asked = algo == Algorithm::inc;
-    std::string fallback;
-    if (!st->switch_configured) {
+  // Can the switch take this call? (Same answer on every rank for the same call.)
+  std::string no_switch;  // why not, when a switch is configured
+  std::string switch_how;
+  if (st->switch_configured) {
+    if (!st->inc) {
+      no_switch = st->no_inc_reason.empty() ? "sub-communicators have no switch tree yet" : st->no_inc_reason;
+    } else if (c.count == 0 && c.coll != Collective::barrier) {
+      no_switch = "nothing to send";
+    } else {
+      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op);
+      if (plan.ok) switch_how = plan.why;
+      else no_switch = plan.why;
+    }
+  }
+  const bool switch_ok = st->switch_configured && no_switch.empty();
+  if (algo == Algorithm::inc) {
+    if (!st->switch_configured)
       throw Error(Error::Kind::invalid_argument,
                   fmt::format("{}: algorithm 'inc' needs a Core-INC switch (INC_SWITCH, INC_TOPOLOGY "
                               "or `inc launch --switch`)",
                               name(c.coll)));
-    } else if (!st->inc) {
-      fallback = st->no_inc_reason.empty() ? "sub-communicators have no switch tree yet"
-                                           : st->no_inc_reason;
-    } else if (c.count == 0 && c.coll != Collective::barrier) {
-      fallback = "nothing to send";
+    if (switch_ok) {
+      selection = fmt::format("{}: {}", selection.empty() ? std::string("automatic") : selection, switch_how);
     } else {
-      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op);
-      if (plan.ok) {
-        selection = fmt::format("{}: {}", selection.empty() ? std::string("automatic") : selection, plan.why);
-        algo = Algorithm::inc;
+      selection = fmt::format("host fallback from 'inc': {}; ", no_switch);
+      algo = Algorithm::automatic;
+    }
+  } else if (algo == Algorithm::automatic) {
+    // Automatic: the cheapest path by the measured costs of a tuning file (INC_TUNING) when
+    // one applies to this communicator, else the switch whenever it can take the call, else
+    // the hosts' measured crossovers (select_algorithm).
+    params.algo = Algorithm::automatic;
+    const std::uint64_t bytes = std::max(coll::input_bytes(params), coll::output_bytes(params));
+    const api::CostTable* table = st->world->tuning.get();
+    std::string untuned;
+    if (!table) {
+      untuned = "untuned (no INC_TUNING; `inc tune` measures every path)";
+    } else if (table->nranks != p) {
+      untuned = fmt::format("untuned (INC_TUNING={} was measured on {} ranks, this communicator has {})",
+                            st->world->tuning_path, table->nranks, p);
+    } else {
+      std::vector<Algorithm> candidates;
+      if (switch_ok) candidates.push_back(Algorithm::inc);
+      for (int a = 1; a < coll::kNumAlgorithms; ++a) {
+        auto h = static_cast<Algorithm>(a);
+        if (h != Algorithm::inc && coll::supports(c.coll, h)) candidates.push_back(h);
+      }
+      if (auto best = api::choose(*table, c.coll, bytes, candidates, weighed)) {
+        algo = *best;
+        selection += fmt::format("automatic from INC_TUNING={} for {} B on {} ranks: {}{}",
+                                 st->world->tuning_path, bytes, p, api::describe(weighed),
+                                 algo == Algorithm::inc ? "; " + switch_how
+                                 : no_switch.empty()    ? std::string()
+                                                        : "; not the switch: " + no_switch);
       } else {
-        fallback = plan.why;
+        untuned = fmt::format("untuned (INC_TUNING={} has no {} measurements)", st->world->tuning_path,
+                              name(c.coll));
       }
     }
-    if (!fallback.empty()) {
-      selection = fmt::format("host fallback{}: {}; ", asked ? " from 'inc'" : "", fallback);
-      algo = Algorithm::automatic;
+    if (algo == Algorithm::automatic) {
+      if (switch_ok) {
+        algo = Algorithm::inc;
+        selection += fmt::format("automatic, {}: the switch when it can; {}", untuned, switch_how);
+      } else {
+        if (!no_switch.empty()) selection += fmt::format("host fallback: {}; ", no_switch);
+        params.algo = coll::select_algorithm(params);
+        algo = params.algo;
+        selection += fmt::format("automatic for {} B on {} ranks, {}", coll::input_bytes(params), p, untuned);
+      }
     }
   }
   params.algo = algo;
-  if (algo == Algorithm::automatic) {
-    params.algo = coll::select_algorithm(params);
-    selection += fmt::format("automatic for {} B on {} ranks", coll::input_bytes(params), p);
-  }
 
   auto rs = std::make_shared<detail::RequestState>();
   rs->comm = st;
+  for (const auto& w : weighed) rs->predicted_us.emplace_back(std::string(coll::name(w.algo)), w.us);
   const void* in = c.send;
   void* out = c.recv;
   switch (c.coll) {
