@@ -12,7 +12,7 @@ packages=(
   libgloo-dev openmpi-bin libopenmpi-dev         # peers measured side by side
   libsimgrid-dev gnuplot-nox                     # simulator validation, plots
   clang-14 libfuzzer-14-dev libclang-rt-14-dev   # fuzz targets
-  clang-format iproute2 time
+  clang-format iproute2 time python3
 )
 missing=()
 for p in "${packages[@]}"; do
