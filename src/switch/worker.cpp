@@ -5,8 +5,11 @@
 #include <cstring>
 
 #include "src/switch/arith.hpp"
+#include "src/switch/worker_internal.hpp"
 
 namespace inc::sw {
+
+using namespace detail;
 
 using proto::ElemType;
 using proto::Header;
@@ -34,42 +37,11 @@ std::string member_list(std::uint64_t bits, std::uint32_t n, bool present) {
   return s;
 }
 
-ElemType wire_elem(NumKind k) {
-  switch (k) {
-    case NumKind::i32:
-    case NumKind::fx32: return ElemType::i32;
-    case NumKind::f32: return ElemType::f32;
-    case NumKind::raw: return ElemType::raw;
-  }
-  return ElemType::none;
-}
-
-WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
-  if (k == NumKind::raw) return WireOp::copy;
-  if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
-  switch (op) {
-    case ReduceKind::sum: return WireOp::sum;
-    case ReduceKind::max: return WireOp::max;
-    case ReduceKind::min: return WireOp::min;
-  }
-  return WireOp::none;
-}
-
-void count_tx(OpReport& r, std::size_t bytes, bool retransmit) {
-  ++r.packets_sent;
-  r.bytes_sent += bytes;
-  if (retransmit) ++r.retransmissions;
-}
-
-void count_rx(OpReport& r, std::size_t bytes) {
-  ++r.packets_received;
-  r.bytes_received += bytes;
-}
-
 }  // namespace
 
 namespace {
 constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in packets of 1.5 KB)
+constexpr std::uint32_t kMaxBurst = 16;       // new chunks sent per event
 }
 
 WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
@@ -129,7 +101,7 @@ std::string WorkerProtocol::stall_detail(const Entry& e, Nanos now) const {
                     " transmissions over " + seconds(now - oldest->first_sent);
   if (oldest->awaiting_parent)
     msg += "; all members of that switch contributed and it waits for its parent switch";
-  else if (oldest->pending_seen)
+  else if (oldest->pending_seen && oldest->members > 0)
     msg += "; the switch has contributions from members " +
            member_list(oldest->contributed, oldest->members, true) + " of " +
            std::to_string(oldest->members) + ", missing " +
@@ -303,52 +275,6 @@ bool WorkerProtocol::begin_op(Op& op) {
 
 // ---- issuing chunks ---------------------------------------------------------------------------
 
-bool WorkerProtocol::next_chunk(Op& op, Chunk& c) {
-  const auto& segs = op.w.segments;
-  while (op.seg < segs.size() && op.off >= segs[op.seg].elems) {
-    ++op.seg;
-    op.off = 0;
-  }
-  if (op.seg >= segs.size()) {
-    if (!op.sync_left) return false;
-    c = Chunk{};
-    c.sync = true;
-    c.want = true;
-    return true;
-  }
-  const Segment& s = segs[op.seg];
-  const std::uint64_t E = chunk_elems(op.w.kind);
-  c = Chunk{};
-  c.seg = op.seg;
-  c.off = op.off;
-  c.group = op.group;
-  c.has_in = !s.in.empty();
-  if (op.w.kind == NumKind::fx32 && op.group_left == 0) {
-    const std::uint64_t blocks = (s.elems - op.off + E - 1) / E;
-    c.exponent = true;
-    c.n = std::uint32_t(std::min<std::uint64_t>(blocks, E));
-    c.want = true;
-    return true;
-  }
-  c.n = std::uint32_t(std::min<std::uint64_t>(E, s.elems - op.off));
-  c.want = !s.out.empty();
-  return true;
-}
-
-void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
-  if (c.sync) {
-    op.sync_left = false;
-    return;
-  }
-  if (c.exponent) {
-    op.group_left = c.n;
-    op.groups[op.group].outstanding = c.n;
-    return;
-  }
-  op.off += c.n;
-  if (op.w.kind == NumKind::fx32 && --op.group_left == 0) ++op.group;
-}
-
 void WorkerProtocol::op_chunk_done(Op& op) {
   --op.outstanding;
   if (!op.issued || op.outstanding != 0 || op.finished) return;
@@ -371,7 +297,11 @@ void WorkerProtocol::pump(Nanos now) {
   }
   const std::uint32_t R = ring_size();
   cwnd_limited_ = false;
-  while (joined_ && !failed_) {
+  // At most kMaxBurst new chunks per event: a window opened all at once (an op submitted to an
+  // empty pipe, a stall's end) would hit the link's queue as one burst; results clock the
+  // rest out (they arrive one per chunk while the pipe is full).
+  std::uint32_t burst = 0;
+  while (joined_ && !failed_ && burst < kMaxBurst) {
     Op* op = op_by_id(issue_);
     if (!op) return;  // nothing queued
     if (!begin_op(*op)) return;
@@ -402,61 +332,15 @@ void WorkerProtocol::pump(Nanos now) {
     advance_cursor(*op, c);
     ++op->outstanding;
     ++next_chunk_;
-    if (inflight_++ == 0) last_progress_ = now;  // the progress clock starts with the first chunk
+    ++burst;
+    if (inflight_++ == 0) {
+      last_progress_ = now;  // the progress clock starts with the first chunk
+      if (last_activity_ && now - last_activity_ > rtt_.rto_base())
+        win_.restart_after_idle(std::uint32_t(std::min<Nanos>((now - last_activity_) / rtt_.rto_base(), 32)),
+                                kInitialWindow);
+    }
     transmit(e, now, false);
   }
-}
-
-void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
-  Op& op = *op_by_id(e.op);
-  const Chunk& c = e.c;
-  const NumKind kind = op.w.kind;
-  Header h;
-  h.type = PacketType::data;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.epoch = epoch_;
-  h.chunk = wire_chunk(e.chunk);
-  h.slot = std::uint16_t(h.chunk % info_.slots);
-  if (c.want) h.flags |= proto::flag::want_result;
-  if (retransmit) h.flags |= proto::flag::retransmit;
-  std::size_t payload = 0;
-  std::byte* p = nullptr;
-  if (c.has_in && !c.sync) {
-    const Segment& seg = op.w.segments[c.seg];
-    h.elem = wire_elem(kind);
-    h.op = wire_op(kind, op.w.op, c.exponent);
-    h.count = std::uint16_t(c.n);
-    payload = std::size_t(c.n) * proto::elem_size(h.elem);
-    p = out_.reserve(proto::kHeaderBytes + payload);
-    std::byte* dst = p + proto::kHeaderBytes;
-    const std::uint64_t E = chunk_elems(kind);
-    if (c.exponent) {
-      for (std::uint32_t b = 0; b < c.n; ++b) {
-        const std::uint64_t first = c.off + b * E;
-        const std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
-        fscratch_.resize(len);
-        std::memcpy(fscratch_.data(), seg.in.data() + first * 4, len * 4);
-        proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(fscratch_.data(), len)));
-      }
-    } else if (kind == NumKind::fx32) {
-      const Group& g = op.groups.at(c.group);
-      const std::int32_t ex = g.exps[(c.off / E) % E];
-      fscratch_.resize(c.n);
-      std::memcpy(fscratch_.data(), seg.in.data() + c.off * 4, std::size_t(c.n) * 4);
-      scratch_.resize(c.n);
-      fx32_encode(fscratch_.data(), c.n, ex, op.headroom, scratch_.data());
-      std::memcpy(dst, scratch_.data(), payload);
-    } else {
-      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
-    }
-  } else {
-    p = out_.reserve(proto::kHeaderBytes);
-  }
-  proto::encode_header(h, p);
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes + payload);
-  count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
-  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
 }
 
 // ---- packets from the switch ------------------------------------------------------------------
@@ -501,12 +385,14 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
       // The switch answers: the network is alive, so time-outs need not back off further
       // (loss there is random, not a collapse; the window has reacted to it already).
       rtt_.reset_backoff();
+      last_heard_ = now;
       return handle_result(v, bytes.size(), now);
     case PacketType::nack:
       return handle_nack(v);
     case PacketType::pending: {
       if (!joined_ || failed_ || h.epoch != epoch_) return;
       rtt_.reset_backoff();
+      last_heard_ = now;
       Entry* e = entry_for(h);
       if (!e) return;
       count_rx(op_by_id(e->op)->rep, bytes.size());
@@ -544,7 +430,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes
     ++rep_.duplicate_results;
     Entry& old = ring_[h.slot];
     if (!old.busy && wire_chunk(old.chunk) == h.chunk) {
-      on_duplicate_result(old);
+      on_duplicate_result(old, now);
       pump(now);
     }
     return;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <span>
 #include <string>
@@ -88,7 +89,7 @@ struct WorkerConfig {
   // Retransmission timeout: rto_initial before the first RTT sample, then srtt + 4 rttvar
   // clamped to [rto_min, rto_max], doubled per consecutive time-out (at most rto_max).
   Nanos rto_initial = 5 * kMillisecond;
-  Nanos rto_min = 500'000;
+  Nanos rto_min = 50000;
   Nanos rto_max = 200 * kMillisecond;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
@@ -97,6 +98,7 @@ struct WorkerConfig {
 // The congestion controller's state and counters (for tests, benchmarks and reports).
 struct WorkerCcStats {
   std::uint32_t cwnd = 0, ssthresh = 0, cap = 0;  // chunks
+  std::uint32_t pipe = 0;  // chunks in the network (sent, not completed, held or deemed lost)
   Nanos srtt = 0, rttvar = 0, min_rtt = 0, rto = 0;
   std::uint32_t reorder_window_mult = 1;  // RACK's reordering window, in min_rtt/4
   std::uint64_t fast_retransmits = 0;  // chunks deemed lost by RACK and retransmitted
@@ -106,6 +108,8 @@ struct WorkerCcStats {
   std::uint64_t spurious = 0;          // retransmissions or loss marks proven unnecessary
   std::uint64_t decreases = 0, undos = 0;
   std::uint64_t rtt_samples = 0;
+  bool lossy = false;  // repairs lately needed or retransmissions unanswered (see lossy())
+  std::uint32_t repairs_needed = 0, repairs_unneeded = 0, retx_answered = 0, retx_unanswered = 0;
 };
 
 enum class WorkerErrorKind : std::uint8_t {
@@ -144,6 +148,15 @@ struct OpReport {
 struct WorkerCompletion {
   std::uint64_t id = 0;
   OpReport report;  // this op only (join traffic and foreign packets are in report())
+};
+
+// What the loss recovery did, for a tracer installed with WorkerProtocol::set_trace (tests,
+// benchmarks, debugging; no cost when none is installed).
+struct WorkerTraceEvent {
+  enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample } kind;
+  Nanos now = 0;
+  std::uint64_t chunk = 0;
+  std::int64_t value = 0;  // completed/sample: RTT; timeout: back-off; pending: 1 if first
 };
 
 struct TxPacket {
@@ -193,6 +206,7 @@ class WorkerProtocol {
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
   WorkerCcStats cc_stats() const;
+  void set_trace(std::function<void(const WorkerTraceEvent&)> f) { trace_ = std::move(f); }
 
   // Forget the join and the queue: the next submit() joins again and begins a fresh chunk
   // stream (use after a retryable error, once every member agreed to retry).
@@ -230,8 +244,11 @@ class WorkerProtocol {
     bool repair = false;   // its last retransmission repaired a deemed loss (not a probe)
     bool proven = false;   // a retransmission of it was already proven unnecessary
     bool acked = false;    // the window grew on a `pending` for it already
+    bool awaiting_answer = false;  // retransmitted, no answer yet
+    bool dup_sampled = false;      // the answer to its retransmission gave an RTT sample
     bool pending_seen = false;  // the switch answered `pending`: it holds our contribution
-                                // (held: out of the pipe, polled by the timer only)
+    bool held = false;          // out of the pipe, polled only (pending, or presumed so)
+    Nanos suspect_at = 0;       // held: when a chunk after it in the stream completed
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
@@ -277,16 +294,22 @@ class WorkerProtocol {
   void net_append(Entry& e);
   void net_insert_sorted(Entry& e);
   void on_chunk_result(Entry& e, Nanos now);  // before the entry is freed
-  void on_duplicate_result(Entry& e);
+  void on_duplicate_result(Entry& e, Nanos now);
   void on_pending(Entry& e, bool first, Nanos now);
   void rack_detect(Nanos now);
   void mark_lost(Entry& e, bool loss_event);
   void proven_spurious(Entry& e);
+  void note_repair(bool needed);
+  bool lossy() const;
+  void note_answer(Entry& e, bool answered);
   void restore_lost();
   void arm_timers(Nanos now, bool progress);
   void on_rto(Nanos now);
   void on_probe(Nanos now);
   void on_poll(Nanos now);
+  void hold(Entry& e, Nanos now);
+  void unhold(Entry& e);
+  Nanos poll_due(const Entry& e) const;
   void arm_polls();
 
   Nanos reorder_window() const;
@@ -335,14 +358,24 @@ class WorkerProtocol {
   Nanos rack_rtt_ = 0;
   std::uint32_t reo_mult_ = 1, recoveries_quiet_ = 0;
   Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
-  Nanos poll_last_ = 0;             // the last poll round
+  Nanos poll_last_ = 0;             // the last background poll, or progress
+  std::vector<std::uint32_t> held_;  // ring indices of held chunks
+  std::vector<std::int32_t> poll_scratch_;
   std::uint32_t poll_backoff_ = 0;  // poll rounds since the last progress
   bool probe_out_ = false;
   bool rto_recovery_ = false;     // F-RTO: a timeout not yet proven real or spurious
   std::uint64_t rto_xmit_seq_ = 0;  // transmissions up to this one preceded the timeout
   std::int64_t undo_retrans_ = 0;   // chunks retransmitted this episode, not proven spurious
   bool cwnd_limited_ = false;
+  Nanos last_activity_ = 0;  // the last result: the stream's last sign of life
+  Nanos last_heard_ = 0;     // the last result or pending from the switch
+  std::uint32_t repairs_needed_ = 0, repairs_unneeded_ = 0;  // recent retransmissions' outcome
+  std::uint32_t retx_answered_ = 0, retx_unanswered_ = 0;
   WorkerCcStats cc_{};
+  std::function<void(const WorkerTraceEvent&)> trace_;
+  void trace(WorkerTraceEvent::Kind k, Nanos now, std::uint64_t chunk, std::int64_t v) {
+    if (trace_) trace_({k, now, chunk, v});
+  }
   Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0, join_sent_ = 0;
   bool join_retransmitted_ = false;
   std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts

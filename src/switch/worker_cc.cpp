@@ -119,6 +119,14 @@ void ChunkWindow::on_timeout(std::uint64_t next_chunk, std::uint32_t inflight) {
   ++timeouts;
 }
 
+void ChunkWindow::restart_after_idle(std::uint32_t periods, std::uint32_t initial) {
+  if (fixed_ || periods == 0) return;
+  ssthresh_ = std::max(ssthresh_ < 1e17 ? ssthresh_ : 0.0, cwnd_ * 3 / 4);
+  double w = cwnd_;
+  for (std::uint32_t i = 0; i < periods && w > initial; ++i) w /= 2;
+  cwnd_ = std::max(std::min(double(initial), cwnd_), w);
+}
+
 void ChunkWindow::undo() {
   if (fixed_ || !undo_valid_) return;
   cwnd_ = std::min(std::max(cwnd_, undo_cwnd_), double(cap_));

@@ -61,6 +61,10 @@ class ChunkWindow {
   bool on_loss(std::uint64_t chunk, std::uint64_t next_chunk);
   // The retransmission timer fired: one chunk in flight, slow start from there.
   void on_timeout(std::uint64_t next_chunk, std::uint32_t inflight);
+  // The stream was idle for `periods` timeouts: the window is no longer validated by the path
+  // (RFC 7661, Linux's tcp_cwnd_restart): halve it per period, not below `initial`, keeping
+  // ssthresh at 3/4 of it so slow start gets back quickly.
+  void restart_after_idle(std::uint32_t periods, std::uint32_t initial);
   // The last decrease was spurious (the data had arrived): restore the window before it.
   void undo();
   bool in_recovery() const { return recovery_; }
