@@ -2,12 +2,17 @@
 //   switch_bench dataplane  in-process data-plane aggregation throughput per core (GB/s of
 //                           contributed payload), next to memcpy of the same payload bytes and
 //                           to the bare add kernel, on the same buffers;
-//   switch_bench udp        end-to-end allreduce over UDP loopback (switch thread + worker
-//                           threads), next to raw UDP loopback measured by the same harness: an
-//                           echo switch on the same event loop that returns every datagram to
-//                           its sender (same packet count and size as the INC run);
-//   switch_bench all        both. Medians of --runs runs; this machine is shared and noisy.
-// Options: --members M --runs R --seconds S --workers W --count N --elems E --slots K --json FILE
+//   switch_bench udp        end-to-end allreduce over UDP loopback (a SwitchLanes daemon core
+//                           with --lanes L lane threads + worker threads, each worker one socket
+//                           driving one protocol per lane), next to raw UDP loopback measured
+//                           by the same harness: L echo threads on the same event loop that
+//                           return every datagram to its sender (same packet count and size as
+//                           the INC run); with and without UDP GSO/GRO (--offload);
+//   switch_bench lanes      --lanes L,.. data planes on as many threads at once, in-process
+//                           (wall-clock total against one lane: scaling without the network);
+//   switch_bench all        all three. Medians of --runs runs; this machine is shared and noisy.
+// Options: --members M --runs R --seconds S --workers W --count N --elems E,.. --slots K (per lane)
+//          --lanes L,.. --offload on|off|both --batch N --json FILE
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,6 +25,7 @@
 
 #include "src/switch/arith.hpp"
 #include "src/switch/dataplane.hpp"
+#include "src/switch/lanes.hpp"
 #include "src/switch/udp.hpp"
 #include "src/switch/worker.hpp"
 
@@ -34,12 +40,42 @@ struct Args {
   double seconds = 0.3;
   std::uint64_t count = 1 << 20;
   std::vector<std::uint32_t> elems = {64, 256, 1024, 4096};
+  std::vector<std::uint16_t> lanes = {1, 2};
+  std::string offload = "both";  // on | off | both
+  int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
   std::string json;
 };
+
+// CPU time of the calling thread: per-core figures that hold on a shared, loaded machine.
+double cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+template <class T>
+std::vector<T> parse_list(const char* s) {
+  std::vector<T> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    const unsigned long x = std::strtoul(p, &end, 10);
+    if (end == p || x > 65535) {
+      std::fprintf(stderr, "switch_bench: bad list '%s'\n", s);
+      std::exit(2);
+    }
+    v.push_back(T(x));
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') {
+      std::fprintf(stderr, "switch_bench: bad list '%s'\n", s);
+      std::exit(2);
+    }
+  }
+  return v;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -100,7 +136,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       s.pkts.push_back(std::move(p));
     }
   std::uint64_t chunks = 0;
-  const double t0 = now_s();
+  const double t0 = cpu_s();
   double t1 = t0;
   std::uint32_t round = 0;
   while (t1 - t0 < seconds) {
@@ -115,7 +151,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
     }
     chunks += 2 * std::uint64_t(K);
     ++round;
-    t1 = now_s();
+    t1 = cpu_s();
   }
   if (sw.counters().aggregations != chunks) {
     std::fprintf(stderr, "data plane bench: %llu aggregations for %llu chunks\n",
@@ -132,7 +168,7 @@ double run_copy(std::uint32_t E, int M, int K, double seconds, bool add) {
   std::vector<std::vector<std::byte>> pkts(std::size_t(2 * K * M), std::vector<std::byte>(proto::kHeaderBytes + E * 4, std::byte(1)));
   std::vector<std::int32_t> slot(E);
   std::uint64_t bytes = 0;
-  const double t0 = now_s();
+  const double t0 = cpu_s();
   double t1 = t0;
   while (t1 - t0 < seconds) {
     for (auto& p : pkts) {
@@ -141,13 +177,15 @@ double run_copy(std::uint32_t E, int M, int K, double seconds, bool add) {
       asm volatile("" : : "r"(slot.data()) : "memory");
     }
     bytes += pkts.size() * std::uint64_t(E) * 4;
-    t1 = now_s();
+    t1 = cpu_s();
   }
   return double(bytes) / (t1 - t0) / 1e9;
 }
 
 void bench_dataplane(const Args& a) {
-  std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload\n", a.members, a.slots);
+  std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload per"
+              " CPU second of the thread (so that a loaded machine does not hide the per-core rate)\n",
+              a.members, a.slots);
   std::printf("%-6s %8s %12s %12s %12s %12s %10s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s", "dp/memcpy");
   for (auto t : {proto::ElemType::i32, proto::ElemType::f32}) {
     for (auto E : a.elems) {
@@ -171,105 +209,233 @@ void bench_dataplane(const Args& a) {
   }
 }
 
+// Lanes without the network: T data planes (one per thread, each its own pool and stream, as
+// lanes are) aggregating at once; wall-clock GB/s of all of them against one alone. What stops
+// linear scaling here is shared hardware (caches, memory bandwidth, the cores themselves).
+void bench_dataplane_lanes(const Args& a) {
+  std::printf("\n# data plane lanes in parallel, in-process: %d members, %d slots per lane, i32; total GB/s"
+              " of contributed payload over wall time (this machine has %u CPUs)\n",
+              a.members, a.slots, unsigned(std::thread::hardware_concurrency()));
+  std::printf("%8s %6s %12s %12s %10s\n", "elems", "lanes", "total GB/s", "per lane", "speed-up");
+  for (auto E : a.elems) {
+    double one = 0;
+    for (auto L : a.lanes) {
+      std::vector<double> totals;
+      for (int r = 0; r < a.runs; ++r) {
+        std::vector<std::uint64_t> bytes(L);
+        std::vector<std::thread> ts;
+        const double t0 = now_s();
+        for (std::uint16_t l = 0; l < L; ++l)
+          ts.emplace_back([&, l] { run_dataplane(proto::ElemType::i32, E, a.members, a.slots, a.seconds, bytes[l]); });
+        for (auto& t : ts) t.join();
+        const double wall = now_s() - t0;
+        std::uint64_t sum = 0;
+        for (auto b : bytes) sum += b;
+        totals.push_back(double(sum) / wall / 1e9);
+      }
+      const double total = median(totals);
+      if (L == a.lanes.front()) one = total / L;
+      std::printf("%8u %6u %12.2f %12.2f %10.2f\n", E, unsigned(L), total, total / L, one > 0 ? total / one : 0);
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "{\"bench\":\"dataplane_lanes\",\"elems\":%u,\"lanes\":%u,\"total_GBps\":%.3f}", E,
+                    unsigned(L), total);
+      emit_json(buf);
+    }
+  }
+}
+
 // ---- UDP loopback -----------------------------------------------------------------------------
 
 const Endpoint kLo = Endpoint::ipv4(0x7F000001, 0);
 
-// INC allreduce: W workers, `count` i32 each, slot size E; returns seconds per allreduce.
-double run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint64_t& pkts) {
-  SwitchConfig cfg;
-  cfg.slots = std::uint32_t(K);
-  cfg.slot_elems = E;
-  UdpSwitchServer srv(cfg, kLo, {}, 64);
-  srv.dataplane().admit({1, std::uint16_t(W), std::uint32_t(K)}, 0);
-  std::thread st([&] { srv.run(); });
+struct UdpRun {
+  double seconds = 0;
+  double switch_cpu = 0;         // CPU seconds of the lane threads during the run
+  std::uint64_t datagrams = 0;   // datagrams the switch received
+  std::uint64_t recv_calls = 0;  // its recvmmsg calls
+};
+
+// One worker's loop over the lanes: one socket, one WorkerProtocol per lane (each lane is a
+// switch of its own), each allreducing its 1/L share of the vector. This is the work a striping
+// worker does (per-lane windows, one socket), without depending on the worker side of lanes.
+bool run_lane_worker(UdpPort& port, std::vector<std::unique_ptr<WorkerProtocol>>& lanes,
+                     const std::vector<Endpoint>& eps, std::vector<WorkerOp> ops) {
+  Nanos now = monotonic_now();
+  for (std::size_t l = 0; l < lanes.size(); ++l) lanes[l]->start(std::move(ops[l]), now);
+  auto busy = [&] {
+    for (auto& p : lanes)
+      if (p->busy()) return true;
+    return false;
+  };
+  while (busy()) {
+    now = monotonic_now();
+    Nanos until = now + 50 * kMillisecond;
+    for (auto& p : lanes) {
+      port.send_all(p->outbox(), nullptr, now);
+      until = std::min(until, p->next_deadline());
+    }
+    port.wait(until - now);
+    for (int round = 0; round < 64; ++round) {
+      std::size_t n = port.recv_batch();
+      if (n == 0) break;
+      now = monotonic_now();
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t l = 0; l < eps.size(); ++l)
+          if (port.from(i) == eps[l]) {
+            lanes[l]->on_packet(port.datagram(i), port.from(i), now);
+            break;
+          }
+      for (auto& p : lanes) port.send_all(p->outbox(), nullptr, now);
+    }
+    now = monotonic_now();
+    for (auto& p : lanes)
+      if (now >= p->next_deadline()) p->on_tick(now);
+  }
+  for (auto& p : lanes)
+    if (!p->done()) return false;
+  return true;
+}
+
+// INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E.
+int g_batch = 64;
+
+UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
+  LanesConfig lc;
+  lc.cfg.slots = std::uint32_t(K) * L;
+  lc.cfg.slot_elems = E;
+  lc.bind = kLo;
+  lc.lanes = L;
+  lc.batch = std::size_t(g_batch);
+  lc.offload = off;
+  SwitchLanes sw(lc);
+  std::uint16_t refused = 0;
+  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K)}, 0, refused) != proto::Reason::ok) {
+    std::fprintf(stderr, "udp inc bench: admission refused\n");
+    std::exit(1);
+  }
+  std::atomic<bool> stop{false};
+  std::thread st([&] { sw.run(stop); });
+  std::vector<Endpoint> eps;
+  for (std::uint16_t l = 0; l < L; ++l) eps.push_back(sw.local(l));
   std::vector<std::thread> ts;
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<double> t_end(static_cast<std::size_t>(W));
   std::atomic<int> failures{0};
-  double t0 = 0;
+  // Lane l allreduces elements [l * share, ...): whole slots per lane, the last lane the rest.
+  const std::uint64_t share = (count / L + E - 1) / E * E;
   for (int r = 0; r < W; ++r)
     ts.emplace_back([&, r] {
-      WorkerConfig c;
-      c.job = 1;
-      c.member = std::uint16_t(r);
-      c.switch_ep = srv.local();
-      c.rto_initial = 20 * kMillisecond;
-      c.progress_timeout = 30 * kSecond;
-      UdpWorker w(c, kLo);
+      UdpPort port(kLo, std::size_t(g_batch), off);
+      std::vector<std::unique_ptr<WorkerProtocol>> lanes;
+      for (std::uint16_t l = 0; l < L; ++l) {
+        WorkerConfig c;
+        c.job = 1;
+        c.member = std::uint16_t(r);
+        c.switch_ep = eps[l];
+        c.rto_initial = 20 * kMillisecond;
+        c.progress_timeout = 30 * kSecond;
+        lanes.push_back(std::make_unique<WorkerProtocol>(c));
+      }
       std::vector<std::int32_t> in(count, r + 1), out(count);
-      // Join (and warm up) with a barrier, then the timed allreduce.
-      if (!w.run(WorkerOp::barrier())) ++failures;
+      std::vector<WorkerOp> ops;
+      for (std::uint16_t l = 0; l < L; ++l) ops.push_back(WorkerOp::barrier());
+      if (!run_lane_worker(port, lanes, eps, std::move(ops))) ++failures;  // join + warm up
       ++ready;
       while (!go.load()) std::this_thread::yield();
-      if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, std::as_bytes(std::span(in)),
-                                     std::as_writable_bytes(std::span(out)), count, std::uint32_t(W))))
-        ++failures;
+      ops.clear();
+      for (std::uint16_t l = 0; l < L; ++l) {
+        const std::uint64_t lo = std::min(count, share * l), hi = l + 1 == L ? count : std::min(count, share * (l + 1));
+        ops.push_back(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum,
+                                          std::as_bytes(std::span(in)).subspan(lo * 4, (hi - lo) * 4),
+                                          std::as_writable_bytes(std::span(out)).subspan(lo * 4, (hi - lo) * 4),
+                                          hi - lo, std::uint32_t(W)));
+      }
+      if (!run_lane_worker(port, lanes, eps, std::move(ops))) ++failures;
       t_end[std::size_t(r)] = now_s();
-      if (out[count - 1] != W * (W + 1) / 2) ++failures;
+      if (out[0] != W * (W + 1) / 2 || out[count - 1] != W * (W + 1) / 2) ++failures;
     });
   while (ready.load() < W) std::this_thread::yield();
-  t0 = now_s();
+  // The lanes publish their counters and CPU time every 100 ms: let the warm-up be published.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto before = sw.snapshot();
+  const double t0 = now_s();
   go.store(true);
   for (auto& t : ts) t.join();
-  srv.stop();
+  stop.store(true);
   st.join();
   if (failures) {
     std::fprintf(stderr, "udp inc bench: %d failures\n", failures.load());
     std::exit(1);
   }
-  pkts = srv.dataplane().counters().packets_in;
-  return *std::max_element(t_end.begin(), t_end.end()) - t0;
+  const auto after = sw.snapshot();
+  UdpRun u;
+  u.seconds = *std::max_element(t_end.begin(), t_end.end()) - t0;
+  u.switch_cpu = after.cpu_seconds - before.cpu_seconds;
+  u.datagrams = after.counters.packets_in - before.counters.packets_in;
+  for (std::uint16_t l = 0; l < L; ++l) u.recv_calls += sw.lane(l).port().recv_calls;
+  return u;
 }
 
-// Raw UDP with the same sockets, batching and event loop: an echo "switch" returns every
-// datagram; each worker keeps K datagrams of the same size in flight and sends as many as the
-// INC run did (count / E per worker). Timed-out datagrams are resent (loopback may drop).
-double run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K) {
-  UdpPort sw(kLo, 64);
+// Raw UDP with the same sockets, batching and event loop: L echo threads ("lanes") return every
+// datagram to its sender; each worker keeps K datagrams of the same size in flight per lane and
+// sends as many as the INC run did (count / E per worker), spread over the lanes. Timed-out
+// datagrams are resent (loopback may drop).
+UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
+  std::vector<std::unique_ptr<UdpPort>> sws;
+  for (std::uint16_t l = 0; l < L; ++l) sws.push_back(std::make_unique<UdpPort>(kLo, std::size_t(g_batch), off));
   std::atomic<bool> stop{false};
-  std::thread st([&] {
-    Outbox out;
-    while (!stop.load(std::memory_order_relaxed)) {
-      sw.wait(50 * kMillisecond);
-      for (int round = 0; round < 64; ++round) {
-        std::size_t n = sw.recv_batch();
-        if (n == 0) break;
-        for (std::size_t i = 0; i < n; ++i) {
-          auto d = sw.datagram(i);
-          std::memcpy(out.reserve(d.size()), d.data(), d.size());
-          out.commit(sw.from(i), d.size());
+  std::vector<double> cpu(L);
+  std::vector<std::thread> echo;
+  for (std::uint16_t l = 0; l < L; ++l)
+    echo.emplace_back([&, l] {
+      UdpPort& sw = *sws[l];
+      Outbox out;
+      while (!stop.load(std::memory_order_relaxed)) {
+        sw.wait(50 * kMillisecond);
+        for (int round = 0; round < 64; ++round) {
+          std::size_t n = sw.recv_batch();
+          if (n == 0) break;
+          for (std::size_t i = 0; i < n; ++i) {
+            auto d = sw.datagram(i);
+            std::memcpy(out.reserve(d.size()), d.data(), d.size());
+            out.commit(sw.from(i), d.size());
+          }
+          sw.send_all(out, nullptr, 0);
         }
-        sw.send_all(out, nullptr, 0);
       }
-    }
-  });
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      cpu[l] = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+    });
   const std::uint64_t per_worker = (count + E - 1) / E;
   std::vector<std::thread> ts;
   std::vector<double> t_end(static_cast<std::size_t>(W));
   const double t0 = now_s();
   for (int r = 0; r < W; ++r)
     ts.emplace_back([&, r] {
-      UdpPort p(kLo, 64);
+      UdpPort p(kLo, std::size_t(g_batch), off);
       Outbox out;
       std::vector<std::byte> payload(proto::kHeaderBytes + E * 4, std::byte(r));
       std::uint64_t sent = 0, got = 0;
+      std::uint16_t next_lane = 0;
+      const std::uint64_t window = std::uint64_t(K) * L;
       Nanos last = monotonic_now();
       auto send = [&](std::uint64_t n) {
         for (std::uint64_t i = 0; i < n; ++i) {
           std::memcpy(out.reserve(payload.size()), payload.data(), payload.size());
-          out.commit(sw.local(), payload.size());
+          out.commit(sws[next_lane]->local(), payload.size());
+          next_lane = std::uint16_t((next_lane + 1) % L);
         }
         p.send_all(out, nullptr, 0);
       };
-      send(std::min<std::uint64_t>(std::uint64_t(K), per_worker));
-      sent = std::min<std::uint64_t>(std::uint64_t(K), per_worker);
+      sent = std::min(window, per_worker);
+      send(sent);
       while (got < per_worker) {
         p.wait(20 * kMillisecond);
         std::size_t n = p.recv_batch();
         if (n == 0 && monotonic_now() - last > 20 * kMillisecond) {
-          send(std::min<std::uint64_t>(sent - got, std::uint64_t(K)));  // lost in the loopback
+          send(std::min(sent - got, window));  // lost in the loopback
           last = monotonic_now();
           continue;
         }
@@ -285,34 +451,69 @@ double run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K) {
     });
   for (auto& t : ts) t.join();
   stop.store(true);
-  sw.wake();
-  st.join();
-  return *std::max_element(t_end.begin(), t_end.end()) - t0;
+  for (auto& s : sws) s->wake();
+  for (auto& t : echo) t.join();
+  UdpRun u;
+  u.seconds = *std::max_element(t_end.begin(), t_end.end()) - t0;
+  for (double c : cpu) u.switch_cpu += c;  // whole life of the echo threads (they idle before t0)
+  for (auto& s : sws) {
+    u.datagrams += s->recv_datagrams;
+    u.recv_calls += s->recv_calls;
+  }
+  return u;
 }
 
 void bench_udp(const Args& a) {
-  std::printf("\n# UDP loopback end to end: %d workers x %llu i32 (%.1f MiB each), %d slots;"
-              " algbw = bytes per worker / time; switch in = W x bytes / time\n",
+  std::printf("\n# UDP loopback end to end: %d workers x %llu i32 (%.1f MiB each), %d slots per lane;"
+              " algbw = bytes per worker / time; sw-in = W x bytes / time; cpu = switch (or echo)"
+              " thread CPU seconds per second of run; dgram/call = datagrams per recvmmsg call\n",
               a.workers, (unsigned long long)a.count, double(a.count * 4) / (1 << 20), a.slots);
-  std::printf("%8s %14s %14s %14s %14s %12s\n", "elems", "inc algbw", "inc sw-in", "echo algbw", "echo sw-in", "inc/echo");
+  std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
+              "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
+              "ns/dgram", "inc/echo");
   for (auto E : a.elems) {
-    if (E * 4 + proto::kHeaderBytes > 9000 && E > 4096) continue;
-    std::vector<double> ti, te;
-    std::uint64_t pkts = 0;
-    for (int r = 0; r < a.runs; ++r) {
-      ti.push_back(run_udp_inc(a.workers, a.count, E, a.slots, pkts));
-      te.push_back(run_udp_echo(a.workers, a.count, E, a.slots));
-    }
-    const double bytes = double(a.count) * 4;
-    double inc_alg = bytes / median(ti) / 1e9, echo_alg = bytes / median(te) / 1e9;
-    std::printf("%8u %11.3f GB/s %11.3f GB/s %11.3f GB/s %11.3f GB/s %12.2f\n", E, inc_alg, inc_alg * a.workers,
-                echo_alg, echo_alg * a.workers, inc_alg / echo_alg);
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "{\"bench\":\"udp\",\"elems\":%u,\"workers\":%d,\"count\":%llu,\"inc_algbw_GBps\":%.4f,"
-                  "\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f}",
-                  E, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti), median(te));
-    emit_json(buf);
+    if (E * 4 + proto::kHeaderBytes > proto::kMaxPacketBytes) continue;
+    for (auto L : a.lanes)
+      for (int o = 0; o < 2; ++o) {
+        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
+        const UdpOffload off = o == 0 ? UdpOffload{} : UdpOffload::none();
+        std::vector<double> ti, te;
+        std::vector<UdpRun> ri, re;
+        for (int r = 0; r < a.runs; ++r) {
+          ri.push_back(run_udp_inc(a.workers, a.count, E, a.slots, L, off));
+          re.push_back(run_udp_echo(a.workers, a.count, E, a.slots, L, off));
+          ti.push_back(ri.back().seconds);
+          te.push_back(re.back().seconds);
+        }
+        // The run with the median time, for the CPU and call figures.
+        auto pick = [](std::vector<UdpRun> v) {
+          std::sort(v.begin(), v.end(), [](const UdpRun& x, const UdpRun& y) { return x.seconds < y.seconds; });
+          return v[v.size() / 2];
+        };
+        const UdpRun mi = pick(ri), me = pick(re);
+        const double bytes = double(a.count) * 4;
+        const double inc_alg = bytes / mi.seconds / 1e9, echo_alg = bytes / me.seconds / 1e9;
+        const char* offs = o == 0 ? "gso+gro" : "none";
+        // Switch CPU per datagram received (each also leaves once: results, or the echo).
+        const double inc_ns = mi.datagrams ? mi.switch_cpu / double(mi.datagrams) * 1e9 : 0;
+        const double echo_ns = me.datagrams ? me.switch_cpu / double(me.datagrams) * 1e9 : 0;
+        std::printf("%6u %5u %8s %9.3f GB/s %9.3f GB/s %8.2f %10.1f %8.0f %9.3f GB/s %8.2f %10.1f %8.0f %9.2f\n", E,
+                    unsigned(L), offs, inc_alg, inc_alg * a.workers, mi.switch_cpu / mi.seconds,
+                    mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0, inc_ns, echo_alg,
+                    me.switch_cpu / me.seconds,
+                    me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, echo_ns, inc_alg / echo_alg);
+        char buf[768];
+        std::snprintf(buf, sizeof buf,
+                      "{\"bench\":\"udp\",\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,\"count\":%llu,"
+                      "\"inc_algbw_GBps\":%.4f,\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f,"
+                      "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f,"
+                      "\"inc_switch_ns_per_datagram\":%.1f,\"echo_ns_per_datagram\":%.1f}",
+                      E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
+                      median(te), mi.switch_cpu / mi.seconds,
+                      mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
+                      me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
+        emit_json(buf);
+      }
   }
 }
 
@@ -337,19 +538,30 @@ int main(int argc, char** argv) {
     else if (f == "--workers") a.workers = std::atoi(next());
     else if (f == "--count") a.count = std::strtoull(next(), nullptr, 10);
     else if (f == "--slots") a.slots = std::atoi(next());
-    else if (f == "--elems") a.elems = {std::uint32_t(std::atoi(next()))};
+    else if (f == "--elems") a.elems = parse_list<std::uint32_t>(next());
+    else if (f == "--lanes") a.lanes = parse_list<std::uint16_t>(next());
+    else if (f == "--offload") a.offload = next();
+    else if (f == "--batch") a.batch = std::atoi(next());
     else if (f == "--json") a.json = next();
     else {
-      std::fprintf(stderr, "usage: switch_bench [dataplane|udp|all] [--members M] [--runs R] [--seconds S] "
-                           "[--workers W] [--count N] [--elems E] [--slots K] [--json FILE]\n");
+      std::fprintf(stderr, "usage: switch_bench [dataplane|lanes|udp|all] [--members M] [--runs R] [--seconds S] "
+                           "[--workers W] [--count N] [--elems E,..] [--slots K] [--lanes L,..] "
+                           "[--offload on|off|both] [--batch N] [--json FILE]\n");
       return 2;
     }
   }
-  if (a.members < 1 || a.members > 64 || a.workers < 1 || a.workers > 64 || a.slots < 1 || a.count == 0) {
-    std::fprintf(stderr, "switch_bench: members/workers 1..64, slots >= 1, count >= 1\n");
+  bool lanes_ok = !a.lanes.empty() && !a.elems.empty();
+  for (auto l : a.lanes) lanes_ok = lanes_ok && l >= 1 && l <= 64;
+  for (auto e : a.elems) lanes_ok = lanes_ok && e >= 1 && e <= proto::kMaxPayloadBytes / 4;
+  if (a.members < 1 || a.members > 64 || a.workers < 1 || a.workers > 64 || a.slots < 1 || a.count == 0 ||
+      !lanes_ok || a.batch < 1 || a.batch > 1024 || (a.offload != "on" && a.offload != "off" && a.offload != "both")) {
+    std::fprintf(stderr, "switch_bench: members/workers 1..64, slots >= 1, count >= 1, lanes 1..64, "
+                         "elems 1..16368, offload on|off|both\n");
     return 2;
   }
+  g_batch = a.batch;
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
+  if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
   if (!a.json.empty()) {
     std::FILE* f = std::fopen(a.json.c_str(), "w");

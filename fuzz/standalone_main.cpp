@@ -59,6 +59,12 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
   for (std::size_t i = kHeaderBytes; i < p.size(); ++i) p[i] = std::byte(rng());
   if (h.type == PacketType::admit || h.type == PacketType::release)
     if (rng() % 2) store_u64(p.data() + kHeaderBytes, 0x5EC2E7);  // the right key, sometimes
+  if (h.type == PacketType::join_ack && rng() % 2) {  // a well-formed JoinInfo (v2: lanes)
+    const auto lanes = std::uint16_t(1 + rng() % 4);
+    write_join_info({std::uint32_t(1 + rng() % 4), std::uint32_t(1 + rng() % 16), 3, cap::all,
+                     lanes, std::uint16_t(rng() % lanes), 0},
+                    p.data() + kHeaderBytes);
+  }
   if (h.type == PacketType::admit) {
     store_u32(p.data() + kHeaderBytes + 8, std::uint32_t(rng() % 20));
     store_u16(p.data() + kHeaderBytes + 12, std::uint16_t(rng() % 70));

@@ -5,7 +5,9 @@
 // header (magic, version, job, epoch of a live job, slot of the chunk) so that mutations reach
 // the deep aggregation paths instead of dying at the first check. After every packet:
 //  * every packet the switch emits decodes cleanly and fits a datagram,
-//  * counters stay consistent (packets_in counts every input, drops <= packets_in).
+//  * counters stay consistent (packets_in counts every input, drops <= packets_in);
+// the same packets also go to a lane of a multi-lane daemon (external control), whose control
+// events the harness answers as the daemon does.
 // Built with clang -fsanitize=fuzzer when INC_FUZZ=ON (fuzz/CMakeLists.txt); the same file is
 // linked with standalone_main.cpp under gcc so CI runs a corpus + random inputs every time.
 #include <cstddef>
@@ -66,6 +68,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (m < 2) sw.on_packet(b, members[m], 0);
   }
   check_outbox(sw.outbox());
+  // The same switch as a lane of a multi-lane daemon: control packets become events that the
+  // harness answers the way the daemon does (admit on the lane, then ack or nack).
+  inc::sw::SwitchConfig lane_cfg = cfg;
+  lane_cfg.external_control = true;
+  lane_cfg.lanes = 2;
+  lane_cfg.lane = 1;
+  inc::sw::SwitchDataPlane lane(lane_cfg);
+  lane.admit({1, 3, 4}, 0);
+  auto answer_events = [&](inc::sw::Nanos t) {
+    auto events = lane.control_events();
+    lane.control_events().clear();
+    for (const auto& e : events) {
+      inc::proto::Reason r = inc::proto::Reason::ok;
+      if (e.kind == inc::sw::ControlEvent::Kind::admit) r = lane.admit(e.spec, t, true);
+      else if (e.kind == inc::sw::ControlEvent::Kind::release) lane.release(e.spec.job);
+      else if (lane.joined_members(e.spec.job) == 0) lane.release(e.spec.job);
+      lane.answer_control(e, r);
+    }
+    check_outbox(lane.outbox());
+  };
 
   // A worker of job 1 in the middle of an allreduce, fed the same bytes "from the switch".
   inc::sw::WorkerConfig wc;
@@ -111,6 +133,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ++fed;
     if (mode & 0x20) sw.on_tick(now);
     check_outbox(sw.outbox());
+    lane.on_packet(pkt, from, now);
+    if (mode & 0x20) lane.on_tick(now);
+    answer_events(now);
     worker.on_packet(pkt, (mode & 1) ? wc.switch_ep : stranger, now);
     worker.on_tick(now);
     check_outbox(worker.outbox());

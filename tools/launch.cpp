@@ -1,5 +1,7 @@
 // `inc launch`: start a rendezvous store and N local ranks of a program (see
-// src/api/launcher.hpp for the behaviour, docs/USAGE.md for the user's view).
+// src/api/launcher.hpp for the behaviour, docs/USAGE.md for the user's view). Options are
+// read with CLI11, like the other subcommands.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -19,6 +21,7 @@
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
 #include "src/proto/packet.hpp"
+#include "src/switch/lanes.hpp"
 #include "src/switch/topology.hpp"
 #include "tools/commands.hpp"
 
@@ -41,10 +44,16 @@ constexpr const char* kUsage =
     "  --store-port P      port of the store (default: an ephemeral port)\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
     "  --no-prefix         forward output lines without the \"[rank] \" prefix\n"
-    "  --switch            also start a Core-INC switch (`inc switch`) on a free loopback UDP\n"
-    "                      port with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
-    "  --switch-slots S    aggregation slots the job gets at the switch (default 16)\n"
-    "  --switch-slot-elements E  4-byte elements per slot = per packet (default 4096)\n"
+    "  --switch            also start a Core-INC switch (`inc switch`) on free loopback UDP\n"
+    "                      ports with the job admitted; ranks get INC_SWITCH and INC_SWITCH_JOB\n"
+    "  --switch-lanes L    data-plane lanes (threads) of that switch (default: the CPUs this\n"
+    "                      process may run on)\n"
+    "  --switch-slots S    aggregation slots the job gets on each lane (default: enough for a\n"
+    "                      10 Gb/s x 1 ms bandwidth-delay product over all lanes: 153 chunks of\n"
+    "                      8 KiB, i.e. ceil(153 / L) per lane; the workers' congestion window\n"
+    "                      decides how many are in flight)\n"
+    "  --switch-slot-elements E  4-byte elements per slot = per packet (default 2048: 8 KiB,\n"
+    "                      one datagram without IP fragmentation at MTU 9000)\n"
     "  --topology FILE     start every switch of a topology file (a tree); ranks get\n"
     "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
     "                      --switch-job)\n"
@@ -82,16 +91,51 @@ int free_udp_port() {
   return ntohs(a.sin_port);
 }
 
+// The job's window at the switch by default: a 10 Gb/s x 1 ms bandwidth-delay product (a
+// loopback or namespace round trip through a software switch under load stays below 1 ms), in
+// chunks of `slot_elems` 4-byte elements, spread over the lanes.
+int default_slots_per_lane(int slot_elems, int lanes) {
+  constexpr double kBdpBytes = 10e9 / 8 * 1e-3;
+  const int window = static_cast<int>(std::ceil(kBdpBytes / (4.0 * slot_elems)));
+  return std::max(4, (window + lanes - 1) / lanes);
+}
+
+// L consecutive UDP ports free on loopback right now (the switch binds them a moment later).
+int free_udp_ports(int lanes) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int base = free_udp_port();
+    if (base + lanes - 1 > 65535) continue;
+    bool ok = true;
+    for (int l = 1; l < lanes && ok; ++l) {
+      int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<std::uint16_t>(base + l));
+      ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      if (fd >= 0) ::close(fd);
+    }
+    if (ok) return base;
+  }
+  throw Error(Error::Kind::network, fmt::format("cannot find {} consecutive free UDP ports for the switch", lanes));
+}
+
 // Sidecars and rank environment for --switch / --topology.
-void add_switches(api::LaunchOptions& o, int n, bool single, int slots, int slot_elems,
+void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slots, int slot_elems,
                   const std::string& topo_path, long long job_id) {
   const std::string exe = self_exe();
   if (single) {
-    int port = free_udp_port();
+    if (lanes <= 0) lanes = sw::default_lanes();
+    if (slots <= 0) slots = default_slots_per_lane(slot_elems, lanes);
+    if (static_cast<long long>(slots) * lanes > (1 << 20))
+      throw UsageError{fmt::format("--switch-slots {} x {} lanes exceeds the switch's pool limit of {} slots",
+                                   slots, lanes, 1 << 20)};
+    int port = free_udp_ports(lanes);
     api::SidecarSpec sc;
     sc.name = "switch";
-    sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--job",
-               fmt::format("1:{}:{}", n, slots), "--slot-elements", std::to_string(slot_elems)};
+    sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--lanes", std::to_string(lanes),
+               "--slots", std::to_string(slots * lanes), "--job", fmt::format("1:{}:{}", n, slots),
+               "--slot-elements", std::to_string(slot_elems)};
     o.sidecars.push_back(std::move(sc));
     o.env.emplace_back("INC_SWITCH", fmt::format("127.0.0.1:{}", port));
     o.env.emplace_back("INC_SWITCH_JOB", "1");
@@ -148,75 +192,72 @@ int cmd_launch(int argc, char** argv) {
   o.forward_signals = true;
   int n = -1;
   bool with_switch = false;
-  int switch_slots = 16;
-  int slot_elems = 4096;
+  int switch_lanes = 0;   // 0: the CPUs available
+  int switch_slots = 0;   // 0: default_slots_per_lane
+  int slot_elems = 2048;
+  bool switch_flags = false;  // --switch-lanes/--switch-slots/--switch-slot-elements given
   std::string topology;
   long long switch_job = 0;
   try {
-    int i = 1;
-    // Options come first; the first non-option (or whatever follows "--") is the program.
-    for (; i < argc; ++i) {
-      std::string_view a = argv[i];
-      if (a == "--") {
-        ++i;
-        break;
-      }
-      if (a.empty() || a[0] != '-') break;
-      std::string_view flag = a, value;
-      bool inline_value = false;
-      if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string_view::npos) {
-        flag = a.substr(0, eq);
-        value = a.substr(eq + 1);
-        inline_value = true;
-      }
-      auto take_value = [&]() -> std::string_view {
-        if (inline_value) return value;
-        if (i + 1 >= argc) throw UsageError{fmt::format("{} needs a value", flag)};
-        return argv[++i];
-      };
-      auto no_value = [&] {
-        if (inline_value) throw UsageError{fmt::format("{} takes no value", flag)};
-      };
-      if (flag == "-h" || flag == "--help") {
-        no_value();
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (flag == "-n" || flag == "--np") {
-        n = static_cast<int>(parse_int_arg(flag, take_value(), 1, 4096));
-      } else if (flag == "--timeout") {
-        o.timeout = parse_seconds_arg(flag, take_value());
-      } else if (flag == "--grace") {
-        o.grace = parse_seconds_arg(flag, take_value());
-      } else if (flag == "--store-port") {
-        o.store_port = static_cast<int>(parse_int_arg(flag, take_value(), 0, 65535));
-      } else if (flag == "--no-prefix") {
-        no_value();
-        o.prefix_output = false;
-      } else if (flag == "--switch") {
-        no_value();
-        with_switch = true;
-      } else if (flag == "--switch-slots") {
-        switch_slots = static_cast<int>(parse_int_arg(flag, take_value(), 1, 1 << 20));
-      } else if (flag == "--switch-slot-elements") {
-        slot_elems = static_cast<int>(parse_int_arg(flag, take_value(), 1, 16368));
-      } else if (flag == "--topology") {
-        topology = std::string(take_value());
-      } else if (flag == "--switch-job") {
-        switch_job = parse_int_arg(flag, take_value(), 1, 0xffffffffll);
-      } else {
-        throw UsageError{fmt::format("unknown option '{}'", a)};
-      }
+    // CLI11 reads the options; the first argument that is not one (or whatever follows "--")
+    // starts the program and its arguments. Values are text, checked below with messages that
+    // name the flag, the value and the accepted range. The usage text stays hand-written.
+    CLI::App app{"", "inc launch"};
+    app.set_help_flag();
+    app.prefix_command();
+    bool help = false, no_prefix = false;
+    std::string np, timeout, grace, store_port, lanes_s, slots_s, elems_s, job_s;
+    app.add_flag("-h,--help", help)->disable_flag_override();
+    app.add_option("-n,--np", np);
+    app.add_option("--timeout", timeout);
+    app.add_option("--grace", grace);
+    app.add_option("--store-port", store_port);
+    app.add_flag("--no-prefix", no_prefix)->disable_flag_override();
+    app.add_flag("--switch", with_switch)->disable_flag_override();
+    app.add_option("--switch-lanes", lanes_s);
+    app.add_option("--switch-slots", slots_s);
+    app.add_option("--switch-slot-elements", elems_s);
+    app.add_option("--topology", topology);
+    app.add_option("--switch-job", job_s);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      throw UsageError{e.what()};
     }
+    if (help) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-')
+      throw UsageError{fmt::format("unknown option '{}'", rest.front())};
+    auto given = [&](const char* f) { return app.count(f) > 0; };
+    if (given("--np")) n = static_cast<int>(parse_int_arg("-n", np, 1, 4096));
+    if (given("--timeout")) o.timeout = parse_seconds_arg("--timeout", timeout);
+    if (given("--grace")) o.grace = parse_seconds_arg("--grace", grace);
+    if (given("--store-port")) o.store_port = static_cast<int>(parse_int_arg("--store-port", store_port, 0, 65535));
+    if (no_prefix) o.prefix_output = false;
+    if (given("--switch-lanes"))
+      switch_lanes = static_cast<int>(parse_int_arg("--switch-lanes", lanes_s, 1, proto::kMaxLanes));
+    if (given("--switch-slots")) switch_slots = static_cast<int>(parse_int_arg("--switch-slots", slots_s, 1, 0xFFFF));
+    if (given("--switch-slot-elements"))
+      slot_elems = static_cast<int>(parse_int_arg("--switch-slot-elements", elems_s, 1, 16368));
+    switch_flags = given("--switch-lanes") || given("--switch-slots") || given("--switch-slot-elements");
+    if (given("--switch-job")) switch_job = parse_int_arg("--switch-job", job_s, 1, 0xffffffffll);
+    if (given("--topology") && topology.empty()) throw UsageError{"--topology needs a file"};
     if (n < 0) throw UsageError{"-n N is required"};
-    if (i >= argc) throw UsageError{"no program given"};
-    for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
+    if (rest.empty()) throw UsageError{"no program given"};
+    o.argv = std::move(rest);
     if (with_switch && !topology.empty()) throw UsageError{"--switch and --topology exclude each other"};
     if (switch_job > 0 && topology.empty()) throw UsageError{"--switch-job goes with --topology"};
+    if (!with_switch && switch_flags)
+      throw UsageError{"--switch-lanes/--switch-slots/--switch-slot-elements go with --switch"};
     if (with_switch && n > static_cast<int>(proto::kMaxMembers))
       throw UsageError{fmt::format("--switch: one switch aggregates at most {} members; use "
                                    "--topology with a tree of switches for -n {}",
                                    proto::kMaxMembers, n)};
-    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_slots, slot_elems, topology, switch_job);
+    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_lanes, switch_slots, slot_elems, topology, switch_job);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "inc launch: %s\n\n%s", e.message.c_str(), kUsage);
     return 2;

@@ -19,7 +19,7 @@ int cmd_switch(int argc, char** argv) {
   bool help = false;
   std::string err = sw::parse_switch_args(argc, argv, opts, help);
   if (help) {
-    std::fputs(sw::switch_usage(), stdout);
+    std::fputs(sw::switch_usage().c_str(), stdout);
     return 0;
   }
   if (!err.empty()) {

@@ -155,9 +155,15 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
     case PacketType::join:
       if ((r = allow_flags(flag::retransmit)) != Reason::ok) return r;
       return check_empty(h);
-    case PacketType::join_ack:
+    case PacketType::join_ack: {
       if ((r = allow_flags(0)) != Reason::ok) return r;
-      return check_raw(h, kJoinInfoBytes);
+      if ((r = check_raw(h, kJoinInfoBytes)) != Reason::ok) return r;
+      // Lanes: at least one, the answering lane among them, reserved bits clear.
+      const JoinInfo j = read_join_info(out.payload);
+      if (j.lanes == 0 || j.lanes > kMaxLanes || j.lane >= j.lanes || j.reserved != 0)
+        return Reason::bad_field;
+      return Reason::ok;
+    }
     case PacketType::data:
       if ((r = allow_flags(flag::want_result | flag::retransmit | flag::overflow)) != Reason::ok)
         return r;
@@ -209,6 +215,9 @@ void write_join_info(const JoinInfo& j, std::byte* p) noexcept {
   store_u32(p + 4, j.slot_elems);
   store_u32(p + 8, j.members);
   store_u32(p + 12, j.caps);
+  store_u16(p + 16, j.lanes);
+  store_u16(p + 18, j.lane);
+  store_u32(p + 20, j.reserved);
 }
 JoinInfo read_join_info(std::span<const std::byte> p) noexcept {
   JoinInfo j;
@@ -217,6 +226,9 @@ JoinInfo read_join_info(std::span<const std::byte> p) noexcept {
   j.slot_elems = load_u32(p.data() + 4);
   j.members = load_u32(p.data() + 8);
   j.caps = load_u32(p.data() + 12);
+  j.lanes = load_u16(p.data() + 16);
+  j.lane = load_u16(p.data() + 18);
+  j.reserved = load_u32(p.data() + 20);
   return j;
 }
 void write_admit_info(const AdmitInfo& a, std::byte* p) noexcept {

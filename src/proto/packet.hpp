@@ -1,4 +1,4 @@
-// INC wire format, version 1: one 32-byte little-endian header followed by a payload.
+// INC wire format, version 2: one 32-byte little-endian header followed by a payload.
 // See docs/PROTOCOL.md for the field table, the state machines and the versioning rule.
 //
 // Every byte from the network is untrusted: `decode` checks everything that can be checked
@@ -20,7 +20,7 @@ static_assert(std::endian::native == std::endian::little,
               "payload elements are copied as-is; a big-endian port must byte-swap them");
 
 inline constexpr std::uint32_t kMagic = 0x21434E49;  // bytes 'I' 'N' 'C' '!'
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;  // 2: JoinInfo carries lanes (24 bytes)
 inline constexpr std::size_t kHeaderBytes = 32;
 // Largest UDP/IPv4 datagram payload is 65507 bytes; keep payloads a multiple of 4.
 inline constexpr std::size_t kMaxPayloadBytes = 65472;
@@ -128,13 +128,17 @@ struct PacketView {
 };
 
 // Payloads of the control/handshake types (all little-endian, carried as ElemType::raw).
-struct JoinInfo {  // join_ack, 16 bytes
-  std::uint32_t slots = 0;       // slots of the job (chunk c uses slot c mod slots)
+struct JoinInfo {  // join_ack, 24 bytes
+  std::uint32_t slots = 0;       // slots of the job PER LANE (lane chunk k uses slot k mod slots)
   std::uint32_t slot_elems = 0;  // 4-byte cells per slot along the whole path to the root
   std::uint32_t members = 0;     // members at this switch
   std::uint32_t caps = 0;        // capability bits (cap:: below), AND of the path to the root
+  std::uint16_t lanes = 1;       // lanes the job uses: minimum over the path to the root (>= 1)
+  std::uint16_t lane = 0;        // the lane that answers (< lanes); lane l listens on port + l
+  std::uint32_t reserved = 0;    // must be 0 (decode refuses a join_ack otherwise)
 };
-inline constexpr std::size_t kJoinInfoBytes = 16;
+inline constexpr std::size_t kJoinInfoBytes = 24;
+inline constexpr std::uint16_t kMaxLanes = 1024;  // ports PORT..PORT+lanes-1 must exist
 namespace cap {
 inline constexpr std::uint32_t i32_sum = 0x01;  // wrap-around with overflow flag
 inline constexpr std::uint32_t i32_minmax = 0x02;

@@ -25,6 +25,8 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }  // namespace
 
 SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
+  cfg_.lanes = std::clamp<std::uint16_t>(cfg_.lanes, 1, proto::kMaxLanes);
+  cfg_.lane = std::min<std::uint16_t>(cfg_.lane, std::uint16_t(cfg_.lanes - 1));
   cfg_.slot_elems = std::clamp<std::uint32_t>(cfg_.slot_elems, 1, proto::kMaxPayloadBytes / 4);
   cells_.assign(std::size_t(cfg_.slots) * 2 * cfg_.slot_elems, 0);
   copies_.assign(std::size_t(cfg_.slots) * 2, Copy{});
@@ -95,6 +97,19 @@ bool SwitchDataPlane::release(std::uint32_t job) {
   return true;
 }
 
+bool SwitchDataPlane::expire(std::uint32_t job) {
+  if (!release(job)) return false;
+  ++c_.jobs_expired;
+  return true;
+}
+
+std::uint16_t SwitchDataPlane::joined_members(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  return std::uint16_t(std::count_if(it->second.members.begin(), it->second.members.end(),
+                                     [](const Member& m) { return m.joined && !m.left; }));
+}
+
 void SwitchDataPlane::reset_job(Job& j) {
   j.epoch = new_epoch();
   for (auto& m : j.members) m = Member{};
@@ -163,9 +178,12 @@ void SwitchDataPlane::send_join_ack(Job& j, const Member& m) {
   info.slot_elems = cfg_.slot_elems;
   info.members = j.spec.members;
   info.caps = cfg_.caps;
+  info.lanes = cfg_.lanes;
+  info.lane = cfg_.lane;
   if (j.has_parent()) {
     info.slot_elems = std::min(info.slot_elems, j.parent_info.slot_elems);
     info.caps &= j.parent_info.caps;
+    info.lanes = std::min(info.lanes, j.parent_info.lanes);  // the job uses the path's minimum
   }
   Header h;
   h.type = PacketType::join_ack;
@@ -511,7 +529,12 @@ void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
     proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
     emit(j, cfg_.parent, proto::kHeaderBytes);
   }
-  if (j->dynamic) release(h.job);
+  if (!j->dynamic) return;
+  if (cfg_.external_control) {
+    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0}, {}, {}});
+    return;
+  }
+  release(h.job);
 }
 
 void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
@@ -528,7 +551,10 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       auto info = proto::read_join_info(v.payload);
       // Only the answer to our current join attempt counts (a late one is ignored).
       if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
-      if (info.slots != J.spec.slots || info.slot_elems == 0) return fail_job(J, Reason::mismatch);
+      // Our lane l joins the parent's lane l: a parent answering from another lane, or with
+      // fewer lanes than ours while we are beyond them, is misconfigured.
+      if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
+        return fail_job(J, Reason::mismatch);
       J.parent_joined = true;
       J.parent_epoch = h.epoch;
       J.parent_info = info;
@@ -594,6 +620,21 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
   // Constant-time comparison: the key is a shared secret.
   if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
     return drop(nullptr, Reason::control_refused);
+  if (cfg_.external_control) {  // the daemon applies it on every lane, then answers
+    ControlEvent e;
+    e.req = h;
+    e.from = from;
+    if (h.type == PacketType::release) {
+      e.kind = ControlEvent::Kind::release;
+      e.spec.job = h.job;
+    } else {
+      auto a = proto::read_admit_info(v.payload);
+      e.kind = ControlEvent::Kind::admit;
+      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member};
+    }
+    control_.push_back(e);
+    return;
+  }
   if (h.type == PacketType::release) {
     release(h.job);
     return send_empty(nullptr, from, PacketType::release_ack, h);
@@ -608,16 +649,24 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
   send_empty(find(h.job), from, PacketType::admit_ack, h);
 }
 
+void SwitchDataPlane::answer_control(const ControlEvent& e, Reason r) {
+  if (e.kind == ControlEvent::Kind::all_left) return;
+  if (r != Reason::ok) {
+    drop(nullptr, r);
+    return nack(nullptr, e.from, e.req, r);
+  }
+  send_empty(find(e.req.job), e.from,
+             e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack : PacketType::release_ack,
+             e.req);
+}
+
 void SwitchDataPlane::on_tick(Nanos now) {
   now_ = now;
-  if (cfg_.idle_timeout <= 0) return;
+  if (cfg_.idle_timeout <= 0 || cfg_.external_control) return;
   std::vector<std::uint32_t> expired;
   for (auto& [id, j] : jobs_)
     if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
-  for (auto id : expired) {
-    release(id);
-    ++c_.jobs_expired;
-  }
+  for (auto id : expired) expire(id);
 }
 
 SwitchSnapshot SwitchDataPlane::snapshot() const {
@@ -630,6 +679,7 @@ SwitchSnapshot SwitchDataPlane::snapshot() const {
     JobSnapshot js;
     js.spec = j.spec;
     js.dynamic = j.dynamic;
+    js.last_active = j.last_active;
     js.epoch = j.epoch;
     js.slot_base = j.base;
     for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)

@@ -30,6 +30,13 @@ struct SwitchConfig {
   Endpoint parent{};               // parent switch (hierarchy); invalid = this switch is a root
   std::uint64_t control_key = 0;   // admit/release need this key; 0 = control disabled
   Nanos idle_timeout = 0;          // release dynamically admitted jobs idle this long (0: never)
+  std::uint16_t lanes = 1;         // lanes of the daemon this data plane belongs to
+  std::uint16_t lane = 0;          // this data plane's lane (< lanes); its parent is the parent's lane
+  // Lanes of one daemon keep identical job tables: the daemon decides admission, release and
+  // expiry for all of them. Set, the data plane checks the key of admit/release packets and
+  // hands them over (control_events()) instead of applying them, reports "every member left"
+  // of a dynamic job instead of releasing it, and never expires jobs on its own.
+  bool external_control = false;
 };
 
 struct JobSpec {
@@ -60,6 +67,7 @@ struct SwitchCounters : TrafficCounters {
 struct JobSnapshot {
   JobSpec spec;
   bool dynamic = false;
+  Nanos last_active = 0;          // time of the job's last packet (driver's clock)
   std::uint32_t epoch = 0;
   std::uint32_t slot_base = 0;
   std::uint32_t busy_copies = 0;  // copies holding an aggregation in progress
@@ -70,11 +78,31 @@ struct JobSnapshot {
   TrafficCounters counters;
 };
 
+// One lane of a multi-lane daemon, as published with the snapshot.
+struct LaneSnapshot {
+  std::uint16_t lane = 0;
+  Endpoint endpoint{};
+  SwitchCounters counters;
+  std::uint32_t slots_total = 0, slots_allocated = 0;
+  double cpu_seconds = 0;  // CPU time of the lane's thread
+};
+
 struct SwitchSnapshot {
   SwitchCounters counters;
   std::uint32_t slots_total = 0, slots_allocated = 0, slot_elems = 0;
   std::uint64_t incarnation = 0;
+  double cpu_seconds = 0;          // CPU time of the thread(s) running the data plane (driver)
   std::vector<JobSnapshot> jobs;
+  std::vector<LaneSnapshot> lanes;  // filled by a multi-lane daemon (empty for one data plane)
+};
+
+// A control packet (or event) the data plane leaves to its daemon (SwitchConfig::external_control).
+struct ControlEvent {
+  enum class Kind : std::uint8_t { admit, release, all_left };
+  Kind kind = Kind::admit;
+  JobSpec spec;       // admit: the job asked for; release/all_left: spec.job
+  proto::Header req;  // the request to answer (admit/release)
+  Endpoint from{};    // the controller (admit/release)
 };
 
 class SwitchDataPlane {
@@ -84,6 +112,15 @@ class SwitchDataPlane {
   // Admit a job (from configuration, or from an admit control packet when dynamic).
   proto::Reason admit(const JobSpec& spec, Nanos now, bool dynamic = false);
   bool release(std::uint32_t job);
+  bool expire(std::uint32_t job);  // release after idling (counted as expired)
+  bool has_job(std::uint32_t job) const { return jobs_.count(job) != 0; }
+  // Members of `job` joined and not left (0 if the job is unknown).
+  std::uint16_t joined_members(std::uint32_t job) const;
+
+  // external_control: requests and events for the daemon, in arrival order; the daemon clears
+  // them and answers a request with answer_control (admit_ack/release_ack, or a nack).
+  std::vector<ControlEvent>& control_events() { return control_; }
+  void answer_control(const ControlEvent& e, proto::Reason r);
 
   void on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now);
   void on_tick(Nanos now);
@@ -171,6 +208,7 @@ class SwitchDataPlane {
   Outbox out_;
   SwitchCounters c_;
   Nanos now_ = 0;
+  std::vector<ControlEvent> control_;
 };
 
 }  // namespace inc::sw

@@ -104,6 +104,11 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
         } else if (k == "slot-elements") {
           if (!parse_u32(v, s.slot_elems, proto::kMaxPayloadBytes / 4) || s.slot_elems == 0)
             return fail("bad slot-elements '" + v + "' (1.." + std::to_string(proto::kMaxPayloadBytes / 4) + ")");
+        } else if (k == "lanes") {
+          std::uint32_t l = 0;
+          if (!parse_u32(v, l, proto::kMaxLanes) || l == 0)
+            return fail("bad lanes '" + v + "' (1.." + std::to_string(proto::kMaxLanes) + ")");
+          s.lanes = std::uint16_t(l);
         } else if (k == "types") {
           auto c = parse_types(v);
           if (!c) return fail("bad types '" + v + "' (i32,f32)");
@@ -136,9 +141,24 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
       return fail("unknown statement '" + w[0] + "' (switch, job)");
     }
   }
-  // Cross-checks: parents exist, no cycles, jobs attach to known switches, ranks 0..n-1 once.
+  // Cross-checks: ports of lanes, parents exist, no cycles, jobs attach to known switches,
+  // ranks 0..n-1 once.
   for (const auto& s : t.switches) {
     n = s.line;
+    if (std::uint32_t(s.addr.port()) + s.lanes - 1 > 65535)
+      return fail("switch '" + s.name + "': " + std::to_string(s.lanes) + " lanes from port " +
+                  std::to_string(s.addr.port()) + " go beyond port 65535");
+    if (s.slots < s.lanes)
+      return fail("switch '" + s.name + "': slots=" + std::to_string(s.slots) + " cannot be split over " +
+                  std::to_string(s.lanes) + " lanes");
+    for (const auto& o : t.switches) {
+      if (&o == &s || o.addr.ipv4_addr() != s.addr.ipv4_addr()) continue;
+      const std::uint32_t a0 = s.addr.port(), a1 = a0 + s.lanes, b0 = o.addr.port(), b1 = b0 + o.lanes;
+      if (a0 < b1 && b0 < a1 && (o.line < s.line))
+        return fail("switch '" + s.name + "' (ports " + std::to_string(a0) + "-" + std::to_string(a1 - 1) +
+                    ") overlaps the lanes of switch '" + o.name + "' (ports " + std::to_string(b0) + "-" +
+                    std::to_string(b1 - 1) + ")");
+    }
     if (!s.parent.empty() && !t.find(s.parent)) return fail("unknown parent '" + s.parent + "'");
     const TopoSwitch* p = &s;
     for (std::size_t steps = 0; p && !p->parent.empty(); ++steps) {
@@ -226,9 +246,12 @@ std::optional<JobPlan> plan_job(const Topology& t, const TopoJob& job, std::stri
             std::to_string(job.id) + " (at most " + std::to_string(proto::kMaxMembers) + ")";
       return std::nullopt;
     }
-    if (job.slots > s.slots) {
+    if (job.slots > s.slots / s.lanes) {
       err = "job " + std::to_string(job.id) + " needs " + std::to_string(job.slots) +
-            " slots, switch '" + s.name + "' has " + std::to_string(s.slots);
+            " slots per lane, switch '" + s.name + "' has " + std::to_string(s.slots / s.lanes) +
+            (s.lanes > 1 ? " per lane (slots=" + std::to_string(s.slots) + " over " +
+                               std::to_string(s.lanes) + " lanes)"
+                         : "");
       return std::nullopt;
     }
     for (std::size_t i = 0; i < d.size(); ++i)
@@ -249,6 +272,7 @@ SwitchConfig switch_config(const Topology& t, const TopoSwitch& s) {
   c.slots = s.slots;
   c.slot_elems = s.slot_elems;
   c.caps = s.caps;
+  c.lanes = s.lanes;
   if (!s.parent.empty()) c.parent = t.find(s.parent)->addr;
   return c;
 }

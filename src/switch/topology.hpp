@@ -3,8 +3,8 @@
 //
 //   # comment
 //   switch spine 127.0.0.1:7100
-//   switch leaf0 127.0.0.1:7101 parent=spine slots=512 slot-elements=256 types=i32,f32
-//   switch leaf1 127.0.0.1:7102 parent=spine
+//   switch leaf0 127.0.0.1:7102 parent=spine slots=512 slot-elements=256 types=i32,f32 lanes=2
+//   switch leaf1 127.0.0.1:7104 parent=spine
 //   job 7 slots=32 leaf0=0-3 leaf1=4-7
 //
 // plan_job turns a job line into the admission (JobSpec) of every switch on the job's tree and
@@ -27,15 +27,16 @@ struct TopoSwitch {
   std::string name;
   Endpoint addr;
   std::string parent;  // empty: a root
-  std::uint32_t slots = 1024;
+  std::uint32_t slots = 1024;      // the whole pool, split evenly over the lanes
   std::uint32_t slot_elems = 256;
   std::uint32_t caps = proto::cap::all;
+  std::uint16_t lanes = 1;         // lane l serves addr port + l (default 1 in files)
   int line = 0;
 };
 
 struct TopoJob {
   std::uint32_t id = 0;
-  std::uint32_t slots = 16;
+  std::uint32_t slots = 16;  // per lane, at every switch of the job's tree
   std::vector<std::pair<std::string, std::vector<std::uint32_t>>> attach;  // switch -> ranks
   std::uint32_t nranks = 0;
   int line = 0;
@@ -68,7 +69,8 @@ struct JobPlan {
 };
 std::optional<JobPlan> plan_job(const Topology& t, const TopoJob& job, std::string& err);
 
-// The data-plane configuration of switch `name` (parent endpoint resolved).
+// The data-plane configuration of switch `name` (parent endpoint resolved; slots = its whole
+// pool, lanes = its lanes; the daemon splits the pool over the lanes).
 SwitchConfig switch_config(const Topology& t, const TopoSwitch& s);
 
 }  // namespace inc::sw

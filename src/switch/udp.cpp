@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -85,7 +87,17 @@ Nanos FaultInjector::next_due() const {
 
 // ---- UdpPort ----------------------------------------------------------------------------------
 
-UdpPort::UdpPort(Endpoint bind, std::size_t batch) : batch_(std::max<std::size_t>(1, batch)) {
+namespace {
+// Receive buffers hold a whole GRO aggregate (at most one IPv4 datagram's worth, < 64 KiB).
+constexpr std::size_t kRecvBuf = 65536;
+// Kernel limits of one UDP GSO send: 64 segments (UDP_MAX_SEGMENTS on older kernels) and one
+// IPv4 datagram of payload.
+constexpr std::size_t kGsoMaxSegments = 64;
+constexpr std::size_t kGsoMaxBytes = 65507;
+}  // namespace
+
+UdpPort::UdpPort(Endpoint bind, std::size_t batch, UdpOffload offload)
+    : batch_(std::max<std::size_t>(1, batch)) {
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) sys_fail("socket");
   // Deep buffers: a window of 16 KiB datagrams from every member arrives in one burst. The
@@ -105,6 +117,10 @@ UdpPort::UdpPort(Endpoint bind, std::size_t batch) : batch_(std::max<std::size_t
   socklen_t len = sizeof sa;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
   local_ = from_sockaddr(sa);
+  // GSO needs no option (a cmsg per send); GRO is a socket option the kernel may not know.
+  gso_ = offload.gso;
+  int one = 1;
+  gro_ = offload.gro && ::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
   ep_ = ::epoll_create1(EPOLL_CLOEXEC);
   ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ep_ < 0 || ev_ < 0) sys_fail("epoll/eventfd");
@@ -114,15 +130,15 @@ UdpPort::UdpPort(Endpoint bind, std::size_t batch) : batch_(std::max<std::size_t
   ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd_, &e);
   e.data.fd = ev_;
   ::epoll_ctl(ep_, EPOLL_CTL_ADD, ev_, &e);
-  bufs_.resize(batch_ * proto::kMaxPacketBytes);
-  lens_.resize(batch_);
-  from_.resize(batch_);
+  bufs_.resize(batch_ * kRecvBuf);
   msgs_.resize(batch_);
   iov_.resize(batch_);
   addrs_.resize(batch_);
+  rx_cmsg_.resize(batch_);
+  segs_.reserve(batch_ * 8);
   for (std::size_t i = 0; i < batch_; ++i) {
-    iov_[i].iov_base = bufs_.data() + i * proto::kMaxPacketBytes;
-    iov_[i].iov_len = proto::kMaxPacketBytes;
+    iov_[i].iov_base = bufs_.data() + i * kRecvBuf;
+    iov_[i].iov_len = kRecvBuf;
     std::memset(&msgs_[i], 0, sizeof(msgs_[i]));
     msgs_[i].msg_hdr.msg_iov = &iov_[i];
     msgs_[i].msg_hdr.msg_iovlen = 1;
@@ -156,65 +172,148 @@ void UdpPort::wake() {
 }
 
 std::size_t UdpPort::recv_batch() {
-  auto& msgs = msgs_;
-  auto& addrs = addrs_;
   for (std::size_t i = 0; i < batch_; ++i) {
-    msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-    msgs[i].msg_hdr.msg_flags = 0;
+    msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    msgs_[i].msg_hdr.msg_flags = 0;
+    if (gro_) {
+      msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].b;
+      msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
+    }
   }
-  int n = ::recvmmsg(fd_, msgs.data(), unsigned(batch_), MSG_DONTWAIT, nullptr);
+  segs_.clear();
+  ++recv_calls;
+  int n = ::recvmmsg(fd_, msgs_.data(), unsigned(batch_), MSG_DONTWAIT, nullptr);
   if (n <= 0) return 0;
   for (int i = 0; i < n; ++i) {
-    // A datagram longer than the buffer is truncated: hand over its real length so that the
-    // decoder refuses it (length check) instead of reading a cut packet.
-    lens_[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? proto::kMaxPacketBytes + 1 : msgs[i].msg_len;
-    if (lens_[i] > proto::kMaxPacketBytes) lens_[i] = 0;
-    from_[i] = from_sockaddr(addrs[i]);
+    const msghdr& h = msgs_[std::size_t(i)].msg_hdr;
+    const Endpoint from = from_sockaddr(addrs_[std::size_t(i)]);
+    const std::size_t base = std::size_t(i) * kRecvBuf;
+    std::size_t len = msgs_[std::size_t(i)].msg_len;
+    // A datagram longer than the buffer was truncated: hand over an empty one so that the
+    // decoder refuses it (too_short) instead of reading a cut packet.
+    if (h.msg_flags & MSG_TRUNC) len = 0;
+    std::size_t seg = 0;
+    if (gro_)
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c))
+        if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+          int v = 0;
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          if (v > 0) seg = std::size_t(v);
+        }
+    if (seg == 0 || seg >= len) {
+      segs_.push_back({base, std::uint32_t(len > proto::kMaxPacketBytes ? 0 : len), from});
+      continue;
+    }
+    ++gro_receives;
+    for (std::size_t off = 0; off < len; off += seg)
+      segs_.push_back({base + off, std::uint32_t(std::min(seg, len - off)), from});
   }
-  recv_datagrams += std::uint64_t(n);
-  return std::size_t(n);
+  recv_datagrams += segs_.size();
+  return segs_.size();
 }
 
-std::span<const std::byte> UdpPort::datagram(std::size_t i) const {
-  return {bufs_.data() + i * proto::kMaxPacketBytes, lens_[i]};
-}
-
+// Groups the outbox by destination (each destination's order kept) and sends runs of
+// equal-size datagrams to one destination as one GSO entry.
 void UdpPort::send_entries(const Outbox& out) {
   const auto& ents = out.entries();
-  constexpr std::size_t kChunk = 64;
-  mmsghdr msgs[kChunk];
-  iovec iov[kChunk];
-  sockaddr_in addrs[kChunk];
-  for (std::size_t base = 0; base < ents.size(); base += kChunk) {
-    std::size_t n = std::min(kChunk, ents.size() - base);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& e = ents[base + i];
-      auto b = out.bytes(e);
-      iov[i].iov_base = const_cast<std::byte*>(b.data());
-      iov[i].iov_len = b.size();
-      addrs[i] = to_sockaddr(e.to);
-      // memset, not `msgs[i] = {}`: with the aggregate clear, GCC 12 at -O3 emitted the clear
-      // after the field stores here (every datagram went out without address or iovec).
-      std::memset(&msgs[i], 0, sizeof(msgs[i]));
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-      msgs[i].msg_hdr.msg_name = &addrs[i];
-      msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-    }
-    std::size_t done = 0;
-    while (done < n) {
-      int r = ::sendmmsg(fd_, msgs + done, unsigned(n - done), 0);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        // Unreachable peer or full buffers: the datagram is lost, as on any network.
-        ++send_errors;
-        ++done;
-        continue;
-      }
-      done += std::size_t(r);
-      sent_datagrams += std::uint64_t(r);
-    }
+  const std::size_t n = ents.size();
+  if (n == 0) return;
+  order_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) order_[i] = std::uint32_t(i);
+  if (gso_ && n > 1)
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return ents[a].to.id < ents[b].to.id; });
+  std::size_t first = 0;
+  while (first < n) {
+    std::size_t resume = n;
+    if (send_messages(out, first, resume)) break;
+    first = resume;  // GSO refused: what is left goes out as plain datagrams
   }
+}
+
+bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& resume_at) {
+  const auto& ents = out.entries();
+  const std::size_t n = ents.size();
+  tx_msgs_.resize(n);
+  tx_iov_.resize(n);
+  tx_addrs_.resize(n);
+  tx_cmsg_.resize(n);
+  tx_first_.resize(n);
+  std::size_t m = 0;
+  for (std::size_t i = first; i < n;) {
+    const auto& e = ents[order_[i]];
+    const std::size_t size = e.size;
+    std::size_t k = 1;
+    if (gso_ && size > 0 && size <= gso_max_size_) {
+      const std::size_t max_seg = std::min(kGsoMaxSegments, kGsoMaxBytes / size);
+      while (i + k < n && k < max_seg) {
+        const auto& f = ents[order_[i + k]];
+        if (f.to != e.to || f.size > size) break;
+        ++k;
+        if (f.size < size) break;  // a shorter datagram can only end a run
+      }
+    }
+    for (std::size_t j = 0; j < k; ++j) {
+      auto b = out.bytes(ents[order_[i + j]]);
+      tx_iov_[i + j].iov_base = const_cast<std::byte*>(b.data());
+      tx_iov_[i + j].iov_len = b.size();
+    }
+    tx_addrs_[m] = to_sockaddr(e.to);
+    mmsghdr& mh = tx_msgs_[m];
+    // memset, not `mh = {}`: with the aggregate clear, GCC 12 at -O3 emitted the clear after the
+    // field stores here (every datagram went out without address or iovec).
+    std::memset(&mh, 0, sizeof(mh));
+    mh.msg_hdr.msg_iov = &tx_iov_[i];
+    mh.msg_hdr.msg_iovlen = k;
+    mh.msg_hdr.msg_name = &tx_addrs_[m];
+    mh.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    if (k > 1) {
+      mh.msg_hdr.msg_control = tx_cmsg_[m].b;
+      mh.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(std::uint16_t));
+      cmsghdr* c = CMSG_FIRSTHDR(&mh.msg_hdr);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto seg = std::uint16_t(size);
+      std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    }
+    tx_first_[m] = std::uint32_t(i);
+    ++m;
+    i += k;
+  }
+  std::size_t done = 0;
+  while (done < m) {
+    ++send_calls;
+    int r = ::sendmmsg(fd_, tx_msgs_.data() + done, unsigned(std::min<std::size_t>(m - done, 1024)), 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const std::size_t segs = tx_msgs_[done].msg_hdr.msg_iovlen;
+      if (segs > 1 && (errno == EIO || errno == EINVAL || errno == EMSGSIZE || errno == EOPNOTSUPP ||
+                       errno == ENOPROTOOPT)) {
+        // EMSGSIZE/EINVAL: segments larger than the path's MTU allows (they need IP
+        // fragmentation, which GSO does not do): no GSO for this size and larger. Otherwise
+        // this kernel or device cannot segment UDP (EIO: no checksum offload): plain datagrams
+        // from now on.
+        const std::size_t size = tx_iov_[tx_first_[done]].iov_len;
+        if ((errno == EINVAL || errno == EMSGSIZE) && size > 1) gso_max_size_ = size - 1;
+        else gso_ = false;
+        ++gso_refusals;
+        resume_at = tx_first_[done];
+        return false;
+      }
+      // Unreachable peer or full buffers: the datagram(s) are lost, as on any network.
+      ++send_errors;
+      ++done;
+      continue;
+    }
+    for (int j = 0; j < r; ++j) {
+      const std::size_t segs = tx_msgs_[done + std::size_t(j)].msg_hdr.msg_iovlen;
+      sent_datagrams += segs;
+      if (segs > 1) ++gso_sends;
+    }
+    done += std::size_t(r);
+  }
+  return true;
 }
 
 void UdpPort::send_all(Outbox& out, FaultInjector* inj, Nanos now) {
@@ -237,8 +336,8 @@ void UdpPort::send_due(FaultInjector& inj, Nanos now) {
 // ---- switch server ----------------------------------------------------------------------------
 
 UdpSwitchServer::UdpSwitchServer(const SwitchConfig& cfg, Endpoint bind, const FaultConfig& faults,
-                                 std::size_t batch)
-    : dp_(cfg), port_(bind, batch) {
+                                 std::size_t batch, UdpOffload offload)
+    : dp_(cfg), port_(bind, batch, offload) {
   if (faults.enabled()) inj_.emplace(faults);
   snap_ = dp_.snapshot();
 }
@@ -253,10 +352,39 @@ SwitchSnapshot UdpSwitchServer::snapshot() const {
   return snap_;
 }
 
+void UdpSwitchServer::post(Command cmd) {
+  {
+    std::lock_guard<std::mutex> g(cmd_mu_);
+    cmds_.push_back(std::move(cmd));
+  }
+  cmd_pending_.store(true, std::memory_order_release);
+  port_.wake();
+}
+
+void UdpSwitchServer::run_posted() {
+  std::vector<Command> cmds;
+  {
+    std::lock_guard<std::mutex> g(cmd_mu_);
+    cmds.swap(cmds_);
+    cmd_pending_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& c : cmds) c(dp_);
+}
+
+void UdpSwitchServer::publish() {
+  auto s = dp_.snapshot();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  s.cpu_seconds = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  std::lock_guard<std::mutex> g(snap_mu_);
+  snap_ = std::move(s);
+}
+
 void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
   constexpr Nanos kPeriod = 100 * kMillisecond;
   Nanos next_period = monotonic_now() + kPeriod;
   FaultInjector* inj = inj_ ? &*inj_ : nullptr;
+  auto& events = dp_.control_events();
   while (!stop_.load(std::memory_order_relaxed) &&
          !(also_stop && also_stop->load(std::memory_order_relaxed))) {
     Nanos now = monotonic_now();
@@ -271,26 +399,32 @@ void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
       for (std::size_t i = 0; i < n; ++i) dp_.on_packet(port_.datagram(i), port_.from(i), now);
       port_.send_all(dp_.outbox(), inj, now);
     }
+    if (!events.empty()) {
+      for (auto& e : events)
+        if (sink_) sink_(std::move(e));
+      events.clear();
+    }
     now = monotonic_now();
+    if (cmd_pending_.load(std::memory_order_acquire)) {
+      run_posted();
+      port_.send_all(dp_.outbox(), inj, now);
+    }
     if (inj) port_.send_due(*inj, now);
     if (now >= next_period) {
       dp_.on_tick(now);
       port_.send_all(dp_.outbox(), inj, now);
-      auto s = dp_.snapshot();
-      std::lock_guard<std::mutex> g(snap_mu_);
-      snap_ = std::move(s);
+      publish();
       next_period = now + kPeriod;
     }
   }
-  auto s = dp_.snapshot();
-  std::lock_guard<std::mutex> g(snap_mu_);
-  snap_ = std::move(s);
+  publish();
 }
 
 // ---- worker -----------------------------------------------------------------------------------
 
-UdpWorker::UdpWorker(const WorkerConfig& cfg, Endpoint bind, const FaultConfig& faults)
-    : proto_(cfg), port_(bind, 32) {
+UdpWorker::UdpWorker(const WorkerConfig& cfg, Endpoint bind, const FaultConfig& faults,
+                     UdpOffload offload)
+    : proto_(cfg), port_(bind, 32, offload) {
   if (faults.enabled()) inj_.emplace(faults);
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -63,61 +64,124 @@ class FaultInjector {
   std::priority_queue<Held, std::vector<Held>, std::greater<>> q_;
 };
 
+// Kernel offloads that cut the per-datagram cost (docs/SWITCH.md, "Per-datagram cost").
+// gso: runs of equal-size datagrams to one destination leave in one sendmmsg entry with
+//      UDP_SEGMENT (one trip through the stack for up to 64 datagrams / 64 KiB). When the
+//      kernel refuses, the run is resent as plain datagrams and GSO is turned off for good
+//      (EIO: a device without checksum offload; EOPNOTSUPP: no UDP GSO) or for that size and
+//      larger (EMSGSIZE/EINVAL: segments above the path MTU, which only IP fragmentation of
+//      single datagrams can carry).
+// gro: UDP_GRO on receive: the kernel may hand over several datagrams of one sender in one
+//      buffer; they are split again by the segment size it reports (cmsg).
+struct UdpOffload {
+  bool gso = true;
+  bool gro = true;
+  static UdpOffload none() { return {false, false}; }
+};
+
 // A bound UDP socket with batched I/O and an epoll wait that another thread can interrupt.
 class UdpPort {
  public:
-  explicit UdpPort(Endpoint bind, std::size_t batch = 32);
+  explicit UdpPort(Endpoint bind, std::size_t batch = 32, UdpOffload offload = {});
   ~UdpPort();
   UdpPort(const UdpPort&) = delete;
   UdpPort& operator=(const UdpPort&) = delete;
   Endpoint local() const { return local_; }
+  // The socket, for a caller's own epoll (readable = datagrams to recv_batch()).
+  int fd() const { return fd_; }
+  bool gso() const { return gso_; }  // still in use (the kernel may have refused it)
+  bool gro() const { return gro_; }
 
   // Wait until a datagram is readable, `timeout` passes or wake() is called.
   void wait(Nanos timeout);
   void wake();  // thread-safe
-  // Receive up to `batch` datagrams without blocking; returns how many.
+  // Receive up to `batch` buffers without blocking (each one datagram, or several coalesced by
+  // GRO); returns how many datagrams they held, read with datagram(i) and from(i).
   std::size_t recv_batch();
-  std::span<const std::byte> datagram(std::size_t i) const;
-  Endpoint from(std::size_t i) const { return from_[i]; }
+  std::span<const std::byte> datagram(std::size_t i) const {
+    return {bufs_.data() + segs_[i].offset, segs_[i].size};
+  }
+  Endpoint from(std::size_t i) const { return segs_[i].from; }
   // Send every entry of the outbox (through the injector if given) and clear it.
   void send_all(Outbox& out, FaultInjector* inj, Nanos now);
   // Send the injector's due datagrams.
   void send_due(FaultInjector& inj, Nanos now);
 
   std::uint64_t send_errors = 0, recv_datagrams = 0, sent_datagrams = 0;
+  std::uint64_t gso_sends = 0;     // sendmmsg entries that carried several datagrams
+  std::uint64_t gro_receives = 0;  // buffers that held several datagrams
+  std::uint64_t gso_refusals = 0;  // GSO sends the kernel refused (resent as plain datagrams)
+  std::uint64_t recv_calls = 0, send_calls = 0;
 
  private:
+  struct Segment {
+    std::size_t offset;
+    std::uint32_t size;
+    Endpoint from;
+  };
   void send_entries(const Outbox& out);
+  // Sends the entries order[first..) of `out`; returns false if GSO was refused (then off).
+  bool send_messages(const Outbox& out, std::size_t first, std::size_t& resume_at);
   int fd_ = -1, ep_ = -1, ev_ = -1;
   Endpoint local_;
   std::size_t batch_;
+  bool gso_ = false, gro_ = false;
+  std::size_t gso_max_size_ = SIZE_MAX;  // lowered when the kernel refuses a segment size
   std::vector<std::byte> bufs_;
-  std::vector<std::size_t> lens_;
-  std::vector<Endpoint> from_;
+  std::vector<Segment> segs_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iov_;
   std::vector<sockaddr_in> addrs_;
+  struct alignas(alignof(cmsghdr)) Cmsg {
+    char b[CMSG_SPACE(sizeof(int))];
+  };
+  std::vector<Cmsg> rx_cmsg_;
+  // Send scratch (kept to avoid allocating per batch).
+  std::vector<std::uint32_t> order_;
+  std::vector<mmsghdr> tx_msgs_;
+  std::vector<iovec> tx_iov_;
+  std::vector<sockaddr_in> tx_addrs_;
+  std::vector<Cmsg> tx_cmsg_;
+  std::vector<std::uint32_t> tx_first_;  // per message: its first position in order_
   Outbox held_;  // scratch for injector releases
 };
 
-// The switch daemon's event loop around one SwitchDataPlane.
-class UdpSwitchServer {
+// The switch daemon's event loop around one SwitchDataPlane: one lane of a daemon. Aligned so
+// that two lanes never share a cache line.
+class alignas(64) UdpSwitchServer {
  public:
   UdpSwitchServer(const SwitchConfig& cfg, Endpoint bind, const FaultConfig& faults = {},
-                  std::size_t batch = 32);
+                  std::size_t batch = 32, UdpOffload offload = {});
   Endpoint local() const { return port_.local(); }
+  const UdpPort& port() const { return port_; }  // counters: read after run() returned
   SwitchDataPlane& dataplane() { return dp_; }  // before run() or after it returned
   void run(const std::atomic<bool>* also_stop = nullptr);  // until stop() (or *also_stop)
   void stop();  // thread-safe
-  // A copy of the counters, refreshed by the loop at least every 100 ms (thread-safe).
+  // A copy of the counters, refreshed by the loop at least every 100 ms (thread-safe), with the
+  // CPU time of the thread running the loop.
   SwitchSnapshot snapshot() const;
 
+  // For a multi-lane daemon (lanes.hpp): control events of the data plane (external_control)
+  // go to `sink`, called on this lane's thread; post() runs `cmd` on this lane's thread at its
+  // next loop iteration and sends what it queued (thread-safe). Neither touches the per-packet
+  // path: the loop checks one flag of its own between batches.
+  using ControlSink = std::function<void(ControlEvent&&)>;
+  using Command = std::function<void(SwitchDataPlane&)>;
+  void set_control_sink(ControlSink sink) { sink_ = std::move(sink); }  // before run()
+  void post(Command cmd);
+
  private:
+  void run_posted();
+  void publish();
   SwitchDataPlane dp_;
   UdpPort port_;
   std::optional<FaultInjector> inj_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex snap_mu_;
+  ControlSink sink_;
+  alignas(64) std::atomic<bool> cmd_pending_{false};
+  std::mutex cmd_mu_;
+  std::vector<Command> cmds_;
+  alignas(64) mutable std::mutex snap_mu_;
   SwitchSnapshot snap_;
 };
 
@@ -125,7 +189,7 @@ class UdpSwitchServer {
 class UdpWorker {
  public:
   explicit UdpWorker(const WorkerConfig& cfg, Endpoint bind = Endpoint::ipv4(0x7F000001, 0),
-                     const FaultConfig& faults = {});
+                     const FaultConfig& faults = {}, UdpOffload offload = {});
   Endpoint local() const { return port_.local(); }
   WorkerProtocol& protocol() { return proto_; }
   // Run one collective until done or failed (bounded by the protocol's deadlines).

@@ -34,7 +34,7 @@ Header data_header() {
 TEST(Packet, HeaderIsExactly32BytesLittleEndian) {
   auto b = build(data_header(), 16);
   ASSERT_EQ(b.size(), 48u);
-  const unsigned char expect[32] = {'I',  'N',  'C',  '!',  1,    3,    0x03, 2,
+  const unsigned char expect[32] = {'I',  'N',  'C',  '!',  2,    3,    0x03, 2,
                                     1,    0,    3,    0,    0xD4, 0xC3, 0xB2, 0xA1,
                                     0x44, 0x33, 0x22, 0x11, 0x05, 0x03, 0x02, 0x01,
                                     5,    0,    4,    0,    0,    0,    0,    0};
@@ -78,6 +78,9 @@ TEST(Packet, RoundTripEveryType) {
     h.flags = c.flags;
     h.reason = c.reason;
     auto b = build(h, c.count * elem_size(c.e), 0x5A);
+    if (c.t == PacketType::join_ack) {  // a JoinInfo must be well-formed (lanes, reserved)
+      write_join_info(JoinInfo{1, 2, 3, 4, 5, 4, 0}, b.data() + kHeaderBytes);
+    }
     PacketView v;
     ASSERT_EQ(decode(b, v), Reason::ok) << name(c.t);
     EXPECT_EQ(v.h.type, c.t);
@@ -92,12 +95,14 @@ TEST(Packet, RoundTripEveryType) {
     EXPECT_EQ(v.h.slot, h.slot);
     EXPECT_EQ(v.h.count, c.count);
     ASSERT_EQ(v.payload.size(), c.count * elem_size(c.e));
-    for (auto x : v.payload) EXPECT_EQ(x, std::byte(0x5A));
+    if (c.t != PacketType::join_ack) {
+      for (auto x : v.payload) EXPECT_EQ(x, std::byte(0x5A));
+    }
   }
 }
 
 TEST(Packet, ControlPayloadsRoundTrip) {
-  JoinInfo j{64, 256, 9, cap::i32_sum | cap::raw_copy};
+  JoinInfo j{64, 256, 9, cap::i32_sum | cap::raw_copy, 0x0302, 0x0201, 0};
   std::byte buf[kJoinInfoBytes];
   write_join_info(j, buf);
   auto j2 = read_join_info(buf);
@@ -105,6 +110,13 @@ TEST(Packet, ControlPayloadsRoundTrip) {
   EXPECT_EQ(j2.slot_elems, 256u);
   EXPECT_EQ(j2.members, 9u);
   EXPECT_EQ(j2.caps, j.caps);
+  EXPECT_EQ(j2.lanes, 0x0302);
+  EXPECT_EQ(j2.lane, 0x0201);
+  EXPECT_EQ(j2.reserved, 0u);
+  // Layout: {u32 slots, u32 slot_elems, u32 members, u32 caps, u16 lanes, u16 lane, u32 0}.
+  const unsigned char expect[kJoinInfoBytes] = {64, 0, 0, 0, 0, 1, 0, 0, 9, 0, 0, 0,
+                                                0x11, 0, 0, 0, 2, 3, 1, 2, 0, 0, 0, 0};
+  EXPECT_EQ(std::memcmp(buf, expect, kJoinInfoBytes), 0);
   AdmitInfo a{0x0102030405060708ull, 17, 5, 2, 0};
   std::byte abuf[kAdmitInfoBytes];
   write_admit_info(a, abuf);
@@ -131,7 +143,9 @@ TEST(Packet, EveryDecodeReason) {
   b[0] = std::byte('X');
   EXPECT_EQ(decode_bytes(b), Reason::bad_magic);
   b = good;
-  b[4] = std::byte(2);
+  b[4] = std::byte(1);  // version 1 (16-byte JoinInfo, no lanes) is refused
+  EXPECT_EQ(decode_bytes(b), Reason::bad_version);
+  b[4] = std::byte(3);
   EXPECT_EQ(decode_bytes(b), Reason::bad_version);
   b = good;
   b[5] = std::byte(0);
@@ -202,6 +216,36 @@ TEST(Packet, EveryDecodeReason) {
   h.op = WireOp::copy;
   h.count = 0;
   EXPECT_EQ(decode_bytes(build(h, 0)), Reason::length_mismatch);  // typed but empty
+}
+
+std::vector<std::byte> join_ack(const JoinInfo& j) {
+  Header h;
+  h.type = PacketType::join_ack;
+  h.elem = ElemType::raw;
+  h.count = kJoinInfoBytes;
+  std::byte info[kJoinInfoBytes];
+  write_join_info(j, info);
+  std::vector<std::byte> out(kHeaderBytes + kJoinInfoBytes);
+  EXPECT_EQ(encode(h, info, out), out.size());
+  return out;
+}
+
+TEST(Packet, JoinAckLanesAreChecked) {
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 1, 0, 0})), Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 8, 7, 0})), Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, kMaxLanes, kMaxLanes - 1, 0})),
+            Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 0, 0, 0})), Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 2, 0})), Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, kMaxLanes + 1, 0, 0})),
+            Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 1})), Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0x80000000u})), Reason::bad_field);
+  // A version-1 join_ack (16-byte JoinInfo) does not decode as version 2.
+  auto b = join_ack({4, 256, 3, cap::all, 1, 0, 0});
+  b.resize(kHeaderBytes + 16);
+  b[26] = std::byte(16);
+  EXPECT_EQ(decode_bytes(b), Reason::length_mismatch);
 }
 
 TEST(Packet, EveryValidateReason) {

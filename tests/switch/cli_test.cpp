@@ -75,8 +75,8 @@ TEST(SwitchCli, HelpAndStrictFlags) {
     std::vector<std::string> args;
     std::string msg;
   } bad[] = {
-      {{"--frobnicate", "1"}, "unknown option --frobnicate"},
-      {{"--slots"}, "missing value for --slots"},
+      {{"--frobnicate", "1"}, "not expected: 1 --frobnicate"},
+      {{"--slots"}, "--slots: 1 required"},
       {{"--slots", "0"}, "invalid value for --slots: '0'"},
       {{"--slots", "12x"}, "invalid value for --slots: '12x'"},
       {{"--slot-elements", "20000"}, "invalid value for --slot-elements: '20000'"},
@@ -91,7 +91,16 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--metrics-port", "-1"}, "invalid value for --metrics-port"},
       {{"--topology", "/nonexistent"}, "--topology and --name go together"},
       {{"--topology", "/nonexistent", "--name", "x"}, "cannot read topology file '/nonexistent'"},
-      {{"stray"}, "unexpected argument 'stray'"},
+      {{"stray"}, "not expected: stray"},
+      {{"--job", "1:2:3", "1:2:4"}, "not expected: 1:2:4"},  // one job per --job
+      {{"--lanes", "0"}, "invalid value for --lanes: '0' (1..1024)"},
+      {{"--lanes", "1025"}, "invalid value for --lanes: '1025'"},
+      {{"--lanes", "two"}, "invalid value for --lanes: 'two'"},
+      {{"--lanes", "3", "--slots", "2"}, "--slots 2 cannot be split over 3 lanes"},
+      {{"--bind", "127.0.0.1:65535", "--lanes", "2"}, "--lanes 2 from port 65535 go beyond port 65535"},
+      {{"--lanes", "2", "--slots", "64", "--job", "1:4:40"},
+       "--job 1 needs 40 slots per lane, but each of the 2 lanes has 32"},
+      {{"--topology", "/nonexistent", "--name", "x", "--lanes", "2"}, "do not combine"},
   };
   for (auto& b : bad) {
     auto p = spawn(b.args);
@@ -139,10 +148,63 @@ TEST(SwitchCli, ServesAndStopsCleanlyOnSigterm) {
   EXPECT_NE(p.err.find("stopped"), std::string::npos) << p.err;
 }
 
+// Two lanes as a process: consecutive ports, each lane a switch of its own, --stats per lane.
+TEST(SwitchCli, TwoLanesServeOnConsecutivePorts) {
+  auto p = spawn({"--bind", "127.0.0.1:0", "--lanes", "2", "--slots", "16", "--slot-elements", "64",
+                  "--job", "5:2:8", "--stats"});
+  ASSERT_TRUE(p.read_until("\n")) << p.err;
+  auto at = p.err.find("serving ");
+  ASSERT_NE(at, std::string::npos) << p.err;
+  auto ep = parse_endpoint(p.err.substr(at + 8, p.err.find(',', at) - at - 8));
+  ASSERT_TRUE(ep) << p.err;
+  const unsigned port = ep->port();
+  EXPECT_NE(p.err.find("2 lanes (ports " + std::to_string(port) + "-" + std::to_string(port + 1) +
+                       "), 16 slots (8 per lane)"),
+            std::string::npos) << p.err;
+  std::vector<std::thread> ts;
+  std::vector<std::string> errs(4);
+  for (int l = 0; l < 2; ++l)
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, l, r] {
+        WorkerConfig c;
+        c.job = 5;
+        c.member = std::uint16_t(r);
+        c.switch_ep = Endpoint::ipv4(ep->ipv4_addr(), std::uint16_t(port + unsigned(l)));
+        c.progress_timeout = 20 * kSecond;
+        c.join_timeout = 20 * kSecond;
+        UdpWorker w(c);
+        std::vector<std::int32_t> in(640, r + 1), out(640);
+        auto& e = errs[std::size_t(l * 2 + r)];
+        if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 640, 2)))
+          e = w.protocol().error().message;
+        else if (out != std::vector<std::int32_t>(640, 3))
+          e = "wrong result";
+        else if (w.protocol().join_info().lanes != 2 || w.protocol().join_info().lane != l)
+          e = "join_info lanes/lane";
+      });
+  for (auto& t : ts) t.join();
+  for (auto& e : errs) EXPECT_EQ(e, "");
+  ::kill(p.pid, SIGTERM);
+  EXPECT_EQ(p.wait(), 0) << p.err;
+  EXPECT_NE(p.err.find("aggregations 20,"), std::string::npos) << p.err;  // 10 per lane
+  EXPECT_NE(p.err.find("  lane 0 127.0.0.1:" + std::to_string(port) + ": "), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("  lane 1 127.0.0.1:" + std::to_string(port + 1) + ": "), std::string::npos) << p.err;
+}
+
+TEST(SwitchCli, TakenPortOfALaneIsAClearError) {
+  UdpPort taken(Endpoint::ipv4(0x7F000001, 0), 1);
+  const unsigned p = taken.local().port();
+  auto proc = spawn({"--bind", "127.0.0.1:" + std::to_string(p - 2), "--lanes", "3"});
+  EXPECT_EQ(proc.wait(), 1) << proc.err;
+  // Lane 2 needs the taken port (or an earlier lane's port was taken too): named either way.
+  EXPECT_NE(proc.err.find("inc switch: lane "), std::string::npos) << proc.err;
+  EXPECT_NE(proc.err.find("Address already in use"), std::string::npos) << proc.err;
+}
+
 TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
   std::string path = ::testing::TempDir() + "/inc_topo_test.txt";
   std::ofstream(path) << "# two leaves under a spine\n"
-                         "switch spine 127.0.0.1:7300 slots=64\n"
+                         "switch spine 127.0.0.1:7298 slots=64 lanes=2\n"
                          "switch leaf0 127.0.0.1:7301 parent=spine\n"
                          "switch leaf1 127.0.0.1:7302 parent=spine slot-elements=128 types=i32\n"
                          "job 7 slots=8 leaf0=0-1 leaf1=2,3\n"
@@ -152,7 +214,8 @@ TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
   char* argv1[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"leaf1"};
   ASSERT_EQ(parse_switch_args(5, argv1, o, help), "");
   EXPECT_EQ(o.bind.str(), "127.0.0.1:7302");
-  EXPECT_EQ(o.cfg.parent.str(), "127.0.0.1:7300");
+  EXPECT_EQ(o.cfg.parent.str(), "127.0.0.1:7298");
+  EXPECT_EQ(o.lanes, 1);  // lanes=1 unless the file says otherwise
   EXPECT_EQ(o.cfg.slot_elems, 128u);
   EXPECT_EQ(o.cfg.caps & proto::cap::f32_sum, 0u);
   ASSERT_EQ(o.jobs.size(), 2u);
@@ -167,6 +230,8 @@ TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
   char* argv2[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"spine"};
   ASSERT_EQ(parse_switch_args(5, argv2, o2, help), "");
   ASSERT_EQ(o2.jobs.size(), 1u);  // not on job 8's tree
+  EXPECT_EQ(o2.lanes, 2);
+  EXPECT_EQ(o2.bind.str(), "127.0.0.1:7298");
   EXPECT_EQ(o2.jobs[0].members, 2);
   SwitchDaemonOptions o3;
   char* argv3[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"leaf0", (char*)"--slots", (char*)"9"};
@@ -188,6 +253,11 @@ TEST(Topology, ErrorsNameTheLine) {
       {"switch a 127.0.0.1:1\njob 1 a=0-1 b=2\n", "line 2: unknown switch 'b'"},
       {"switch a 127.0.0.1:1\njob 1 a=0-1,1\n", "line 2: rank 1 attached twice"},
       {"switch a 127.0.0.1:1\njob 1 slots=0 a=0\n", "line 2: bad slots '0'"},
+      {"switch a 127.0.0.1:1 lanes=0\n", "line 1: bad lanes '0'"},
+      {"switch a 127.0.0.1:65535 lanes=2\n", "line 1: switch 'a': 2 lanes from port 65535 go beyond"},
+      {"switch a 127.0.0.1:1 lanes=4 slots=3\n", "line 1: switch 'a': slots=3 cannot be split over 4 lanes"},
+      {"switch a 127.0.0.1:7000 lanes=3\nswitch b 127.0.0.1:7002\n",
+       "line 2: switch 'b' (ports 7002-7002) overlaps the lanes of switch 'a' (ports 7000-7002)"},
   };
   for (auto& c : cases) {
     std::string err;
@@ -199,6 +269,12 @@ TEST(Topology, ErrorsNameTheLine) {
   ASSERT_TRUE(t);
   EXPECT_FALSE(plan_job(*t, t->jobs[0], err).has_value());
   EXPECT_NE(err.find("separate trees"), std::string::npos);
+  // Job slots are per lane: they must fit each lane's share of the pool.
+  t = parse_topology("switch a 127.0.0.1:7000 lanes=2 slots=16\njob 1 slots=9 a=0\n", err);
+  ASSERT_TRUE(t) << err;
+  EXPECT_FALSE(plan_job(*t, t->jobs[0], err).has_value());
+  EXPECT_NE(err.find("needs 9 slots per lane, switch 'a' has 8 per lane (slots=16 over 2 lanes)"),
+            std::string::npos) << err;
 }
 
 }  // namespace

@@ -99,6 +99,9 @@ class DP : public ::testing::Test {
       EXPECT_EQ(info.slots, S);
       EXPECT_EQ(info.slot_elems, 4u);
       EXPECT_EQ(info.members, n);
+      EXPECT_EQ(info.lanes, 1);  // a single data plane is one lane
+      EXPECT_EQ(info.lane, 0);
+      EXPECT_EQ(info.reserved, 0u);
     }
   }
   std::unique_ptr<SwitchDataPlane> sw;
@@ -413,6 +416,77 @@ TEST_F(DP, ControlMessagesNeedTheKey) {
   EXPECT_EQ(sw->job_epoch(6), 0u);
 }
 
+// In a multi-lane daemon the data plane checks the key and hands control to the daemon.
+TEST_F(DP, ExternalControlIsHandedToTheDaemon) {
+  auto c = cfg();
+  c.control_key = 0x1234;
+  c.idle_timeout = kSecond;
+  c.external_control = true;
+  make(c);
+  Header h;
+  h.type = PacketType::admit;
+  h.elem = ElemType::raw;
+  h.count = proto::kAdmitInfoBytes;
+  h.job = 5;
+  proto::AdmitInfo a;
+  a.key = 0x9999;
+  a.slots = 2;
+  a.members = 2;
+  std::vector<std::byte> p(proto::kAdmitInfoBytes);
+  proto::write_admit_info(a, p.data());
+  send(Endpoint::node(20), h, p);  // wrong key: refused here, never reaches the daemon
+  EXPECT_TRUE(sw->control_events().empty());
+  EXPECT_EQ(sw->counters().drops_by_reason[int(Reason::control_refused)], 1u);
+  a.key = 0x1234;
+  proto::write_admit_info(a, p.data());
+  send(Endpoint::node(20), h, p);
+  EXPECT_TRUE(drain().empty());  // no answer before the daemon decided
+  ASSERT_EQ(sw->control_events().size(), 1u);
+  ControlEvent e = sw->control_events()[0];
+  sw->control_events().clear();
+  EXPECT_EQ(e.kind, ControlEvent::Kind::admit);
+  EXPECT_EQ(e.spec, (JobSpec{5, 2, 2}));
+  EXPECT_EQ(e.from, Endpoint::node(20));
+  EXPECT_FALSE(sw->has_job(5));
+  // The daemon admits on every lane, then answers from this one.
+  ASSERT_EQ(sw->admit(e.spec, now, true), Reason::ok);
+  sw->answer_control(e, Reason::ok);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::admit_ack);
+  EXPECT_EQ(out[0].to, Endpoint::node(20));
+  sw->answer_control(e, Reason::no_slots);
+  out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::nack);
+  EXPECT_EQ(out[0].h.reason, Reason::no_slots);
+  // Every member left: reported, not released; idling: never expired by the lane itself.
+  send(Endpoint::node(1), join(5, 0));
+  send(Endpoint::node(2), join(5, 1));
+  EXPECT_EQ(sw->joined_members(5), 2);
+  drain();
+  Header l;
+  l.type = PacketType::leave;
+  l.job = 5;
+  l.epoch = sw->job_epoch(5);
+  l.member = 0;
+  send(Endpoint::node(1), l);
+  EXPECT_TRUE(sw->control_events().empty());
+  l.member = 1;
+  send(Endpoint::node(2), l);
+  ASSERT_EQ(sw->control_events().size(), 1u);
+  EXPECT_EQ(sw->control_events()[0].kind, ControlEvent::Kind::all_left);
+  EXPECT_EQ(sw->control_events()[0].spec.job, 5u);
+  EXPECT_TRUE(sw->has_job(5));
+  EXPECT_EQ(sw->joined_members(5), 0);
+  now += 10 * kSecond;
+  sw->on_tick(now);
+  EXPECT_TRUE(sw->has_job(5));
+  EXPECT_TRUE(sw->expire(5));
+  EXPECT_EQ(sw->counters().jobs_expired, 1u);
+  EXPECT_FALSE(sw->has_job(5));
+}
+
 TEST_F(DP, NewerSessionResetsJobOlderIsRefused) {
   setup(2, 2);
   auto e1 = sw->job_epoch(7);
@@ -426,6 +500,57 @@ TEST_F(DP, NewerSessionResetsJobOlderIsRefused) {
   send(Endpoint::node(2), join(7, 1, 4));
   out = drain();
   EXPECT_EQ(out[0].h.reason, Reason::stale_epoch);
+}
+
+// Lane l of a leaf joins lane l of its parent; the members learn min(own lanes, parent's).
+TEST_F(DP, LeafReportsTheMinimumLanesOfThePath) {
+  auto c = cfg();
+  c.parent = Endpoint::node(100);
+  c.lanes = 4;
+  c.lane = 1;
+  make(c);
+  ASSERT_EQ(sw->admit({7, 2, 2, 3}, now), Reason::ok);
+  send(Endpoint::node(1), join(7, 0));
+  auto up = drain();
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].to, Endpoint::node(100));
+  EXPECT_EQ(up[0].h.type, PacketType::join);
+  EXPECT_EQ(up[0].h.member, 3);
+  auto parent_ack = [&](std::uint16_t lanes, std::uint16_t lane) {
+    Header h;
+    h.type = PacketType::join_ack;
+    h.elem = ElemType::raw;
+    h.count = proto::kJoinInfoBytes;
+    h.job = 7;
+    h.epoch = 0xABCD;
+    h.chunk = up[0].h.chunk;  // echo our nonce
+    std::vector<std::byte> p(proto::kJoinInfoBytes);
+    proto::write_join_info({2, 2, 5, proto::cap::all, lanes, lane, 0}, p.data());
+    send(Endpoint::node(100), h, p);
+  };
+  parent_ack(2, 1);
+  auto acks = drain();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].to, Endpoint::node(1));
+  auto info = proto::read_join_info(acks[0].payload);
+  EXPECT_EQ(info.lanes, 2);  // min(4, 2)
+  EXPECT_EQ(info.lane, 1);
+  EXPECT_EQ(info.slot_elems, 2u);  // min(4, 2) as before
+  EXPECT_EQ(info.members, 2u);
+
+  // A parent answering from another lane is misconfigured: the job fails visibly.
+  c.lane = 0;
+  make(c);
+  ASSERT_EQ(sw->admit({7, 1, 2, 3}, now), Reason::ok);
+  send(Endpoint::node(1), join(7, 0));
+  up = drain();
+  ASSERT_EQ(up.size(), 1u);
+  parent_ack(2, 1);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].h.type, PacketType::nack);
+  EXPECT_EQ(out[0].h.reason, Reason::job_failed);
+  EXPECT_EQ(sw->counters().jobs_failed, 1u);
 }
 
 TEST(Arith, Fx32RoundTripAndHeadroom) {

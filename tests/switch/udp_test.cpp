@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "src/switch/daemon.hpp"
+#include "src/switch/lanes.hpp"
 #include "src/switch/topology.hpp"
 #include "src/switch/udp.hpp"
 #include "tests/switch/sim_util.hpp"
@@ -296,16 +297,17 @@ TEST(Daemon, MetricsEndpointAndStats) {
   o.cfg.slots = 32;
   o.cfg.slot_elems = 64;
   o.jobs.push_back({12, 2, 8});
+  o.lanes = 2;  // 16 slots per lane
   o.metrics_port = 0;
   o.stats = true;
   std::atomic<bool> stop{false};
-  std::atomic<UdpSwitchServer*> server{nullptr};
+  std::atomic<SwitchLanes*> server{nullptr};
   std::atomic<int> mport{-1};
   char* logbuf = nullptr;
   std::size_t loglen = 0;
   std::FILE* log = open_memstream(&logbuf, &loglen);
   std::thread d([&] {
-    int rc = run_switch_daemon(o, stop, log, [&](UdpSwitchServer& s, int p) {
+    int rc = run_switch_daemon(o, stop, log, [&](SwitchLanes& s, int p) {
       mport.store(p);
       server.store(&s);
     });
@@ -335,6 +337,12 @@ TEST(Daemon, MetricsEndpointAndStats) {
   EXPECT_NE(body.find("inc_job_aggregations_total{switch=\"t0\",job=\"12\"} 10\n"), std::string::npos);
   EXPECT_NE(body.find("inc_switch_drops_total{switch=\"t0\",reason=\"bad_magic\"} 0\n"), std::string::npos);
   EXPECT_NE(body.find("# TYPE inc_switch_slots gauge"), std::string::npos);
+  // Lane 1 carried nothing (the workers used lane 0 only); the total is the sum.
+  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"0\"} 10\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"1\"} 0\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_lanes{switch=\"t0\"} 2\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_slots{switch=\"t0\"} 32\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_slots_allocated{switch=\"t0\"} 16\n"), std::string::npos);
   stop.store(true);
   d.join();
   std::fclose(log);
@@ -343,7 +351,282 @@ TEST(Daemon, MetricsEndpointAndStats) {
   EXPECT_NE(text.find("serving 127.0.0.1:"), std::string::npos) << text;
   EXPECT_NE(text.find("aggregations 10"), std::string::npos) << text;
   EXPECT_NE(text.find("job 12: members 2"), std::string::npos) << text;
+  EXPECT_NE(text.find(", 2 lanes (ports "), std::string::npos) << text;
+  EXPECT_NE(text.find("  lane 1 127.0.0.1:"), std::string::npos) << text;
   EXPECT_NE(text.find("stopped"), std::string::npos) << text;
+}
+
+// GSO groups runs of equal-size datagrams per destination, GRO coalesces them on receive:
+// whatever the kernel does, every datagram arrives whole, once, in its sender's order.
+TEST(UdpOffloads, DatagramsSurviveGroupingSegmentationAndCoalescing) {
+  for (bool offload : {true, false}) {
+    const UdpOffload off = offload ? UdpOffload{} : UdpOffload::none();
+    UdpPort tx(kLoopback0, 8, off), a(kLoopback0, 8, off), b(kLoopback0, 8, off);
+    Outbox o;
+    // Interleaved destinations, runs of equal sizes, a shorter datagram ending a run, one large.
+    std::vector<std::vector<std::byte>> want_a, want_b;
+    std::mt19937_64 rng(offload ? 1 : 2);
+    for (int i = 0; i < 300; ++i) {
+      const bool to_a = (i % 3) != 1;
+      std::size_t len = (i % 50 == 49) ? 100 : (i % 97 == 0 ? 40000 : 1056);
+      std::vector<std::byte> d(len);
+      for (auto& x : d) x = std::byte(rng());
+      std::memcpy(o.reserve(len), d.data(), len);
+      o.commit(to_a ? a.local() : b.local(), len);
+      (to_a ? want_a : want_b).push_back(std::move(d));
+    }
+    tx.send_all(o, nullptr, 0);
+    EXPECT_EQ(tx.sent_datagrams, 300u);
+    EXPECT_EQ(tx.send_errors, 0u);
+    if (offload && tx.gso()) { EXPECT_GT(tx.gso_sends, 0u); }
+    if (!offload) { EXPECT_EQ(tx.gso_sends, 0u); }
+    for (auto* rx : {&a, &b}) {
+      const auto& want = rx == &a ? want_a : want_b;
+      std::size_t got = 0;
+      for (int spins = 0; got < want.size() && spins < 2000; ++spins) {  // bounded, not timed
+        rx->wait(10 * kMillisecond);
+        std::size_t n = rx->recv_batch();
+        for (std::size_t i = 0; i < n; ++i, ++got) {
+          ASSERT_LT(got, want.size());
+          auto d = rx->datagram(i);
+          EXPECT_EQ(rx->from(i), tx.local());
+          ASSERT_EQ(d.size(), want[got].size()) << "datagram " << got;
+          EXPECT_EQ(std::memcmp(d.data(), want[got].data(), d.size()), 0) << "datagram " << got;
+        }
+      }
+      EXPECT_EQ(got, want.size());
+      if (!offload) { EXPECT_EQ(rx->gro_receives, 0u); }
+      // Loopback hands a GSO send to a GRO socket whole: fewer receive buffers than datagrams.
+      if (offload && tx.gso() && rx->gro()) { EXPECT_GT(rx->gro_receives, 0u); }
+    }
+  }
+}
+
+// ---- lanes ----------------------------------------------------------------------------------
+// Until workers stripe over lanes (issue 7, worker side), each lane is driven by its own set of
+// UdpWorkers, each of which sees its lane as a complete switch.
+
+struct LanesThread {
+  std::unique_ptr<SwitchLanes> l;
+  std::atomic<bool> stop{false};
+  std::thread t;
+  explicit LanesThread(const LanesConfig& c) : l(std::make_unique<SwitchLanes>(c)) {}
+  void start() { t = std::thread([this] { l->run(stop); }); }
+  ~LanesThread() {
+    stop.store(true);
+    if (t.joinable()) t.join();
+  }
+};
+
+LanesConfig lanes_cfg(std::uint16_t lanes, std::uint32_t slots, std::uint32_t slot_elems) {
+  LanesConfig c;
+  c.cfg.slots = slots;
+  c.cfg.slot_elems = slot_elems;
+  c.cfg.incarnation = 5;
+  c.bind = kLoopback0;
+  c.lanes = lanes;
+  return c;
+}
+
+// Members x lanes workers; lane l's workers allreduce their own slice. Checks results and the
+// JoinInfo each lane answered.
+std::string run_on_lanes(SwitchLanes& sw, std::uint32_t job, int members, std::uint16_t use_lanes,
+                         std::uint16_t expect_lanes, std::uint64_t count) {
+  std::vector<std::string> errs(std::size_t(members) * use_lanes);
+  std::vector<std::thread> ts;
+  for (std::uint16_t l = 0; l < use_lanes; ++l)
+    for (int m = 0; m < members; ++m)
+      ts.emplace_back([&, l, m] {
+        std::string& err = errs[std::size_t(l) * std::size_t(members) + std::size_t(m)];
+        UdpWorker w(udp_worker_cfg(job, std::uint16_t(m), sw.local(l)));
+        std::vector<std::int32_t> in(count), out(count);
+        for (std::uint64_t i = 0; i < count; ++i) in[i] = std::int32_t(i * 3 + std::uint64_t(m) * 1000 + l);
+        if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), count,
+                                       std::uint32_t(members)))) {
+          err = w.protocol().error().message;
+          return;
+        }
+        const auto& info = w.protocol().join_info();
+        if (info.lanes != expect_lanes || info.lane != l)
+          err = "lane " + std::to_string(l) + " answered lanes " + std::to_string(info.lanes) + " lane " +
+                std::to_string(info.lane);
+        for (std::uint64_t i = 0; i < count && err.empty(); ++i) {
+          std::int64_t e = 0;
+          for (int q = 0; q < members; ++q) e += std::int64_t(i * 3 + std::uint64_t(q) * 1000 + l);
+          if (out[i] != std::int32_t(e)) err = "lane " + std::to_string(l) + " element " + std::to_string(i);
+        }
+        w.leave();
+      });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errs)
+    if (!e.empty()) return e;
+  return "";
+}
+
+TEST(Lanes, ConsecutivePortsOwnPoolsAndMergedCounters) {
+  LanesThread sw(lanes_cfg(2, 33, 64));  // 16 slots per lane, one unused
+  ASSERT_EQ(sw.l->lanes(), 2);
+  EXPECT_EQ(sw.l->slots_per_lane(), 16u);
+  EXPECT_EQ(sw.l->local(1).port(), sw.l->local(0).port() + 1);
+  std::uint16_t refused = 0;
+  ASSERT_EQ(sw.l->admit_static({9, 3, 16}, 0, refused), proto::Reason::ok);
+  EXPECT_EQ(sw.l->admit_static({10, 3, 1}, 0, refused), proto::Reason::no_slots);  // a lane is full
+  sw.start();
+  EXPECT_EQ(run_on_lanes(*sw.l, 9, 3, 2, 2, 5000), "");
+  sw.stop.store(true);
+  sw.t.join();
+  auto m = sw.l->snapshot();
+  ASSERT_EQ(m.lanes.size(), 2u);
+  const std::uint64_t chunks = (5000 + 63) / 64;
+  EXPECT_EQ(m.lanes[0].counters.aggregations, chunks);
+  EXPECT_EQ(m.lanes[1].counters.aggregations, chunks);
+  EXPECT_EQ(m.counters.aggregations, 2 * chunks);  // totals are sums over lanes
+  EXPECT_EQ(m.counters.packets_in, m.lanes[0].counters.packets_in + m.lanes[1].counters.packets_in);
+  EXPECT_EQ(m.slots_total, 32u);
+  EXPECT_EQ(m.slots_allocated, 32u);
+  EXPECT_EQ(m.counters.jobs_admitted, 1u);  // the same admission on every lane, counted once
+  ASSERT_EQ(m.jobs.size(), 1u);
+  EXPECT_EQ(m.jobs[0].counters.aggregations, 2 * chunks);
+  EXPECT_EQ(m.jobs[0].spec.slots, 16u);
+  EXPECT_GT(m.lanes[0].cpu_seconds, 0.0);
+  EXPECT_GT(m.lanes[1].cpu_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(m.cpu_seconds, m.lanes[0].cpu_seconds + m.lanes[1].cpu_seconds);
+  const std::string prom = render_prometheus(m, "t");
+  EXPECT_NE(prom.find("inc_switch_aggregations_total{switch=\"t\"} " + std::to_string(2 * chunks) + "\n"),
+            std::string::npos) << prom;
+  EXPECT_NE(prom.find("inc_switch_lane_aggregations_total{switch=\"t\",lane=\"1\"} " + std::to_string(chunks) + "\n"),
+            std::string::npos) << prom;
+  EXPECT_NE(prom.find("inc_switch_lane_cpu_seconds_total{switch=\"t\",lane=\"0\"} "), std::string::npos);
+  EXPECT_NE(prom.find("inc_switch_lanes{switch=\"t\"} 2\n"), std::string::npos);
+  const std::string stats = render_stats(m, "t");
+  EXPECT_NE(stats.find("lane 1 " + sw.l->local(1).str() + ": packets in"), std::string::npos) << stats;
+}
+
+TEST(Lanes, HierarchyLaneLJoinsParentLaneLAndReportsTheMinimum) {
+  LanesThread spine(lanes_cfg(2, 64, 96));
+  LanesConfig lc = lanes_cfg(3, 96, 128);
+  lc.cfg.parent = spine.l->local(0);
+  LanesThread leaf(lc);
+  std::uint16_t refused = 0;
+  // Job 4: 2 workers on the leaf, the leaf is member 0 of the spine, 1 worker on the spine.
+  ASSERT_EQ(spine.l->admit_static({4, 2, 8}, 0, refused), proto::Reason::ok);
+  ASSERT_EQ(leaf.l->admit_static({4, 2, 8, 0}, 0, refused), proto::Reason::ok);
+  spine.start();
+  leaf.start();
+  const std::uint64_t count = 3000;
+  std::vector<std::string> errs(6);
+  std::vector<std::thread> ts;
+  for (std::uint16_t l = 0; l < 2; ++l)
+    for (int r = 0; r < 3; ++r)  // ranks 0, 1 at the leaf, rank 2 at the spine (member 1)
+      ts.emplace_back([&, l, r] {
+        std::string& err = errs[std::size_t(l) * 3 + std::size_t(r)];
+        const Endpoint at = r < 2 ? leaf.l->local(l) : spine.l->local(l);
+        UdpWorker w(udp_worker_cfg(4, std::uint16_t(r < 2 ? r : 1), at));
+        std::vector<std::int32_t> in(count, (r + 1) * (l + 1)), out(count);
+        if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), count, 3))) {
+          err = w.protocol().error().message;
+          return;
+        }
+        const auto& info = w.protocol().join_info();
+        if (info.lanes != 2 || info.lane != l) err = "lanes " + std::to_string(info.lanes);
+        if (info.slot_elems != 96) err = "slot_elems " + std::to_string(info.slot_elems);
+        if (out != std::vector<std::int32_t>(count, 6 * (l + 1))) err = "wrong sum on lane " + std::to_string(l);
+      });
+  for (auto& t : ts) t.join();
+  for (std::size_t i = 0; i < errs.size(); ++i) EXPECT_EQ(errs[i], "") << "worker " << i;
+  spine.stop.store(true);
+  spine.t.join();
+  auto s = spine.l->snapshot();
+  ASSERT_EQ(s.lanes.size(), 2u);
+  // Each spine lane saw its own leaf lane (member 0) and its own worker: nothing crossed lanes.
+  const std::uint64_t chunks = (count + 95) / 96;
+  EXPECT_EQ(s.lanes[0].counters.aggregations, chunks);
+  EXPECT_EQ(s.lanes[1].counters.aggregations, chunks);
+}
+
+TEST(Lanes, ControlAdmitReleaseApplyToEveryLane) {
+  LanesConfig c = lanes_cfg(2, 64, 64);
+  c.cfg.control_key = 0xC0FFEE;
+  LanesThread sw(c);
+  sw.start();
+  EXPECT_FALSE(udp_admit(sw.l->local(0), 0xBAD, {5, 2, 8}, 200 * kMillisecond).has_value());
+  auto r = udp_admit(sw.l->local(0), 0xC0FFEE, {5, 2, 8}, 10 * kSecond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  r = udp_admit(sw.l->local(1), 0xC0FFEE, {6, 2, 30}, 10 * kSecond);  // any lane takes control packets
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::no_slots);  // 32 per lane, 8 used
+  r = udp_admit(sw.l->local(0), 0xC0FFEE, {6, 2, 24}, 10 * kSecond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  r = udp_admit(sw.l->local(0), 0xC0FFEE, {6, 3, 24}, 10 * kSecond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::job_exists);
+  r = udp_release(sw.l->local(0), 0xC0FFEE, 6, 10 * kSecond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  // Admitted before the ack: every lane has job 5.
+  EXPECT_EQ(run_on_lanes(*sw.l, 5, 2, 2, 2, 2000), "");
+  // Job 5: every member left every lane (run_on_lanes leaves): released on every lane by the
+  // daemon. The lanes publish every 100 ms: poll (bounded) until both show it.
+  SwitchSnapshot m;
+  for (int i = 0; i < 200; ++i) {
+    m = sw.l->snapshot();
+    if (m.lanes.size() == 2 && m.lanes[0].slots_allocated == 0 && m.lanes[1].slots_allocated == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  sw.stop.store(true);
+  sw.t.join();
+  m = sw.l->snapshot();
+  EXPECT_EQ(m.lanes[0].slots_allocated, 0u);
+  EXPECT_EQ(m.lanes[1].slots_allocated, 0u);
+  EXPECT_TRUE(m.jobs.empty());
+  EXPECT_EQ(m.counters.jobs_admitted, 2u);
+  EXPECT_EQ(m.counters.jobs_released, 2u);
+}
+
+TEST(Lanes, IdleDynamicJobsExpireOnEveryLane) {
+  LanesConfig c = lanes_cfg(3, 30, 16);
+  c.cfg.control_key = 7;
+  c.cfg.idle_timeout = 50 * kMillisecond;
+  LanesThread sw(c);
+  sw.start();
+  auto r = udp_admit(sw.l->local(2), 7, {8, 1, 4}, 10 * kSecond);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  SwitchSnapshot m;
+  for (int i = 0; i < 400; ++i) {  // expiry runs every second: bounded poll
+    m = sw.l->snapshot();
+    if (m.counters.jobs_expired == 1 && m.slots_allocated == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(m.counters.jobs_expired, 1u);
+  EXPECT_EQ(m.slots_allocated, 0u);
+  for (const auto& l : m.lanes) EXPECT_EQ(l.counters.jobs_expired, 1u) << "lane " << l.lane;
+}
+
+TEST(Lanes, EphemeralBindFindsConsecutivePortsAndTakenPortsFail) {
+  // Occupy a port, then ask for lanes that would need it.
+  UdpPort taken(kLoopback0, 1);
+  const std::uint16_t p = taken.local().port();
+  LanesConfig c = lanes_cfg(2, 8, 8);
+  c.bind = Endpoint::ipv4(0x7F000001, std::uint16_t(p - 1));
+  try {
+    SwitchLanes l(c);
+    // p - 1 may have been taken too (then lane 0 fails); either way a clear error is required.
+    FAIL() << "bound lane 1 on a taken port " << p;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("lane "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+  }
+  for (int i = 0; i < 5; ++i) {
+    SwitchLanes l(lanes_cfg(4, 8, 8));
+    for (std::uint16_t k = 1; k < 4; ++k) EXPECT_EQ(l.local(k).port(), l.local(0).port() + k);
+  }
+  c.bind = Endpoint::ipv4(0x7F000001, 65535);
+  EXPECT_THROW(SwitchLanes{c}, std::runtime_error);
+  c = lanes_cfg(3, 2, 8);  // two slots over three lanes
+  EXPECT_THROW(SwitchLanes{c}, std::runtime_error);
 }
 
 }  // namespace
