@@ -39,10 +39,6 @@ std::string member_list(std::uint64_t bits, std::uint32_t n, bool present) {
 
 }  // namespace
 
-namespace {
-constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in packets of 1.5 KB)
-constexpr std::uint32_t kMaxBurst = 16;       // new chunks sent per event
-}
 
 WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
   rtt_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
@@ -72,16 +68,23 @@ std::string_view WorkerProtocol::label_for_errors() const {
 }
 
 std::string WorkerProtocol::where(std::uint64_t chunk) const {
+  if (lanes_.empty()) return "chunk " + std::to_string(chunk) + " of job " + std::to_string(cfg_.job);
+  const std::uint32_t l = lane_of_chunk(chunk);
   return "chunk " + std::to_string(wire_chunk(chunk)) + " (slot " +
-         std::to_string(info_.slots ? wire_chunk(chunk) % info_.slots : 0) + ") of job " +
-         std::to_string(cfg_.job) + " at switch " + cfg_.switch_ep.str();
+         std::to_string(info_.slots ? wire_chunk(chunk) % info_.slots : 0) +
+         (L() > 1 ? ", lane " + std::to_string(l) : std::string()) + ") of job " +
+         std::to_string(cfg_.job) + " at switch " + lanes_[l].ep.str();
 }
 
 std::string WorkerProtocol::describe_stall(Nanos now) const {
   if (failed_) return err_.message;
   if (joining_)
     return "waiting " + seconds(now - join_started_) + " for a join_ack from switch " +
-           cfg_.switch_ep.str() + " for job " + std::to_string(cfg_.job) + " member " +
+           [&] {
+             for (const auto& l : lanes_)
+               if (!l.joined) return l.ep.str();
+             return cfg_.switch_ep.str();
+           }() + " for job " + std::to_string(cfg_.job) + " member " +
            std::to_string(cfg_.member) +
            (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
                                                  : " (no answer)");
@@ -189,7 +192,7 @@ void WorkerProtocol::reset() {
   failed_ = false;
   joining_ = false;
   joined_ = false;
-  epoch_ = 0;
+  lanes_.clear();
   ring_.clear();
   ops_.clear();
   completions_.clear();
@@ -199,51 +202,6 @@ void WorkerProtocol::reset() {
   next_chunk_ = 0;
   inflight_ = 0;
   clear_recovery();
-}
-
-void WorkerProtocol::leave(Nanos) {
-  if (!joined_) return;
-  Header h;
-  h.type = PacketType::leave;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.epoch = epoch_;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  count_tx(rep_, proto::kHeaderBytes, false);
-  joined_ = false;
-}
-
-// ---- joining ----------------------------------------------------------------------------------
-
-void WorkerProtocol::begin_join(Nanos now) {
-  joining_ = true;
-  join_started_ = now;
-  join_deadline_ = now + cfg_.join_timeout;
-  join_rto_ = cfg_.rto_initial;
-  join_refusal_ = Reason::ok;
-  // A fresh nonce per join: a join_ack that answers an earlier join (before a restart or a
-  // reset) carries another nonce and is ignored.
-  join_nonce_ = std::uint32_t(std::uint64_t(now) * 0x9E3779B1u) ^ (cfg_.member * 0x85EBCA6Bu) ^
-                (join_nonce_ + 0x632BE5ABu);
-  send_join(now, false);
-}
-
-void WorkerProtocol::send_join(Nanos now, bool retransmit) {
-  Header h;
-  h.type = PacketType::join;
-  h.flags = retransmit ? proto::flag::retransmit : 0;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.aux = cfg_.session;
-  h.chunk = join_nonce_;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  count_tx(rep_, proto::kHeaderBytes, retransmit);
-  join_sent_ = now;
-  join_retransmitted_ = retransmit;
-  if (retransmit) join_rto_ = std::min(join_rto_ * 2, cfg_.rto_max);
-  join_resend_ = now + join_rto_;
 }
 
 bool WorkerProtocol::begin_op(Op& op) {
@@ -347,38 +305,19 @@ void WorkerProtocol::pump(Nanos now) {
 
 void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now) {
   proto::PacketView v;
-  if (proto::decode(bytes, v) != Reason::ok || from != cfg_.switch_ep || v.h.job != cfg_.job) {
+  const int lane = lane_of(from);
+  if (lane < 0 || proto::decode(bytes, v) != Reason::ok || v.h.job != cfg_.job) {
     ++rep_.foreign;
     return;
   }
+  const auto l = std::size_t(lane);
   count_rx(rep_, bytes.size());
   const Header& h = v.h;
   switch (h.type) {
-    case PacketType::join_ack: {
-      if (!joining_ || failed_ || h.chunk != join_nonce_) return;  // a late duplicate
-      auto info = proto::read_join_info(v.payload);
-      if (info.slots == 0 || info.slots > 0xFFFF || info.slot_elems == 0 ||
-          info.slot_elems > proto::kMaxPayloadBytes / 4 || h.epoch == 0) {
-        fail(WorkerErrorKind::protocol,
-             "switch " + cfg_.switch_ep.str() + " sent an invalid join_ack", label_for_errors());
-        return;
-      }
-      info_ = info;
-      epoch_ = h.epoch;
-      if (!join_retransmitted_) on_join_rtt(now - join_sent_);  // a clean path sample
-      joining_ = false;
-      joined_ = true;
-      ring_.assign(info.slots, Entry{});
-      next_chunk_ = 0;
-      inflight_ = 0;
-      clear_recovery();
-      win_.configure(ring_size(), cfg_.window, kInitialWindow);
-      last_progress_ = now;
-      pump(now);
-      return;
-    }
+    case PacketType::join_ack:
+      return handle_join_ack(v, l, now);
     case PacketType::result:
-      if (!joined_ || failed_ || h.epoch != epoch_) {
+      if (!joined_ || failed_ || h.epoch != lanes_[l].epoch) {
         ++rep_.foreign;
         return;
       }
@@ -386,14 +325,14 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
       // (loss there is random, not a collapse; the window has reacted to it already).
       rtt_.reset_backoff();
       last_heard_ = now;
-      return handle_result(v, bytes.size(), now);
+      return handle_result(v, l, bytes.size(), now);
     case PacketType::nack:
-      return handle_nack(v);
+      return handle_nack(v, l);
     case PacketType::pending: {
-      if (!joined_ || failed_ || h.epoch != epoch_) return;
+      if (!joined_ || failed_ || h.epoch != lanes_[l].epoch) return;
       rtt_.reset_backoff();
       last_heard_ = now;
-      Entry* e = entry_for(h);
+      Entry* e = entry_for(h, l);
       if (!e) return;
       count_rx(op_by_id(e->op)->rep, bytes.size());
       const bool first = !e->pending_seen;
@@ -411,26 +350,34 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
   }
 }
 
-WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h) {
+WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h, std::size_t lane) {
   const std::uint32_t S = info_.slots;
   if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
-  Entry& e = ring_[h.slot];
+  Entry& e = ring_[lane + L() * h.slot];
   if (!e.busy || wire_chunk(e.chunk) != h.chunk) return nullptr;
   return &e;
 }
 
-void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now) {
+WorkerProtocol::Entry* WorkerProtocol::old_entry_for(const Header& h, std::size_t lane) {
+  const std::uint32_t S = info_.slots;
+  if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
+  Entry& e = ring_[lane + L() * h.slot];
+  if (e.busy || wire_chunk(e.chunk) != h.chunk) return nullptr;
+  return &e;
+}
+
+void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
+                                   std::size_t bytes, Nanos now) {
   const Header& h = v.h;
   if (h.slot >= info_.slots || h.chunk % info_.slots != h.slot) {
     ++rep_.foreign;
     return;
   }
-  Entry* ep = entry_for(h);
+  Entry* ep = entry_for(h, lane);
   if (!ep) {
     ++rep_.duplicate_results;
-    Entry& old = ring_[h.slot];
-    if (!old.busy && wire_chunk(old.chunk) == h.chunk) {
-      on_duplicate_result(old, now);
+    if (Entry* old = old_entry_for(h, lane)) {
+      on_duplicate_result(*old, now);
       pump(now);
     }
     return;
@@ -507,7 +454,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes
   pump(now);
 }
 
-void WorkerProtocol::handle_nack(const proto::PacketView& v) {
+void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane) {
   const Header& h = v.h;
   const auto about = PacketType(h.aux & 0xFF);
   const std::uint32_t detail = h.aux >> 8;
@@ -519,17 +466,18 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
       return;
     }
     fail(WorkerErrorKind::rejected,
-         "switch " + cfg_.switch_ep.str() + " refused member " + std::to_string(cfg_.member) +
+         "switch " + lanes_[lane].ep.str() + " refused member " + std::to_string(cfg_.member) +
              " of job " + std::to_string(cfg_.job) + ": " + std::string(proto::name(h.reason)),
          label_for_errors());
     return;
   }
   if (!joined_) return;
+  const std::uint32_t epoch = lanes_[lane].epoch;
   if (h.reason == Reason::job_failed) {
-    if (h.epoch != epoch_) return;
+    if (h.epoch != epoch) return;
     fail(WorkerErrorKind::job_failed,
          "job " + std::to_string(cfg_.job) + " failed upstream of switch " +
-             cfg_.switch_ep.str() + ": its parent reported " +
+             lanes_[lane].ep.str() + ": its parent reported " +
              std::string(proto::name(Reason(detail & 0xFF))) +
              " (the parent switch restarted or lost the job); retry or use the host algorithm",
          label_for_errors());
@@ -539,9 +487,9 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
   // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
   // else they are late answers to old packets.
   if (about != PacketType::data) return;
-  const Entry* e = entry_for(h);
+  const Entry* e = entry_for(h, lane);
   if (!e) return;
-  if (h.reason != Reason::stale_epoch && h.epoch != epoch_) return;
+  if (h.reason != Reason::stale_epoch && h.epoch != epoch) return;
   const Op& op = *op_by_id(e->op);
   const std::string label = op.w.label;
   switch (h.reason) {
@@ -552,7 +500,7 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
            label);
       return;
     case Reason::stale_epoch:
-      if (h.epoch == epoch_) return;
+      if (h.epoch == epoch) return;
       fail(WorkerErrorKind::switch_restarted,
            where(e->chunk) + ": the switch's epoch for the job changed (restart or reset by a "
                              "newer session); retry or use the host algorithm",
@@ -584,20 +532,7 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
 
 void WorkerProtocol::on_tick(Nanos now) {
   if (failed_) return;
-  if (joining_) {
-    if (now >= join_deadline_) {
-      fail(WorkerErrorKind::timeout,
-           "no join_ack from switch " + cfg_.switch_ep.str() + " for job " +
-               std::to_string(cfg_.job) + " member " + std::to_string(cfg_.member) +
-               " within " + seconds(cfg_.join_timeout) +
-               (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
-                                                     : " (no answer)"),
-           label_for_errors());
-      return;
-    }
-    if (now >= join_resend_) send_join(now, true);
-    return;
-  }
+  if (joining_) return join_tick(now);
   if (!joined_ || inflight_ == 0) return;
   if (now - last_progress_ >= cfg_.progress_timeout) {
     const Entry* oldest = nullptr;
@@ -620,7 +555,12 @@ void WorkerProtocol::on_tick(Nanos now) {
 
 Nanos WorkerProtocol::next_deadline() const {
   if (failed_) return std::numeric_limits<Nanos>::max();
-  if (joining_) return std::min(join_deadline_, join_resend_);
+  if (joining_) {
+    Nanos t = join_deadline_;
+    for (const auto& l : lanes_)
+      if (!l.joined) t = std::min(t, l.resend);
+    return t;
+  }
   if (!joined_ || inflight_ == 0) return std::numeric_limits<Nanos>::max();
   return std::min({last_progress_ + cfg_.progress_timeout, rto_deadline_, probe_deadline_,
                    reo_deadline_, poll_deadline_});

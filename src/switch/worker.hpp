@@ -91,6 +91,10 @@ struct WorkerConfig {
   Nanos rto_initial = 5 * kMillisecond;
   Nanos rto_min = 50000;
   Nanos rto_max = 200 * kMillisecond;
+  // Use only the lane at switch_ep, whatever lanes the job has (the switch's per-lane tests and
+  // benchmarks drive lanes independently); every member of the job must then use that lane.
+  // Default: join lane 0 at switch_ep, then every lane of the job, and stripe over them.
+  bool single_lane = false;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
 };
@@ -164,6 +168,10 @@ struct TxPacket {
   std::vector<std::byte> bytes;
 };
 
+// The endpoint of lane l of a switch whose lane 0 is `base`: port + l for IPv4, the next node
+// numbers in the simulated network (SimCluster::add_switch_lanes).
+Endpoint lane_endpoint(Endpoint base, std::uint16_t l);
+
 class WorkerProtocol {
  public:
   explicit WorkerProtocol(const WorkerConfig& cfg);
@@ -202,7 +210,10 @@ class WorkerProtocol {
   // Counters since the last start() or reset(), over every op, joins and foreign packets.
   const OpReport& report() const { return rep_; }
   bool joined() const { return joined_; }
-  std::uint32_t epoch() const { return epoch_; }
+  std::uint32_t epoch() const { return lanes_.empty() ? 0 : lanes_[0].epoch; }  // lane 0's
+  // Lanes the job uses (learned at join, D1 of docs/PROTOCOL.md "Lanes"): global chunk c goes
+  // to lane c mod L, whose endpoint is lane_endpoint(switch_ep, l).
+  std::uint16_t lanes() const { return std::uint16_t(lanes_.size()); }
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
   WorkerCcStats cc_stats() const;
@@ -278,7 +289,6 @@ class WorkerProtocol {
 
   void fail(WorkerErrorKind k, std::string msg, std::string_view label);
   std::string_view label_for_errors() const;
-  void send_join(Nanos now, bool retransmit);
   void begin_join(Nanos now);
   bool begin_op(Op& op);  // capability check when the op's first chunk is due
   Op* op_by_id(std::uint64_t id);
@@ -316,21 +326,40 @@ class WorkerProtocol {
   Nanos probe_timeout() const;
   void on_join_rtt(Nanos rtt);
   void clear_recovery();
-  void handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now);
-  void handle_nack(const proto::PacketView& v);
-  Entry* entry_for(const proto::Header& h);
+  void handle_result(const proto::PacketView& v, std::size_t lane, std::size_t bytes, Nanos now);
+  void handle_nack(const proto::PacketView& v, std::size_t lane);
+  Entry* entry_for(const proto::Header& h, std::size_t lane);
+  Entry* old_entry_for(const proto::Header& h, std::size_t lane);
   std::string where(std::uint64_t chunk) const;
+  // Joining (worker_join.cpp): lane 0 first, then lanes 1..L-1, each with its own nonce/epoch.
+  struct Lane {
+    Endpoint ep{};
+    std::uint32_t epoch = 0;
+    std::uint32_t nonce = 0;  // echoed by the join_ack: only our current attempt counts
+    bool joined = false;
+    Nanos sent = 0, resend = 0, rto = 0;
+    bool retransmitted = false;
+  };
+  void start_lane_join(std::size_t l, Nanos now);
+  void send_join(std::size_t l, Nanos now, bool retransmit);
+  void handle_join_ack(const proto::PacketView& v, std::size_t l, Nanos now);
+  void join_tick(Nanos now);
+  int lane_of(Endpoint from) const;
+  std::uint32_t L() const { return std::uint32_t(lanes_.size()); }
   std::string stall_detail(const Entry& e, Nanos now) const;
   std::uint32_t chunk_elems(NumKind k) const;
   std::uint32_t ring_size() const { return std::uint32_t(ring_.size()); }
-  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk); }
+  // Striping (D1): global chunk c is lane chunk c / L on lane c mod L, in lane slot
+  // (c / L) mod S, at ring index c mod (L S) = lane + L slot.
+  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk / L()); }
+  std::uint32_t lane_of_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk % L()); }
 
   WorkerConfig cfg_;
   bool failed_ = false;
   bool joining_ = false;
   bool joined_ = false;
-  std::uint32_t epoch_ = 0;
-  proto::JoinInfo info_{};
+  std::vector<Lane> lanes_;
+  proto::JoinInfo info_{};  // lane 0's (slots per lane; every lane must agree)
   OpReport rep_;
   WorkerError err_;
   Outbox out_;
@@ -376,9 +405,8 @@ class WorkerProtocol {
   void trace(WorkerTraceEvent::Kind k, Nanos now, std::uint64_t chunk, std::int64_t v) {
     if (trace_) trace_({k, now, chunk, v});
   }
-  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0, join_sent_ = 0;
-  bool join_retransmitted_ = false;
-  std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
+  Nanos join_started_ = 0, join_deadline_ = 0;
+  std::uint32_t nonce_seed_ = 0;
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
   std::vector<std::int32_t> scratch_;

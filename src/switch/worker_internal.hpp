@@ -8,6 +8,9 @@
 
 namespace inc::sw::detail {
 
+inline constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in 1.5 KB packets)
+inline constexpr std::uint32_t kMaxBurst = 16;       // new chunks sent per event
+
 using proto::ElemType;
 using proto::WireOp;
 

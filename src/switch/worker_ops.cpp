@@ -148,7 +148,8 @@ void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
   h.type = PacketType::data;
   h.member = cfg_.member;
   h.job = cfg_.job;
-  h.epoch = epoch_;
+  const Lane& lane = lanes_[lane_of_chunk(e.chunk)];
+  h.epoch = lane.epoch;
   h.chunk = wire_chunk(e.chunk);
   h.slot = std::uint16_t(h.chunk % info_.slots);
   if (c.want) h.flags |= proto::flag::want_result;
@@ -187,7 +188,7 @@ void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
     p = out_.reserve(proto::kHeaderBytes);
   }
   proto::encode_header(h, p);
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes + payload);
+  out_.commit(lane.ep, proto::kHeaderBytes + payload);
   count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
   count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
 }
