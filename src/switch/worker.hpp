@@ -18,6 +18,7 @@
 // job answers with a refusal, which becomes an error, never a silent wrong result.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -397,6 +398,8 @@ class WorkerProtocol {
   std::int64_t undo_retrans_ = 0;   // chunks retransmitted this episode, not proven spurious
   bool cwnd_limited_ = false;
   Nanos last_activity_ = 0;  // the last result: the stream's last sign of life
+  std::array<Nanos, 15> gaps_{};  // the last gaps between results (a floor for the timer)
+  std::size_t gap_next_ = 0;
   Nanos last_heard_ = 0;     // the last result or pending from the switch
   std::uint32_t repairs_needed_ = 0, repairs_unneeded_ = 0;  // recent retransmissions' outcome
   std::uint32_t retx_answered_ = 0, retx_unanswered_ = 0;

@@ -27,7 +27,8 @@ void RttEstimator::sample(Nanos rtt) {
 }
 
 Nanos RttEstimator::rto_base() const {
-  return std::clamp(has_ ? srtt_ + 4 * rttvar_ : initial_, min_, max_);
+  return std::clamp(has_ ? srtt_ + 4 * rttvar_ : initial_, std::min(std::max(min_, floor_), max_),
+                    max_);
 }
 
 Nanos RttEstimator::rto() const {

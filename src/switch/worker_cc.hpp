@@ -27,13 +27,15 @@ class RttEstimator {
   Nanos rto_base() const;  // the same without back-off
   // The probe timeout of a tail loss probe: 2 srtt, at most the RTO.
   Nanos pto() const;
+  // A further lower bound on the timeout (twice the spacing of results, see the worker).
+  void set_floor(Nanos f) { floor_ = f; }
   void back_off() { backoff_ = std::min(backoff_ + 1, 30u); }
   void reset_backoff() { backoff_ = 0; }
   unsigned backoff() const { return backoff_; }
 
  private:
   Nanos initial_ = 5 * kMillisecond, min_ = kMillisecond, max_ = 200 * kMillisecond;
-  Nanos srtt_ = 0, rttvar_ = 0, min_rtt_ = 0, latest_ = 0;
+  Nanos srtt_ = 0, rttvar_ = 0, min_rtt_ = 0, latest_ = 0, floor_ = 0;
   bool has_ = false;
   unsigned backoff_ = 0;
 };

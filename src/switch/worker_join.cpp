@@ -107,7 +107,9 @@ void WorkerProtocol::handle_join_ack(const proto::PacketView& v, std::size_t l, 
   }
   lane.epoch = h.epoch;
   lane.joined = true;
-  if (!lane.retransmitted) on_join_rtt(now - lane.sent);  // a clean path sample
+  // A clean path sample (header-sized: it underestimates a large chunk's round trip on a slow
+  // link; the floor from the spacing of results keeps the timer above that).
+  if (!lane.retransmitted) on_join_rtt(now - lane.sent);
   if (l == 0 && !cfg_.single_lane)
     for (std::uint16_t k = 1; k < info.lanes; ++k) {
       lanes_.push_back(Lane{});

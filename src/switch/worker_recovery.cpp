@@ -57,6 +57,7 @@ void WorkerProtocol::clear_recovery() {
   rack_rtt_ = 0;
   rto_unproven_ = 0;
   poll_backoff_ = 0;
+  gap_next_ = 0;
   held_.clear();  // (the entries themselves are reset by the caller)
 }
 
@@ -126,6 +127,18 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, bool retransmit) {
 
 void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   const std::uint32_t pipe_before = pipe_;
+  // The timer restarts on every result, so it fires whenever results come further apart than
+  // it: on a slow link (an 8 KiB chunk takes 0.7 ms to serialize at 100 Mb/s) a timer from an
+  // underestimated round trip would fire between every two results, and its spurious repairs
+  // would flood the link (and keep their samples out). So it never goes below twice the
+  // smallest of the last 15 gaps between results while chunks were out: results cannot come
+  // faster than our link serializes them, whatever the loss (a median would grow with the
+  // sparse results of loss recovery, and slow it down further).
+  if (last_activity_ && pipe_before + (listed_ - pipe_) > 0) {
+    gaps_[gap_next_++ % gaps_.size()] = now - last_activity_;
+    const std::size_t k = std::min<std::size_t>(gap_next_, gaps_.size());
+    rtt_.set_floor(2 * *std::min_element(gaps_.begin(), gaps_.begin() + long(k)));
+  }
   last_activity_ = now;
 
   // F-RTO: a chunk sent before the time-out and never retransmitted came back: the time-out
@@ -232,15 +245,16 @@ void WorkerProtocol::on_duplicate_result(Entry& e, Nanos now) {
   }
 }
 
+void WorkerProtocol::on_join_rtt(Nanos rtt) {
+  rtt_.sample(rtt);
+  lat_.sample(rtt);
+}
+
 Nanos WorkerProtocol::probe_timeout() const {
   const Nanos p = lat_.has_sample() ? std::max<Nanos>(2 * lat_.srtt(), 10'000) : rtt_.pto();
   return std::min(p, rtt_.rto());
 }
 
-void WorkerProtocol::on_join_rtt(Nanos rtt) {
-  rtt_.sample(rtt);
-  lat_.sample(rtt);
-}
 
 void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   // Chunks sent before the transmission this answers waited for other members: their
