@@ -11,11 +11,13 @@
 //   }
 //   w.failed() ? w.error() (kind, message, retryable()) : ...
 //
-// Submitted ops form one chunk stream per job, issued in order; chunk c uses slot c mod S and
-// is sent only once the result of chunk c - S arrived (SwitchML's window), at most `window` in
-// flight. A chunk without a result is retransmitted on time-out with exponential back-off. The
-// switch's epoch (learned at join) guards every exchange: a switch that restarted or reset the
-// job answers with a refusal, which becomes an error, never a silent wrong result.
+// Submitted ops form one chunk stream per job, issued in order and striped over the switch's
+// lanes (chunk c to lane c mod L, in lane slot (c / L) mod S); chunk c is sent only once the
+// result of chunk c - L S arrived (SwitchML's window, per lane), and at most a congestion
+// window of chunks is in the network (loss-based AIMD; worker_recovery.cpp: RACK, tail probes,
+// a timer from the measured round trip, polls of chunks the switch holds). Each lane's epoch
+// (learned at join) guards every exchange: a switch that restarted or reset the job answers
+// with a refusal, which becomes an error, never a silent wrong result. docs/PROTOCOL.md.
 #pragma once
 
 #include <array>
