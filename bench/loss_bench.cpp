@@ -69,6 +69,12 @@ std::unique_ptr<SimCluster> build(const SimNet& n, std::uint64_t seed) {
   c->sw(0).admit({1, n.members, n.slots}, 0);
   for (std::uint16_t m = 0; m < n.members; ++m) {
     Endpoint e = c->add_worker(worker_defaults(1, m, sw));
+    if (std::getenv("LOSS_BENCH_TRACE"))
+      c->worker(m).set_trace([m, rto = &c->worker(m)](const WorkerTraceEvent& ev) {
+        static const char* names[] = {"done", "lost", "RTO", "probe", "poll", "pending", "sample"};
+        std::fprintf(stderr, "%lld m%u %s c%llu %lld rto %lld\n", (long long)ev.now, m, names[ev.kind],
+                     (unsigned long long)ev.chunk, (long long)ev.value, (long long)rto->cc_stats().rto);
+      });
     if (n.rate_gbps > 0) {
       LinkParams l;
       l.rate_bps = n.rate_gbps * 1e9;
@@ -142,7 +148,7 @@ double run_allreduces(SimCluster& c, std::uint16_t n, std::uint64_t count, int o
 }
 
 int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<double>& only,
-             bool series) {
+             bool series, int first_seed) {
   net.faults.dup = 0.1;
   net.faults.reorder = 0.1;
   std::printf("sim-loss: %u members, %llu x f32 allreduce, %u slots x %u elements, host links %.1f Gb/s "
@@ -159,18 +165,24 @@ int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<doubl
     if (!only.empty() && std::find(only.begin(), only.end(), losses[li] * 100) == only.end()) continue;
     std::vector<double> times;
     std::uint64_t retx = 0, sent = 0;
-    for (int s = 1; s <= seeds; ++s) {
+    for (int s = first_seed; s < first_seed + seeds; ++s) {
       SimNet n = net;
       n.faults.loss = losses[li];
       auto c = build(n, std::uint64_t(s) * 7919 + std::uint64_t(li));
       OpReport tot;
       double t = run_allreduces(*c, n.members, count, 1, false, &tot);
       if (t < 0) return 1;
+      if (std::getenv("LOSS_BENCH_DEBUG")) std::printf("seed %d: %.4f s\n", s, t);
       times.push_back(t);
       retx += tot.retransmissions;
       sent += tot.packets_sent;
     }
     const double med = median(times);
+    if (std::getenv("LOSS_BENCH_DEBUG")) {
+      std::sort(times.begin(), times.end());
+      for (double x : times) std::printf(" %.4f", x);
+      std::printf("\n");
+    }
     if (li == 0) base = med;
     char goal[16] = "-";
     if (goals[li] > 0 && li > 0) std::snprintf(goal, sizeof goal, "<=%.0fx", goals[li]);
@@ -329,7 +341,7 @@ int main(int argc, char** argv) {
                "loss_bench"};
   app.require_subcommand(1);
   SimNet net;
-  int seeds = 9, reps = 9;
+  int seeds = 9, reps = 9, first_seed = 1;
   std::uint64_t count = 16 * 1024, mib = 16;
   std::string rates = "0.1,1,2,5,10", losses;
   bool no_series = false;
@@ -345,6 +357,7 @@ int main(int argc, char** argv) {
   loss->add_option("--rate-gbps", net.rate_gbps, "host link rate (0: unshaped)");
   loss->add_option("--losses", losses, "only these loss rates (percent, comma-separated)");
   loss->add_flag("--no-series", no_series, "skip the 50 x 1 MiB series");
+  loss->add_option("--first-seed", first_seed, "first seed");
   auto* shaped = app.add_subcommand("sim-shaped", "throughput on shaped links, simulated");
   add_net(shaped);
   shaped->add_option("--rates", rates, "host link rates in Gb/s, comma-separated");
@@ -355,7 +368,7 @@ int main(int argc, char** argv) {
   udp->add_option("--reps", reps, "repetitions per loss rate")->check(CLI::Range(1, 1000));
   udp->add_option("--count", count, "f32 elements");
   CLI11_PARSE(app, argc, argv);
-  if (*loss) return sim_loss(net, seeds, count, parse_list(losses), !no_series);
+  if (*loss) return sim_loss(net, seeds, count, parse_list(losses), !no_series, first_seed);
   if (*shaped) {
     if (!shaped->count("--slots")) net.slots = 256;
     return sim_shaped(net, parse_list(rates), mib);

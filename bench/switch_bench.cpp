@@ -333,6 +333,7 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
         c.job = 1;
         c.member = std::uint16_t(r);
         c.switch_ep = eps[l];
+        c.single_lane = true;  // this bench stripes over the lanes itself
         c.rto_initial = 20 * kMillisecond;
         c.progress_timeout = 30 * kSecond;
         lanes.push_back(std::make_unique<WorkerProtocol>(c));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace inc::sw {
@@ -121,6 +122,23 @@ Endpoint SimCluster::add_switch(const SwitchConfig& cfg) {
   switches_.push_back(std::make_unique<SwitchDataPlane>(cfg));
   switch_ep_.push_back(ep);
   return ep;
+}
+
+std::vector<std::size_t> SimCluster::add_switch_lanes(const SwitchConfig& cfg, std::uint16_t lanes,
+                                                      std::uint16_t parent_lanes) {
+  std::vector<std::size_t> idx;
+  const Endpoint first = next_endpoint();
+  for (std::uint16_t l = 0; l < lanes; ++l) {
+    SwitchConfig c = cfg;
+    c.lanes = lanes;
+    c.lane = l;
+    c.incarnation = cfg.incarnation + 7919ull * l;
+    if (cfg.parent.valid()) c.parent = l < parent_lanes ? lane_endpoint(cfg.parent, l) : Endpoint{};
+    idx.push_back(switches_.size());
+    Endpoint ep = add_switch(c);
+    if (ep != lane_endpoint(first, l)) std::abort();  // lanes must be consecutive nodes
+  }
+  return idx;
 }
 
 Endpoint SimCluster::add_worker(const WorkerConfig& cfg) {

@@ -119,6 +119,14 @@ class SimCluster {
   // Endpoints are handed out in creation order: Endpoint::node(n) for the n-th node.
   Endpoint next_endpoint() const { return Endpoint::node(std::uint32_t(nodes_.size())); }
   Endpoint add_switch(const SwitchConfig& cfg);
+  // A switch daemon with `lanes` lanes: as many data planes at consecutive endpoints (lane l at
+  // lane_endpoint(first, l)), each with cfg.lanes = lanes and cfg.lane = l. With cfg.parent set,
+  // lane l's parent is the parent's lane l (lane_endpoint(cfg.parent, l)) for l < parent_lanes;
+  // lanes beyond the parent's have none (a job uses min(lanes, parent_lanes) of them).
+  // Returns the switch indices (for sw()) of lanes 0..lanes-1; lane 0's endpoint is the daemon's.
+  std::vector<std::size_t> add_switch_lanes(const SwitchConfig& cfg, std::uint16_t lanes,
+                                            std::uint16_t parent_lanes = 0xFFFF);
+  Endpoint switch_endpoint(std::size_t i) const { return switch_ep_[i]; }
   Endpoint add_worker(const WorkerConfig& cfg);
   SwitchDataPlane& sw(std::size_t i) { return *switches_[i]; }
   WorkerProtocol& worker(std::size_t i) { return *workers_[i]; }

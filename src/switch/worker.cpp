@@ -5,8 +5,11 @@
 #include <cstring>
 
 #include "src/switch/arith.hpp"
+#include "src/switch/worker_internal.hpp"
 
 namespace inc::sw {
+
+using namespace detail;
 
 using proto::ElemType;
 using proto::Header;
@@ -34,43 +37,8 @@ std::string member_list(std::uint64_t bits, std::uint32_t n, bool present) {
   return s;
 }
 
-ElemType wire_elem(NumKind k) {
-  switch (k) {
-    case NumKind::i32:
-    case NumKind::fx32: return ElemType::i32;
-    case NumKind::f32: return ElemType::f32;
-    case NumKind::raw: return ElemType::raw;
-  }
-  return ElemType::none;
-}
-
-WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
-  if (k == NumKind::raw) return WireOp::copy;
-  if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
-  switch (op) {
-    case ReduceKind::sum: return WireOp::sum;
-    case ReduceKind::max: return WireOp::max;
-    case ReduceKind::min: return WireOp::min;
-  }
-  return WireOp::none;
-}
-
-void count_tx(OpReport& r, std::size_t bytes, bool retransmit) {
-  ++r.packets_sent;
-  r.bytes_sent += bytes;
-  if (retransmit) ++r.retransmissions;
-}
-
-void count_rx(OpReport& r, std::size_t bytes) {
-  ++r.packets_received;
-  r.bytes_received += bytes;
-}
-
 }  // namespace
 
-namespace {
-constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in packets of 1.5 KB)
-}
 
 WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
   rtt_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
@@ -100,16 +68,23 @@ std::string_view WorkerProtocol::label_for_errors() const {
 }
 
 std::string WorkerProtocol::where(std::uint64_t chunk) const {
+  if (lanes_.empty()) return "chunk " + std::to_string(chunk) + " of job " + std::to_string(cfg_.job);
+  const std::uint32_t l = lane_of_chunk(chunk);
   return "chunk " + std::to_string(wire_chunk(chunk)) + " (slot " +
-         std::to_string(info_.slots ? wire_chunk(chunk) % info_.slots : 0) + ") of job " +
-         std::to_string(cfg_.job) + " at switch " + cfg_.switch_ep.str();
+         std::to_string(info_.slots ? wire_chunk(chunk) % info_.slots : 0) +
+         (L() > 1 ? ", lane " + std::to_string(l) : std::string()) + ") of job " +
+         std::to_string(cfg_.job) + " at switch " + lanes_[l].ep.str();
 }
 
 std::string WorkerProtocol::describe_stall(Nanos now) const {
   if (failed_) return err_.message;
   if (joining_)
     return "waiting " + seconds(now - join_started_) + " for a join_ack from switch " +
-           cfg_.switch_ep.str() + " for job " + std::to_string(cfg_.job) + " member " +
+           [&] {
+             for (const auto& l : lanes_)
+               if (!l.joined) return l.ep.str();
+             return cfg_.switch_ep.str();
+           }() + " for job " + std::to_string(cfg_.job) + " member " +
            std::to_string(cfg_.member) +
            (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
                                                  : " (no answer)");
@@ -129,7 +104,7 @@ std::string WorkerProtocol::stall_detail(const Entry& e, Nanos now) const {
                     " transmissions over " + seconds(now - oldest->first_sent);
   if (oldest->awaiting_parent)
     msg += "; all members of that switch contributed and it waits for its parent switch";
-  else if (oldest->pending_seen)
+  else if (oldest->pending_seen && oldest->members > 0)
     msg += "; the switch has contributions from members " +
            member_list(oldest->contributed, oldest->members, true) + " of " +
            std::to_string(oldest->members) + ", missing " +
@@ -217,7 +192,7 @@ void WorkerProtocol::reset() {
   failed_ = false;
   joining_ = false;
   joined_ = false;
-  epoch_ = 0;
+  lanes_.clear();
   ring_.clear();
   ops_.clear();
   completions_.clear();
@@ -227,51 +202,6 @@ void WorkerProtocol::reset() {
   next_chunk_ = 0;
   inflight_ = 0;
   clear_recovery();
-}
-
-void WorkerProtocol::leave(Nanos) {
-  if (!joined_) return;
-  Header h;
-  h.type = PacketType::leave;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.epoch = epoch_;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  count_tx(rep_, proto::kHeaderBytes, false);
-  joined_ = false;
-}
-
-// ---- joining ----------------------------------------------------------------------------------
-
-void WorkerProtocol::begin_join(Nanos now) {
-  joining_ = true;
-  join_started_ = now;
-  join_deadline_ = now + cfg_.join_timeout;
-  join_rto_ = cfg_.rto_initial;
-  join_refusal_ = Reason::ok;
-  // A fresh nonce per join: a join_ack that answers an earlier join (before a restart or a
-  // reset) carries another nonce and is ignored.
-  join_nonce_ = std::uint32_t(std::uint64_t(now) * 0x9E3779B1u) ^ (cfg_.member * 0x85EBCA6Bu) ^
-                (join_nonce_ + 0x632BE5ABu);
-  send_join(now, false);
-}
-
-void WorkerProtocol::send_join(Nanos now, bool retransmit) {
-  Header h;
-  h.type = PacketType::join;
-  h.flags = retransmit ? proto::flag::retransmit : 0;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.aux = cfg_.session;
-  h.chunk = join_nonce_;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes);
-  count_tx(rep_, proto::kHeaderBytes, retransmit);
-  join_sent_ = now;
-  join_retransmitted_ = retransmit;
-  if (retransmit) join_rto_ = std::min(join_rto_ * 2, cfg_.rto_max);
-  join_resend_ = now + join_rto_;
 }
 
 bool WorkerProtocol::begin_op(Op& op) {
@@ -303,52 +233,6 @@ bool WorkerProtocol::begin_op(Op& op) {
 
 // ---- issuing chunks ---------------------------------------------------------------------------
 
-bool WorkerProtocol::next_chunk(Op& op, Chunk& c) {
-  const auto& segs = op.w.segments;
-  while (op.seg < segs.size() && op.off >= segs[op.seg].elems) {
-    ++op.seg;
-    op.off = 0;
-  }
-  if (op.seg >= segs.size()) {
-    if (!op.sync_left) return false;
-    c = Chunk{};
-    c.sync = true;
-    c.want = true;
-    return true;
-  }
-  const Segment& s = segs[op.seg];
-  const std::uint64_t E = chunk_elems(op.w.kind);
-  c = Chunk{};
-  c.seg = op.seg;
-  c.off = op.off;
-  c.group = op.group;
-  c.has_in = !s.in.empty();
-  if (op.w.kind == NumKind::fx32 && op.group_left == 0) {
-    const std::uint64_t blocks = (s.elems - op.off + E - 1) / E;
-    c.exponent = true;
-    c.n = std::uint32_t(std::min<std::uint64_t>(blocks, E));
-    c.want = true;
-    return true;
-  }
-  c.n = std::uint32_t(std::min<std::uint64_t>(E, s.elems - op.off));
-  c.want = !s.out.empty();
-  return true;
-}
-
-void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
-  if (c.sync) {
-    op.sync_left = false;
-    return;
-  }
-  if (c.exponent) {
-    op.group_left = c.n;
-    op.groups[op.group].outstanding = c.n;
-    return;
-  }
-  op.off += c.n;
-  if (op.w.kind == NumKind::fx32 && --op.group_left == 0) ++op.group;
-}
-
 void WorkerProtocol::op_chunk_done(Op& op) {
   --op.outstanding;
   if (!op.issued || op.outstanding != 0 || op.finished) return;
@@ -371,7 +255,11 @@ void WorkerProtocol::pump(Nanos now) {
   }
   const std::uint32_t R = ring_size();
   cwnd_limited_ = false;
-  while (joined_ && !failed_) {
+  // At most kMaxBurst new chunks per event: a window opened all at once (an op submitted to an
+  // empty pipe, a stall's end) would hit the link's queue as one burst; results clock the
+  // rest out (they arrive one per chunk while the pipe is full).
+  std::uint32_t burst = 0;
+  while (joined_ && !failed_ && burst < kMaxBurst) {
     Op* op = op_by_id(issue_);
     if (!op) return;  // nothing queued
     if (!begin_op(*op)) return;
@@ -402,112 +290,49 @@ void WorkerProtocol::pump(Nanos now) {
     advance_cursor(*op, c);
     ++op->outstanding;
     ++next_chunk_;
-    if (inflight_++ == 0) last_progress_ = now;  // the progress clock starts with the first chunk
+    ++burst;
+    if (inflight_++ == 0) {
+      last_progress_ = now;  // the progress clock starts with the first chunk
+      if (last_activity_ && now - last_activity_ > rtt_.rto_base())
+        win_.restart_after_idle(std::uint32_t(std::min<Nanos>((now - last_activity_) / rtt_.rto_base(), 32)),
+                                kInitialWindow);
+    }
     transmit(e, now, false);
   }
-}
-
-void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
-  Op& op = *op_by_id(e.op);
-  const Chunk& c = e.c;
-  const NumKind kind = op.w.kind;
-  Header h;
-  h.type = PacketType::data;
-  h.member = cfg_.member;
-  h.job = cfg_.job;
-  h.epoch = epoch_;
-  h.chunk = wire_chunk(e.chunk);
-  h.slot = std::uint16_t(h.chunk % info_.slots);
-  if (c.want) h.flags |= proto::flag::want_result;
-  if (retransmit) h.flags |= proto::flag::retransmit;
-  std::size_t payload = 0;
-  std::byte* p = nullptr;
-  if (c.has_in && !c.sync) {
-    const Segment& seg = op.w.segments[c.seg];
-    h.elem = wire_elem(kind);
-    h.op = wire_op(kind, op.w.op, c.exponent);
-    h.count = std::uint16_t(c.n);
-    payload = std::size_t(c.n) * proto::elem_size(h.elem);
-    p = out_.reserve(proto::kHeaderBytes + payload);
-    std::byte* dst = p + proto::kHeaderBytes;
-    const std::uint64_t E = chunk_elems(kind);
-    if (c.exponent) {
-      for (std::uint32_t b = 0; b < c.n; ++b) {
-        const std::uint64_t first = c.off + b * E;
-        const std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
-        fscratch_.resize(len);
-        std::memcpy(fscratch_.data(), seg.in.data() + first * 4, len * 4);
-        proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(fscratch_.data(), len)));
-      }
-    } else if (kind == NumKind::fx32) {
-      const Group& g = op.groups.at(c.group);
-      const std::int32_t ex = g.exps[(c.off / E) % E];
-      fscratch_.resize(c.n);
-      std::memcpy(fscratch_.data(), seg.in.data() + c.off * 4, std::size_t(c.n) * 4);
-      scratch_.resize(c.n);
-      fx32_encode(fscratch_.data(), c.n, ex, op.headroom, scratch_.data());
-      std::memcpy(dst, scratch_.data(), payload);
-    } else {
-      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
-    }
-  } else {
-    p = out_.reserve(proto::kHeaderBytes);
-  }
-  proto::encode_header(h, p);
-  out_.commit(cfg_.switch_ep, proto::kHeaderBytes + payload);
-  count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
-  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
 }
 
 // ---- packets from the switch ------------------------------------------------------------------
 
 void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now) {
   proto::PacketView v;
-  if (proto::decode(bytes, v) != Reason::ok || from != cfg_.switch_ep || v.h.job != cfg_.job) {
+  const int lane = lane_of(from);
+  if (lane < 0 || proto::decode(bytes, v) != Reason::ok || v.h.job != cfg_.job) {
     ++rep_.foreign;
     return;
   }
+  const auto l = std::size_t(lane);
   count_rx(rep_, bytes.size());
   const Header& h = v.h;
   switch (h.type) {
-    case PacketType::join_ack: {
-      if (!joining_ || failed_ || h.chunk != join_nonce_) return;  // a late duplicate
-      auto info = proto::read_join_info(v.payload);
-      if (info.slots == 0 || info.slots > 0xFFFF || info.slot_elems == 0 ||
-          info.slot_elems > proto::kMaxPayloadBytes / 4 || h.epoch == 0) {
-        fail(WorkerErrorKind::protocol,
-             "switch " + cfg_.switch_ep.str() + " sent an invalid join_ack", label_for_errors());
-        return;
-      }
-      info_ = info;
-      epoch_ = h.epoch;
-      if (!join_retransmitted_) on_join_rtt(now - join_sent_);  // a clean path sample
-      joining_ = false;
-      joined_ = true;
-      ring_.assign(info.slots, Entry{});
-      next_chunk_ = 0;
-      inflight_ = 0;
-      clear_recovery();
-      win_.configure(ring_size(), cfg_.window, kInitialWindow);
-      last_progress_ = now;
-      pump(now);
-      return;
-    }
+    case PacketType::join_ack:
+      return handle_join_ack(v, l, now);
     case PacketType::result:
-      if (!joined_ || failed_ || h.epoch != epoch_) {
+      if (!joined_ || failed_ || h.epoch != lanes_[l].epoch) {
         ++rep_.foreign;
         return;
       }
       // The switch answers: the network is alive, so time-outs need not back off further
       // (loss there is random, not a collapse; the window has reacted to it already).
       rtt_.reset_backoff();
-      return handle_result(v, bytes.size(), now);
+      last_heard_ = now;
+      return handle_result(v, l, bytes.size(), now);
     case PacketType::nack:
-      return handle_nack(v);
+      return handle_nack(v, l);
     case PacketType::pending: {
-      if (!joined_ || failed_ || h.epoch != epoch_) return;
+      if (!joined_ || failed_ || h.epoch != lanes_[l].epoch) return;
       rtt_.reset_backoff();
-      Entry* e = entry_for(h);
+      last_heard_ = now;
+      Entry* e = entry_for(h, l);
       if (!e) return;
       count_rx(op_by_id(e->op)->rep, bytes.size());
       const bool first = !e->pending_seen;
@@ -525,26 +350,34 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
   }
 }
 
-WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h) {
+WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h, std::size_t lane) {
   const std::uint32_t S = info_.slots;
   if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
-  Entry& e = ring_[h.slot];
+  Entry& e = ring_[lane + L() * h.slot];
   if (!e.busy || wire_chunk(e.chunk) != h.chunk) return nullptr;
   return &e;
 }
 
-void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now) {
+WorkerProtocol::Entry* WorkerProtocol::old_entry_for(const Header& h, std::size_t lane) {
+  const std::uint32_t S = info_.slots;
+  if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
+  Entry& e = ring_[lane + L() * h.slot];
+  if (e.busy || wire_chunk(e.chunk) != h.chunk) return nullptr;
+  return &e;
+}
+
+void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
+                                   std::size_t bytes, Nanos now) {
   const Header& h = v.h;
   if (h.slot >= info_.slots || h.chunk % info_.slots != h.slot) {
     ++rep_.foreign;
     return;
   }
-  Entry* ep = entry_for(h);
+  Entry* ep = entry_for(h, lane);
   if (!ep) {
     ++rep_.duplicate_results;
-    Entry& old = ring_[h.slot];
-    if (!old.busy && wire_chunk(old.chunk) == h.chunk) {
-      on_duplicate_result(old);
+    if (Entry* old = old_entry_for(h, lane)) {
+      on_duplicate_result(*old, now);
       pump(now);
     }
     return;
@@ -621,7 +454,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t bytes
   pump(now);
 }
 
-void WorkerProtocol::handle_nack(const proto::PacketView& v) {
+void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane) {
   const Header& h = v.h;
   const auto about = PacketType(h.aux & 0xFF);
   const std::uint32_t detail = h.aux >> 8;
@@ -633,17 +466,18 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
       return;
     }
     fail(WorkerErrorKind::rejected,
-         "switch " + cfg_.switch_ep.str() + " refused member " + std::to_string(cfg_.member) +
+         "switch " + lanes_[lane].ep.str() + " refused member " + std::to_string(cfg_.member) +
              " of job " + std::to_string(cfg_.job) + ": " + std::string(proto::name(h.reason)),
          label_for_errors());
     return;
   }
   if (!joined_) return;
+  const std::uint32_t epoch = lanes_[lane].epoch;
   if (h.reason == Reason::job_failed) {
-    if (h.epoch != epoch_) return;
+    if (h.epoch != epoch) return;
     fail(WorkerErrorKind::job_failed,
          "job " + std::to_string(cfg_.job) + " failed upstream of switch " +
-             cfg_.switch_ep.str() + ": its parent reported " +
+             lanes_[lane].ep.str() + ": its parent reported " +
              std::string(proto::name(Reason(detail & 0xFF))) +
              " (the parent switch restarted or lost the job); retry or use the host algorithm",
          label_for_errors());
@@ -653,9 +487,9 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
   // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
   // else they are late answers to old packets.
   if (about != PacketType::data) return;
-  const Entry* e = entry_for(h);
+  const Entry* e = entry_for(h, lane);
   if (!e) return;
-  if (h.reason != Reason::stale_epoch && h.epoch != epoch_) return;
+  if (h.reason != Reason::stale_epoch && h.epoch != epoch) return;
   const Op& op = *op_by_id(e->op);
   const std::string label = op.w.label;
   switch (h.reason) {
@@ -666,7 +500,7 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
            label);
       return;
     case Reason::stale_epoch:
-      if (h.epoch == epoch_) return;
+      if (h.epoch == epoch) return;
       fail(WorkerErrorKind::switch_restarted,
            where(e->chunk) + ": the switch's epoch for the job changed (restart or reset by a "
                              "newer session); retry or use the host algorithm",
@@ -698,20 +532,7 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v) {
 
 void WorkerProtocol::on_tick(Nanos now) {
   if (failed_) return;
-  if (joining_) {
-    if (now >= join_deadline_) {
-      fail(WorkerErrorKind::timeout,
-           "no join_ack from switch " + cfg_.switch_ep.str() + " for job " +
-               std::to_string(cfg_.job) + " member " + std::to_string(cfg_.member) +
-               " within " + seconds(cfg_.join_timeout) +
-               (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
-                                                     : " (no answer)"),
-           label_for_errors());
-      return;
-    }
-    if (now >= join_resend_) send_join(now, true);
-    return;
-  }
+  if (joining_) return join_tick(now);
   if (!joined_ || inflight_ == 0) return;
   if (now - last_progress_ >= cfg_.progress_timeout) {
     const Entry* oldest = nullptr;
@@ -734,7 +555,12 @@ void WorkerProtocol::on_tick(Nanos now) {
 
 Nanos WorkerProtocol::next_deadline() const {
   if (failed_) return std::numeric_limits<Nanos>::max();
-  if (joining_) return std::min(join_deadline_, join_resend_);
+  if (joining_) {
+    Nanos t = join_deadline_;
+    for (const auto& l : lanes_)
+      if (!l.joined) t = std::min(t, l.resend);
+    return t;
+  }
   if (!joined_ || inflight_ == 0) return std::numeric_limits<Nanos>::max();
   return std::min({last_progress_ + cfg_.progress_timeout, rto_deadline_, probe_deadline_,
                    reo_deadline_, poll_deadline_});

@@ -11,15 +11,19 @@
 //   }
 //   w.failed() ? w.error() (kind, message, retryable()) : ...
 //
-// Submitted ops form one chunk stream per job, issued in order; chunk c uses slot c mod S and
-// is sent only once the result of chunk c - S arrived (SwitchML's window), at most `window` in
-// flight. A chunk without a result is retransmitted on time-out with exponential back-off. The
-// switch's epoch (learned at join) guards every exchange: a switch that restarted or reset the
-// job answers with a refusal, which becomes an error, never a silent wrong result.
+// Submitted ops form one chunk stream per job, issued in order and striped over the switch's
+// lanes (chunk c to lane c mod L, in lane slot (c / L) mod S); chunk c is sent only once the
+// result of chunk c - L S arrived (SwitchML's window, per lane), and at most a congestion
+// window of chunks is in the network (loss-based AIMD; worker_recovery.cpp: RACK, tail probes,
+// a timer from the measured round trip, polls of chunks the switch holds). Each lane's epoch
+// (learned at join) guards every exchange: a switch that restarted or reset the job answers
+// with a refusal, which becomes an error, never a silent wrong result. docs/PROTOCOL.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <span>
 #include <string>
@@ -88,8 +92,12 @@ struct WorkerConfig {
   // Retransmission timeout: rto_initial before the first RTT sample, then srtt + 4 rttvar
   // clamped to [rto_min, rto_max], doubled per consecutive time-out (at most rto_max).
   Nanos rto_initial = 5 * kMillisecond;
-  Nanos rto_min = 500'000;
+  Nanos rto_min = 50000;
   Nanos rto_max = 200 * kMillisecond;
+  // Use only the lane at switch_ep, whatever lanes the job has (the switch's per-lane tests and
+  // benchmarks drive lanes independently); every member of the job must then use that lane.
+  // Default: join lane 0 at switch_ep, then every lane of the job, and stripe over them.
+  bool single_lane = false;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
 };
@@ -97,6 +105,7 @@ struct WorkerConfig {
 // The congestion controller's state and counters (for tests, benchmarks and reports).
 struct WorkerCcStats {
   std::uint32_t cwnd = 0, ssthresh = 0, cap = 0;  // chunks
+  std::uint32_t pipe = 0;  // chunks in the network (sent, not completed, held or deemed lost)
   Nanos srtt = 0, rttvar = 0, min_rtt = 0, rto = 0;
   std::uint32_t reorder_window_mult = 1;  // RACK's reordering window, in min_rtt/4
   std::uint64_t fast_retransmits = 0;  // chunks deemed lost by RACK and retransmitted
@@ -106,6 +115,8 @@ struct WorkerCcStats {
   std::uint64_t spurious = 0;          // retransmissions or loss marks proven unnecessary
   std::uint64_t decreases = 0, undos = 0;
   std::uint64_t rtt_samples = 0;
+  bool lossy = false;  // repairs lately needed or retransmissions unanswered (see lossy())
+  std::uint32_t repairs_needed = 0, repairs_unneeded = 0, retx_answered = 0, retx_unanswered = 0;
 };
 
 enum class WorkerErrorKind : std::uint8_t {
@@ -146,10 +157,23 @@ struct WorkerCompletion {
   OpReport report;  // this op only (join traffic and foreign packets are in report())
 };
 
+// What the loss recovery did, for a tracer installed with WorkerProtocol::set_trace (tests,
+// benchmarks, debugging; no cost when none is installed).
+struct WorkerTraceEvent {
+  enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample } kind;
+  Nanos now = 0;
+  std::uint64_t chunk = 0;
+  std::int64_t value = 0;  // completed/sample: RTT; timeout: back-off; pending: 1 if first
+};
+
 struct TxPacket {
   Endpoint to;
   std::vector<std::byte> bytes;
 };
+
+// The endpoint of lane l of a switch whose lane 0 is `base`: port + l for IPv4, the next node
+// numbers in the simulated network (SimCluster::add_switch_lanes).
+Endpoint lane_endpoint(Endpoint base, std::uint16_t l);
 
 class WorkerProtocol {
  public:
@@ -189,10 +213,14 @@ class WorkerProtocol {
   // Counters since the last start() or reset(), over every op, joins and foreign packets.
   const OpReport& report() const { return rep_; }
   bool joined() const { return joined_; }
-  std::uint32_t epoch() const { return epoch_; }
+  std::uint32_t epoch() const { return lanes_.empty() ? 0 : lanes_[0].epoch; }  // lane 0's
+  // Lanes the job uses (learned at join, D1 of docs/PROTOCOL.md "Lanes"): global chunk c goes
+  // to lane c mod L, whose endpoint is lane_endpoint(switch_ep, l).
+  std::uint16_t lanes() const { return std::uint16_t(lanes_.size()); }
   const proto::JoinInfo& join_info() const { return info_; }
   const WorkerConfig& config() const { return cfg_; }
   WorkerCcStats cc_stats() const;
+  void set_trace(std::function<void(const WorkerTraceEvent&)> f) { trace_ = std::move(f); }
 
   // Forget the join and the queue: the next submit() joins again and begins a fresh chunk
   // stream (use after a retryable error, once every member agreed to retry).
@@ -230,8 +258,11 @@ class WorkerProtocol {
     bool repair = false;   // its last retransmission repaired a deemed loss (not a probe)
     bool proven = false;   // a retransmission of it was already proven unnecessary
     bool acked = false;    // the window grew on a `pending` for it already
+    bool awaiting_answer = false;  // retransmitted, no answer yet
+    bool dup_sampled = false;      // the answer to its retransmission gave an RTT sample
     bool pending_seen = false;  // the switch answered `pending`: it holds our contribution
-                                // (held: out of the pipe, polled by the timer only)
+    bool held = false;          // out of the pipe, polled only (pending, or presumed so)
+    Nanos suspect_at = 0;       // held: when a chunk after it in the stream completed
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
@@ -261,7 +292,6 @@ class WorkerProtocol {
 
   void fail(WorkerErrorKind k, std::string msg, std::string_view label);
   std::string_view label_for_errors() const;
-  void send_join(Nanos now, bool retransmit);
   void begin_join(Nanos now);
   bool begin_op(Op& op);  // capability check when the op's first chunk is due
   Op* op_by_id(std::uint64_t id);
@@ -277,37 +307,62 @@ class WorkerProtocol {
   void net_append(Entry& e);
   void net_insert_sorted(Entry& e);
   void on_chunk_result(Entry& e, Nanos now);  // before the entry is freed
-  void on_duplicate_result(Entry& e);
+  void on_duplicate_result(Entry& e, Nanos now);
   void on_pending(Entry& e, bool first, Nanos now);
   void rack_detect(Nanos now);
   void mark_lost(Entry& e, bool loss_event);
   void proven_spurious(Entry& e);
+  void note_repair(bool needed);
+  bool lossy() const;
+  void note_answer(Entry& e, bool answered);
   void restore_lost();
   void arm_timers(Nanos now, bool progress);
   void on_rto(Nanos now);
   void on_probe(Nanos now);
   void on_poll(Nanos now);
+  void hold(Entry& e, Nanos now);
+  void unhold(Entry& e);
+  Nanos poll_due(const Entry& e) const;
   void arm_polls();
 
   Nanos reorder_window() const;
   Nanos probe_timeout() const;
   void on_join_rtt(Nanos rtt);
   void clear_recovery();
-  void handle_result(const proto::PacketView& v, std::size_t bytes, Nanos now);
-  void handle_nack(const proto::PacketView& v);
-  Entry* entry_for(const proto::Header& h);
+  void handle_result(const proto::PacketView& v, std::size_t lane, std::size_t bytes, Nanos now);
+  void handle_nack(const proto::PacketView& v, std::size_t lane);
+  Entry* entry_for(const proto::Header& h, std::size_t lane);
+  Entry* old_entry_for(const proto::Header& h, std::size_t lane);
   std::string where(std::uint64_t chunk) const;
+  // Joining (worker_join.cpp): lane 0 first, then lanes 1..L-1, each with its own nonce/epoch.
+  struct Lane {
+    Endpoint ep{};
+    std::uint32_t epoch = 0;
+    std::uint32_t nonce = 0;  // echoed by the join_ack: only our current attempt counts
+    bool joined = false;
+    Nanos sent = 0, resend = 0, rto = 0;
+    bool retransmitted = false;
+  };
+  void start_lane_join(std::size_t l, Nanos now);
+  void send_join(std::size_t l, Nanos now, bool retransmit);
+  void handle_join_ack(const proto::PacketView& v, std::size_t l, Nanos now);
+  void join_tick(Nanos now);
+  int lane_of(Endpoint from) const;
+  std::uint32_t L() const { return std::uint32_t(lanes_.size()); }
   std::string stall_detail(const Entry& e, Nanos now) const;
   std::uint32_t chunk_elems(NumKind k) const;
   std::uint32_t ring_size() const { return std::uint32_t(ring_.size()); }
-  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk); }
+  // Striping (D1): global chunk c is lane chunk c / L on lane c mod L, in lane slot
+  // (c / L) mod S, at ring index c mod (L S) = lane + L slot.
+  std::uint32_t wire_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk / L()); }
+  std::uint32_t lane_of_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk % L()); }
 
   WorkerConfig cfg_;
   bool failed_ = false;
   bool joining_ = false;
   bool joined_ = false;
-  std::uint32_t epoch_ = 0;
-  proto::JoinInfo info_{};
+  std::vector<Lane> lanes_;
+  proto::JoinInfo info_{};  // lane 0's (slots per lane; every lane must agree)
   OpReport rep_;
   WorkerError err_;
   Outbox out_;
@@ -335,17 +390,28 @@ class WorkerProtocol {
   Nanos rack_rtt_ = 0;
   std::uint32_t reo_mult_ = 1, recoveries_quiet_ = 0;
   Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
-  Nanos poll_last_ = 0;             // the last poll round
+  Nanos poll_last_ = 0;             // the last background poll, or progress
+  std::vector<std::uint32_t> held_;  // ring indices of held chunks
+  std::vector<std::int32_t> poll_scratch_;
   std::uint32_t poll_backoff_ = 0;  // poll rounds since the last progress
   bool probe_out_ = false;
   bool rto_recovery_ = false;     // F-RTO: a timeout not yet proven real or spurious
   std::uint64_t rto_xmit_seq_ = 0;  // transmissions up to this one preceded the timeout
   std::int64_t undo_retrans_ = 0;   // chunks retransmitted this episode, not proven spurious
   bool cwnd_limited_ = false;
+  Nanos last_activity_ = 0;  // the last result: the stream's last sign of life
+  std::array<Nanos, 15> gaps_{};  // the last gaps between results (a floor for the timer)
+  std::size_t gap_next_ = 0;
+  Nanos last_heard_ = 0;     // the last result or pending from the switch
+  std::uint32_t repairs_needed_ = 0, repairs_unneeded_ = 0;  // recent retransmissions' outcome
+  std::uint32_t retx_answered_ = 0, retx_unanswered_ = 0;
   WorkerCcStats cc_{};
-  Nanos join_started_ = 0, join_deadline_ = 0, join_resend_ = 0, join_rto_ = 0, join_sent_ = 0;
-  bool join_retransmitted_ = false;
-  std::uint32_t join_nonce_ = 0;  // echoed by the join_ack: only our current attempt counts
+  std::function<void(const WorkerTraceEvent&)> trace_;
+  void trace(WorkerTraceEvent::Kind k, Nanos now, std::uint64_t chunk, std::int64_t v) {
+    if (trace_) trace_({k, now, chunk, v});
+  }
+  Nanos join_started_ = 0, join_deadline_ = 0;
+  std::uint32_t nonce_seed_ = 0;
   proto::Reason join_refusal_ = proto::Reason::ok;
   Nanos last_progress_ = 0;
   std::vector<std::int32_t> scratch_;

@@ -27,7 +27,8 @@ void RttEstimator::sample(Nanos rtt) {
 }
 
 Nanos RttEstimator::rto_base() const {
-  return std::clamp(has_ ? srtt_ + 4 * rttvar_ : initial_, min_, max_);
+  return std::clamp(has_ ? srtt_ + 4 * rttvar_ : initial_, std::min(std::max(min_, floor_), max_),
+                    max_);
 }
 
 Nanos RttEstimator::rto() const {
@@ -117,6 +118,14 @@ void ChunkWindow::on_timeout(std::uint64_t next_chunk, std::uint32_t inflight) {
   recovery_ = true;
   recovery_end_ = next_chunk;
   ++timeouts;
+}
+
+void ChunkWindow::restart_after_idle(std::uint32_t periods, std::uint32_t initial) {
+  if (fixed_ || periods == 0) return;
+  ssthresh_ = std::max(ssthresh_ < 1e17 ? ssthresh_ : 0.0, cwnd_ * 3 / 4);
+  double w = cwnd_;
+  for (std::uint32_t i = 0; i < periods && w > initial; ++i) w /= 2;
+  cwnd_ = std::max(std::min(double(initial), cwnd_), w);
 }
 
 void ChunkWindow::undo() {

@@ -27,13 +27,15 @@ class RttEstimator {
   Nanos rto_base() const;  // the same without back-off
   // The probe timeout of a tail loss probe: 2 srtt, at most the RTO.
   Nanos pto() const;
+  // A further lower bound on the timeout (twice the spacing of results, see the worker).
+  void set_floor(Nanos f) { floor_ = f; }
   void back_off() { backoff_ = std::min(backoff_ + 1, 30u); }
   void reset_backoff() { backoff_ = 0; }
   unsigned backoff() const { return backoff_; }
 
  private:
   Nanos initial_ = 5 * kMillisecond, min_ = kMillisecond, max_ = 200 * kMillisecond;
-  Nanos srtt_ = 0, rttvar_ = 0, min_rtt_ = 0, latest_ = 0;
+  Nanos srtt_ = 0, rttvar_ = 0, min_rtt_ = 0, latest_ = 0, floor_ = 0;
   bool has_ = false;
   unsigned backoff_ = 0;
 };
@@ -61,6 +63,10 @@ class ChunkWindow {
   bool on_loss(std::uint64_t chunk, std::uint64_t next_chunk);
   // The retransmission timer fired: one chunk in flight, slow start from there.
   void on_timeout(std::uint64_t next_chunk, std::uint32_t inflight);
+  // The stream was idle for `periods` timeouts: the window is no longer validated by the path
+  // (RFC 7661, Linux's tcp_cwnd_restart): halve it per period, not below `initial`, keeping
+  // ssthresh at 3/4 of it so slow start gets back quickly.
+  void restart_after_idle(std::uint32_t periods, std::uint32_t initial);
   // The last decrease was spurious (the data had arrived): restore the window before it.
   void undo();
   bool in_recovery() const { return recovery_; }

@@ -1,7 +1,17 @@
-// WorkerOp builders: how each collective maps to segments of the job's chunk stream.
+// WorkerOp builders (how each collective maps to segments of the job's chunk stream), the
+// cursor that cuts an op into chunks, and the chunk payloads sent.
+#include <algorithm>
+#include <cstring>
+
+#include "src/switch/arith.hpp"
 #include "src/switch/worker.hpp"
+#include "src/switch/worker_internal.hpp"
 
 namespace inc::sw {
+
+using namespace detail;
+using proto::Header;
+using proto::PacketType;
 
 std::string_view name(WorkerErrorKind k) noexcept {
   constexpr std::string_view names[] = {"none",     "invalid",     "timeout",   "switch_restarted",
@@ -78,6 +88,109 @@ WorkerOp WorkerOp::barrier() {
   w.kind = NumKind::raw;
   w.sync = true;
   return w;
+}
+
+// ---- cutting ops into chunks -----------------------------------------------------------------
+
+bool WorkerProtocol::next_chunk(Op& op, Chunk& c) {
+  const auto& segs = op.w.segments;
+  while (op.seg < segs.size() && op.off >= segs[op.seg].elems) {
+    ++op.seg;
+    op.off = 0;
+  }
+  if (op.seg >= segs.size()) {
+    if (!op.sync_left) return false;
+    c = Chunk{};
+    c.sync = true;
+    c.want = true;
+    return true;
+  }
+  const Segment& s = segs[op.seg];
+  const std::uint64_t E = chunk_elems(op.w.kind);
+  c = Chunk{};
+  c.seg = op.seg;
+  c.off = op.off;
+  c.group = op.group;
+  c.has_in = !s.in.empty();
+  if (op.w.kind == NumKind::fx32 && op.group_left == 0) {
+    const std::uint64_t blocks = (s.elems - op.off + E - 1) / E;
+    c.exponent = true;
+    c.n = std::uint32_t(std::min<std::uint64_t>(blocks, E));
+    c.want = true;
+    return true;
+  }
+  c.n = std::uint32_t(std::min<std::uint64_t>(E, s.elems - op.off));
+  c.want = !s.out.empty();
+  return true;
+}
+
+void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
+  if (c.sync) {
+    op.sync_left = false;
+    return;
+  }
+  if (c.exponent) {
+    op.group_left = c.n;
+    op.groups[op.group].outstanding = c.n;
+    return;
+  }
+  op.off += c.n;
+  if (op.w.kind == NumKind::fx32 && --op.group_left == 0) ++op.group;
+}
+
+// ---- chunk payloads ---------------------------------------------------------------------------
+
+void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
+  Op& op = *op_by_id(e.op);
+  const Chunk& c = e.c;
+  const NumKind kind = op.w.kind;
+  Header h;
+  h.type = PacketType::data;
+  h.member = cfg_.member;
+  h.job = cfg_.job;
+  const Lane& lane = lanes_[lane_of_chunk(e.chunk)];
+  h.epoch = lane.epoch;
+  h.chunk = wire_chunk(e.chunk);
+  h.slot = std::uint16_t(h.chunk % info_.slots);
+  if (c.want) h.flags |= proto::flag::want_result;
+  if (retransmit) h.flags |= proto::flag::retransmit;
+  std::size_t payload = 0;
+  std::byte* p = nullptr;
+  if (c.has_in && !c.sync) {
+    const Segment& seg = op.w.segments[c.seg];
+    h.elem = wire_elem(kind);
+    h.op = wire_op(kind, op.w.op, c.exponent);
+    h.count = std::uint16_t(c.n);
+    payload = std::size_t(c.n) * proto::elem_size(h.elem);
+    p = out_.reserve(proto::kHeaderBytes + payload);
+    std::byte* dst = p + proto::kHeaderBytes;
+    const std::uint64_t E = chunk_elems(kind);
+    if (c.exponent) {
+      for (std::uint32_t b = 0; b < c.n; ++b) {
+        const std::uint64_t first = c.off + b * E;
+        const std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
+        fscratch_.resize(len);
+        std::memcpy(fscratch_.data(), seg.in.data() + first * 4, len * 4);
+        proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(fscratch_.data(), len)));
+      }
+    } else if (kind == NumKind::fx32) {
+      const Group& g = op.groups.at(c.group);
+      const std::int32_t ex = g.exps[(c.off / E) % E];
+      fscratch_.resize(c.n);
+      std::memcpy(fscratch_.data(), seg.in.data() + c.off * 4, std::size_t(c.n) * 4);
+      scratch_.resize(c.n);
+      fx32_encode(fscratch_.data(), c.n, ex, op.headroom, scratch_.data());
+      std::memcpy(dst, scratch_.data(), payload);
+    } else {
+      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
+    }
+  } else {
+    p = out_.reserve(proto::kHeaderBytes);
+  }
+  proto::encode_header(h, p);
+  out_.commit(lane.ep, proto::kHeaderBytes + payload);
+  count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
+  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
 }
 
 }  // namespace inc::sw

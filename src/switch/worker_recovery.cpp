@@ -13,6 +13,7 @@
 //    retransmitted once, or a result for a chunk deemed lost but not yet retransmitted: when
 //    all of an episode's retransmissions were, the window decrease is undone (and RACK's
 //    reordering window grows).
+#include <algorithm>
 #include <limits>
 
 #include "src/switch/worker.hpp"
@@ -28,6 +29,12 @@ WorkerCcStats WorkerProtocol::cc_stats() const {
   s.cwnd = win_.cwnd();
   s.ssthresh = win_.ssthresh();
   s.cap = win_.cap();
+  s.pipe = pipe_;
+  s.lossy = lossy();
+  s.repairs_needed = repairs_needed_;
+  s.repairs_unneeded = repairs_unneeded_;
+  s.retx_answered = retx_answered_;
+  s.retx_unanswered = retx_unanswered_;
   s.srtt = rtt_.srtt();
   s.rttvar = rtt_.rttvar();
   s.min_rtt = rtt_.min_rtt();
@@ -50,6 +57,8 @@ void WorkerProtocol::clear_recovery() {
   rack_rtt_ = 0;
   rto_unproven_ = 0;
   poll_backoff_ = 0;
+  gap_next_ = 0;
+  held_.clear();  // (the entries themselves are reset by the caller)
 }
 
 // ---- the transmission-order list ----------------------------------------------------------
@@ -63,7 +72,7 @@ void WorkerProtocol::net_unlink(Entry& e) {
   e.prev = e.next = -1;
   e.in_net = false;
   --listed_;
-  if (!e.pending_seen) --pipe_;
+  if (!e.held) --pipe_;
 }
 
 void WorkerProtocol::net_append(Entry& e) {
@@ -75,7 +84,7 @@ void WorkerProtocol::net_append(Entry& e) {
   net_tail_ = i;
   e.in_net = true;
   ++listed_;
-  if (!e.pending_seen) ++pipe_;
+  if (!e.held) ++pipe_;
 }
 
 // Back into the list at its transmission position (a loss mark proven wrong).
@@ -92,12 +101,14 @@ void WorkerProtocol::net_insert_sorted(Entry& e) {
   else net_head_ = i;
   e.in_net = true;
   ++listed_;
-  if (!e.pending_seen) ++pipe_;
+  if (!e.held) ++pipe_;
 }
 
 // ---- sending --------------------------------------------------------------------------------
 
 void WorkerProtocol::transmit(Entry& e, Nanos now, bool retransmit) {
+  note_answer(e, false);  // a retransmission still unanswered: it (or its answer) was lost
+  e.awaiting_answer = retransmit;
   if (retransmit) {
     ++e.tries;
     net_unlink(e);
@@ -108,7 +119,7 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, bool retransmit) {
   e.timer_epoch = timer_epoch_;
   net_append(e);
   send_chunk(e, retransmit);
-  if (rto_deadline_ == kNever && !e.pending_seen) rto_deadline_ = now + rtt_.rto();
+  if (rto_deadline_ == kNever && !e.held) rto_deadline_ = now + rtt_.rto();
   if (!retransmit && !probe_out_) probe_deadline_ = now + probe_timeout();
 }
 
@@ -116,11 +127,24 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, bool retransmit) {
 
 void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   const std::uint32_t pipe_before = pipe_;
+  // The timer restarts on every result, so it fires whenever results come further apart than
+  // it: on a slow link (an 8 KiB chunk takes 0.7 ms to serialize at 100 Mb/s) a timer from an
+  // underestimated round trip would fire between every two results, and its spurious repairs
+  // would flood the link (and keep their samples out). So it never goes below twice the
+  // smallest of the last 15 gaps between results while chunks were out: results cannot come
+  // faster than our link serializes them, whatever the loss (a median would grow with the
+  // sparse results of loss recovery, and slow it down further).
+  if (last_activity_ && pipe_before + (listed_ - pipe_) > 0) {
+    gaps_[gap_next_++ % gaps_.size()] = now - last_activity_;
+    const std::size_t k = std::min<std::size_t>(gap_next_, gaps_.size());
+    rtt_.set_floor(2 * *std::min_element(gaps_.begin(), gaps_.begin() + long(k)));
+  }
+  last_activity_ = now;
+
   // F-RTO: a chunk sent before the time-out and never retransmitted came back: the time-out
   // was spurious (a delay, not a loss).
   if (rto_recovery_ && e.tries == 0 && e.xmit_seq <= rto_xmit_seq_) {
-    rto_recovery_ = false;
-    rto_unproven_ = 0;  // Eifel: the samples of chunks out during the time-out are good
+    rto_recovery_ = false;  // (its samples stay out: it may have waited for a member's repair)
     ++cc_.spurious;
     win_.undo();
     restore_lost();
@@ -142,20 +166,37 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   // while another member is merely slower only draws `pending`.
   const Nanos since_last = now - e.last_sent;
   const bool overtaken = e.xmit_seq < rack_seq_;
+  trace(WorkerTraceEvent::completed, now, e.chunk, now - e.first_sent);
+  note_answer(e, true);
+  // A repair that completed and was not proven unnecessary was needed. (A poll answered with
+  // the result proves nothing: the result may have been on its way.)
+  if (e.tries > 0 && e.repair && !e.proven) note_repair(true);
+  if (!rtt_.has_sample() && e.tries > 0 && since_last < rtt_.rto_base()) {
+    // No sample yet (the join was retransmitted, and so was this chunk): the time since the
+    // last transmission is ambiguous but at most an underestimate, and below the initial
+    // timeout it can only make the timer sooner, which a spurious time-out reveals; staying at
+    // the initial timeout would stall every repair of this member, and the job with it.
+    rtt_.sample(since_last);
+  }
+  const bool clean = e.tries == 0 && !overtaken && e.xmit_seq >= wait_seq_ &&
+                     (rto_unproven_ == 0 || e.timer_epoch >= rto_unproven_);
   if (e.tries == 0 && !overtaken) {
     lat_.sample(now - e.first_sent);
-    if (e.xmit_seq >= wait_seq_ && (rto_unproven_ == 0 || e.timer_epoch >= rto_unproven_)) {
-      // Clamped at 8 min_rtt: a sample that slipped through the filters while the chunk waited
-      // for another member's repair must not stretch the timer (the feedback above); a slower
-      // path still shows in the timer through spurious time-outs, which cost one packet.
-      rtt_.sample(std::min(now - e.first_sent, 8 * rtt_.min_rtt()));
+    if (clean) {
+      // At most twice the current timeout: one sample that slipped through the filters while
+      // the chunk waited for another member's repair must not stretch the timer at once (the
+      // feedback above); a path that really slowed down (a queue) still raises it within a
+      // few dozen samples, geometrically.
+      rtt_.sample(std::min(now - e.first_sent, 2 * rtt_.rto_base()));
+      trace(WorkerTraceEvent::sample, now, e.chunk, now - e.first_sent);
       win_.on_rtt_sample(e.chunk, now - e.first_sent, next_chunk_);
       ++cc_.rtt_samples;
     }
   }
   // RACK: the newest transmission known delivered (a retransmission counts only if its result
-  // cannot be the original's, RFC 8985 6.2).
-  if (e.tries == 0 || since_last >= rtt_.min_rtt()) {
+  // cannot be the original's, RFC 8985 6.2). A chunk the switch held for us completed when
+  // another member's contribution came: its timing says nothing about our transmissions.
+  if (!e.held && (e.tries == 0 || since_last >= rtt_.min_rtt())) {
     if (e.xmit_seq > rack_seq_) {
       rack_seq_ = e.xmit_seq;
       rack_rtt_ = since_last;
@@ -164,12 +205,17 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   net_unlink(e);
   e.lost = false;
   if (!e.acked) win_.on_ack(e.chunk, cwnd_limited_ || 2 * pipe_before >= win_.cwnd());
-  rtt_.reset_backoff();
-  if (e.pending_seen || poll_backoff_) {
-    // Progress: polls go back to the base interval; a held chunk that completed may have
-    // neighbours whose results were lost as well, so the next poll comes soon.
+  if (e.held) unhold(e);
+  if (!held_.empty()) {
+    // Progress: background polls wait again, from scratch; and held chunks before this one
+    // in the stream are suspect: every member sends in stream order, so their results are
+    // due as well (RACK in stream order); unless a member's packet was lost, ours was.
     poll_backoff_ = 0;
-    if (e.pending_seen) poll_last_ = now - rtt_.rto_base() + rtt_.min_rtt();
+    poll_last_ = now;
+    for (std::uint32_t i : held_) {
+      Entry& x = ring_[i];
+      if (x.chunk < e.chunk && x.suspect_at == 0) x.suspect_at = now;
+    }
     arm_polls();
   }
   probe_out_ = false;
@@ -178,7 +224,18 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   arm_timers(now, true);
 }
 
-void WorkerProtocol::on_duplicate_result(Entry& e) {
+void WorkerProtocol::on_duplicate_result(Entry& e, Nanos now) {
+  // The second result of a chunk sent twice answers the retransmission when that reached the
+  // switch after the chunk completed there (the switch answers a duplicate at once): a path
+  // sample, queueing included. This is how the timer learns a queue that made it fire
+  // (Eifel), without the waits for other members' repairs that the original's result may
+  // include. If the switch answered the retransmission `pending` instead, this result is a
+  // network duplicate of the first one, and measures nothing.
+  if (e.tries == 1 && !e.dup_sampled && !e.pending_seen && !e.held) {
+    e.dup_sampled = true;
+    rtt_.sample(rtt_.has_sample() ? std::min(now - e.last_sent, 2 * rtt_.rto_base()) : now - e.last_sent);
+    ++cc_.rtt_samples;
+  }
   // A second result for a chunk retransmitted once: the switch answered both transmissions,
   // so the first had not been lost.
   if (e.tries == 1 && e.repair && !e.proven) {
@@ -188,47 +245,46 @@ void WorkerProtocol::on_duplicate_result(Entry& e) {
   }
 }
 
-Nanos WorkerProtocol::probe_timeout() const {
-  const Nanos p = lat_.has_sample() ? std::max<Nanos>(2 * lat_.srtt(), 10'000) : rtt_.pto();
-  return std::min(p, rtt_.rto());
-}
-
 void WorkerProtocol::on_join_rtt(Nanos rtt) {
   rtt_.sample(rtt);
   lat_.sample(rtt);
 }
 
+Nanos WorkerProtocol::probe_timeout() const {
+  const Nanos p = lat_.has_sample() ? std::max<Nanos>(2 * lat_.srtt(), 10'000) : rtt_.pto();
+  return std::min(p, rtt_.rto());
+}
+
+
 void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   // Chunks sent before the transmission this answers waited for other members: their
   // samples would measure those members, not the path.
   wait_seq_ = std::max(wait_seq_, e.xmit_seq);
-  if (first) {
-    e.polls_answered = 0;
-    // The switch holds our contribution: the chunk leaves the pipe (it no longer loads our
-    // path; only its result will come) and is never deemed lost again; only the timer polls
-    // it, in case that result is lost.
-    if (e.in_net) {
-      --pipe_;
-    } else if (e.lost) {  // deemed lost, not yet retransmitted: no need to
-      e.lost = false;
-      e.pending_seen = false;
-      net_insert_sorted(e);
-      e.pending_seen = true;
-      --pipe_;
-    }
-    if (listed_ - pipe_ == 1) poll_last_ = now;  // the first held chunk: polls start now
-    arm_polls();
-    if (pipe_ == 0) rto_deadline_ = probe_deadline_ = kNever;
-  }
+  note_answer(e, true);
+  trace(WorkerTraceEvent::pending, now, e.chunk, first);
+  if (first) hold(e, now);
   // The switch holds our contribution: the retransmission that drew this answer was not
   // needed on our path (another member's packet is missing, or this one is early).
   if (first && e.tries > 0 && e.repair && !e.proven) proven_spurious(e);
   // A chunk the time-out retransmitted was held by the switch: our path delivered it, so the
-  // window goes back (Eifel); the other chunks deemed lost stay so (they may be).
+  // window goes back (Eifel). Unless repairs have lately been needed (a lossy path), the other
+  // chunks sent before the time-out are presumed held too (a member is late): they leave the
+  // pipe and are polled, so a late member costs a few polls, not a window of repairs.
   if (rto_recovery_ && e.tries > 0 && e.xmit_seq > rto_xmit_seq_) {
     rto_recovery_ = false;
     rto_unproven_ = 0;
     win_.undo();
+    if (!lossy()) {
+      poll_scratch_.clear();
+      for (std::int32_t i = net_head_; i >= 0; i = ring_[std::size_t(i)].next)
+        if (!ring_[std::size_t(i)].held && ring_[std::size_t(i)].xmit_seq <= rto_xmit_seq_)
+          poll_scratch_.push_back(i);
+      for (auto [i, chunk] : lost_q_)
+        if (ring_[i].busy && ring_[i].chunk == chunk && ring_[i].lost &&
+            ring_[i].xmit_seq <= rto_xmit_seq_)
+          poll_scratch_.push_back(std::int32_t(i));
+      for (std::int32_t i : poll_scratch_) hold(ring_[std::size_t(i)], now);
+    }
   }
   // `pending` acknowledges our data: the window may grow on it (once per chunk), and RACK
   // learns that this transmission was delivered, so chunks sent before it that neither came
@@ -241,7 +297,7 @@ void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   // Only retransmissions draw `pending`: after exactly one, the answer is unambiguous and is
   // a pure path sample (the switch answers at once; no other member is involved).
   if (e.tries == 1 && (first || !e.polls_answered)) {
-    rtt_.sample(std::min(since_last, rtt_.has_sample() ? 8 * rtt_.min_rtt() : since_last));
+    rtt_.sample(rtt_.has_sample() ? std::min(since_last, 2 * rtt_.rto_base()) : since_last);
     ++cc_.rtt_samples;
   }
   if (!first) {
@@ -252,16 +308,38 @@ void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
     arm_polls();
   }
   if (e.repair) rtt_.reset_backoff();  // our repair reached the switch: our path works
-  if (since_last >= rtt_.min_rtt() && e.xmit_seq > rack_seq_) {
-    rack_seq_ = e.xmit_seq;
-    rack_rtt_ = since_last;
+}
+
+void WorkerProtocol::note_repair(bool needed) {
+  (needed ? repairs_needed_ : repairs_unneeded_) += 1;
+  if (repairs_needed_ + repairs_unneeded_ > 32) {  // a moving estimate
+    repairs_needed_ /= 2;
+    repairs_unneeded_ /= 2;
   }
-  rack_detect(now);
+}
+
+void WorkerProtocol::note_answer(Entry& e, bool answered) {
+  if (!e.awaiting_answer) return;
+  e.awaiting_answer = false;
+  (answered ? retx_answered_ : retx_unanswered_) += 1;
+  if (retx_answered_ + retx_unanswered_ > 32) {
+    retx_answered_ /= 2;
+    retx_unanswered_ /= 2;
+  }
+}
+
+// Is our path losing packets lately? Our repairs were needed, or our retransmissions often
+// drew no answer at all (neither `pending` nor a result). A member that is merely late makes
+// every retransmission draw `pending`: not lossy.
+bool WorkerProtocol::lossy() const {
+  return (repairs_needed_ >= 2 && 4 * repairs_needed_ > repairs_needed_ + repairs_unneeded_) ||
+         (retx_unanswered_ >= 2 && 8 * retx_unanswered_ > retx_answered_ + retx_unanswered_);
 }
 
 void WorkerProtocol::proven_spurious(Entry& e) {
   e.proven = true;
   ++cc_.spurious;
+  note_repair(false);
   if (--undo_retrans_ <= 0 && win_.can_undo()) {
     win_.undo();
     undo_retrans_ = 0;
@@ -286,6 +364,7 @@ Nanos WorkerProtocol::reorder_window() const {
 }
 
 void WorkerProtocol::mark_lost(Entry& e, bool loss_event) {
+  trace(WorkerTraceEvent::lost, e.last_sent, e.chunk, loss_event);
   net_unlink(e);
   e.lost = true;
   lost_q_.emplace_back(std::uint32_t(&e - ring_.data()), e.chunk);
@@ -308,7 +387,7 @@ void WorkerProtocol::rack_detect(Nanos now) {
     Entry& e = ring_[std::size_t(i)];
     const std::int32_t next = e.next;
     if (e.xmit_seq >= rack_seq_) break;  // sent after the newest delivered: no verdict
-    if (!e.pending_seen) {  // the switch has our part of those: only the timer retries them
+    if (!e.held) {  // the switch has our part of those: only polls retry them
       const Nanos deadline = e.last_sent + rack_rtt_ + reo;
       if (now >= deadline) {
         mark_lost(e, true);
@@ -336,34 +415,89 @@ void WorkerProtocol::arm_timers(Nanos now, bool progress) {
 
 // ---- chunks the switch holds for us ---------------------------------------------------------
 //
-// Their result comes when the members still missing (named by the `pending`) contribute; if
-// it is lost on our link, only a poll (a retransmission, answered with the stored result or
-// another `pending`) gets it.
+// A `pending` answer says the switch holds our contribution: the chunk is held, out of the
+// pipe (it no longer loads our path), never deemed lost again. Its result comes when the
+// members still missing contribute; if it is lost on our link, only a poll (a retransmission,
+// answered with the stored result or another `pending`) gets it. Two kinds of polls:
+//  - suspect: once a chunk after it in the stream completed (every member sends in stream
+//    order, so its result is due unless someone's packet was lost), a poll after srtt plus the
+//    reordering window, then every timeout while it stays incomplete;
+//  - background: when nothing completes for a timeout, the held chunk polled (or sent)
+//    longest ago, one per round, backing off while polls draw `pending` (a member is late or
+//    dead: polls cost a packet each).
 
-// One poll per round, of the held chunk polled (or sent) longest ago, so rounds cycle through
-// them; rounds go at the path's retransmission timeout while the job makes progress (the
-// members missing are repairing and results are due), and back off while nothing completes
-// (someone is late or dead: polls cost a packet each).
+void WorkerProtocol::hold(Entry& e, Nanos now) {
+  if (e.held) return;
+  if (e.in_net) {
+    --pipe_;
+  } else if (e.lost) {  // deemed lost, not yet retransmitted: no need to
+    e.lost = false;
+    net_insert_sorted(e);  // counts it in the pipe...
+    --pipe_;               // ...which it leaves
+  }
+  e.held = true;
+  e.suspect_at = 0;
+  e.polls_answered = 0;
+  if (held_.empty()) poll_last_ = now;
+  held_.push_back(std::uint32_t(&e - ring_.data()));
+  arm_polls();
+  if (pipe_ == 0) rto_deadline_ = probe_deadline_ = kNever;
+}
+
+void WorkerProtocol::unhold(Entry& e) {
+  const auto i = std::uint32_t(&e - ring_.data());
+  for (auto& h : held_)
+    if (h == i) {
+      h = held_.back();
+      held_.pop_back();
+      break;
+    }
+  e.held = false;
+  if (held_.empty()) poll_deadline_ = kNever;
+}
+
+Nanos WorkerProtocol::poll_due(const Entry& e) const {
+  if (e.suspect_at == 0) return kNever;
+  if (e.last_sent >= e.suspect_at) return e.last_sent + rtt_.rto_base();  // polled: again later
+  return e.suspect_at + rtt_.srtt() + reorder_window();
+}
+
 void WorkerProtocol::arm_polls() {
-  if (listed_ == pipe_) {  // nothing held
+  if (held_.empty()) {
     poll_deadline_ = kNever;
     return;
   }
   Nanos iv = rtt_.rto_base();
   for (std::uint32_t k = 0; k < poll_backoff_ && iv < cfg_.rto_max; ++k) iv *= 2;
   poll_deadline_ = poll_last_ + std::min(iv, std::max(cfg_.rto_max, rtt_.rto_base()));
+  for (std::uint32_t i : held_) poll_deadline_ = std::min(poll_deadline_, poll_due(ring_[i]));
 }
 
 void WorkerProtocol::on_poll(Nanos now) {
-  std::int32_t i = net_head_;
-  while (i >= 0 && !ring_[std::size_t(i)].pending_seen) i = ring_[std::size_t(i)].next;
-  if (i >= 0) {
+  poll_scratch_.clear();
+  // On a lossy path (our repairs lately needed, or retransmissions unanswered), results are
+  // lost often: every held chunk not polled for a timeout is polled in a background round.
+  Nanos iv = rtt_.rto_base();
+  for (std::uint32_t k = 0; k < poll_backoff_ && iv < cfg_.rto_max; ++k) iv *= 2;
+  const bool background = poll_last_ + std::min(iv, std::max(cfg_.rto_max, rtt_.rto_base())) <= now;
+  const bool all = background && lossy();
+  for (std::uint32_t i : held_)
+    if (poll_due(ring_[i]) <= now || (all && ring_[i].last_sent + rtt_.rto_base() <= now))
+      poll_scratch_.push_back(std::int32_t(i));
+  if (background) {
+    std::int32_t i = net_head_;  // the held chunk polled or sent longest ago
+    while (i >= 0 && !ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].next;
+    if (i >= 0 && std::find(poll_scratch_.begin(), poll_scratch_.end(), i) == poll_scratch_.end())
+      poll_scratch_.push_back(i);
+    poll_last_ = now;
+  }
+  for (std::int32_t i : poll_scratch_) {
     Entry& e = ring_[std::size_t(i)];
     ++cc_.polls;
+    trace(WorkerTraceEvent::poll, now, e.chunk, poll_backoff_);
     e.repair = false;
     transmit(e, now, true);
   }
-  poll_last_ = now;
   arm_polls();
 }
 
@@ -373,10 +507,11 @@ void WorkerProtocol::on_probe(Nanos now) {
   probe_deadline_ = kNever;
   if (pipe_ == 0 || probe_out_) return;
   std::int32_t i = net_tail_;
-  while (i >= 0 && ring_[std::size_t(i)].pending_seen) i = ring_[std::size_t(i)].prev;
+  while (i >= 0 && ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].prev;
   if (i < 0) return;
   probe_out_ = true;
   ++cc_.probes;
+  trace(WorkerTraceEvent::probe, now, ring_[std::size_t(i)].chunk, 0);
   Entry& e = ring_[std::size_t(i)];
   e.repair = false;
   transmit(e, now, true);
@@ -386,9 +521,10 @@ void WorkerProtocol::on_probe(Nanos now) {
 void WorkerProtocol::on_rto(Nanos now) {
   rto_deadline_ = kNever;
   std::int32_t i = net_head_;
-  while (i >= 0 && ring_[std::size_t(i)].pending_seen) i = ring_[std::size_t(i)].next;
+  while (i >= 0 && ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].next;
   if (i < 0) return;  // only chunks the switch holds: polls take care of them
   ++cc_.timeouts;
+  trace(WorkerTraceEvent::timeout, now, ring_[std::size_t(i)].chunk, rtt_.backoff());
   rto_unproven_ = ++timer_epoch_;
   if (!rto_recovery_) {
     rto_recovery_ = true;
@@ -403,11 +539,19 @@ void WorkerProtocol::on_rto(Nanos now) {
   for (std::int32_t j = i; j >= 0;) {
     Entry& x = ring_[std::size_t(j)];
     j = x.next;
-    if (!x.pending_seen && (&x == &ring_[std::size_t(i)] || x.last_sent + rack_rtt_ + reo <= now))
+    // On a path that lately needed repairs, every chunk out long enough; else the oldest only
+    // (F-RTO: its answer tells whether our path or a late member is the cause).
+    if (!x.held && (&x == &ring_[std::size_t(i)] || (lossy() && x.last_sent + rack_rtt_ + reo <= now)))
       mark_lost(x, false);
   }
   win_.on_timeout(next_chunk_, flight);  // slow start repairs them, oldest first
-  rtt_.back_off();
+  // Exponential back-off protects a path that died or collapsed. While the switch keeps
+  // answering (heard from within rto_max) and our retransmissions are lost now and then (a
+  // lossy path, see lossy()), losses are random, not a collapse (the window has reacted
+  // already): the back-off stops at 4x, or a few unlucky losses in a row would idle the
+  // member, and the job that waits for it, for a long time. (A member that is merely late
+  // makes our retransmissions draw `pending`: not lossy, full back-off.)
+  if (rtt_.backoff() < 2 || !lossy() || now - last_heard_ >= cfg_.rto_max) rtt_.back_off();
   rto_deadline_ = now + rtt_.rto();
   probe_deadline_ = kNever;
 }

@@ -34,15 +34,19 @@ std::string exactly_once_run(std::uint64_t seed, double loss, RunStats& st) {
   const bool hier = pick(0, 3) == 0;
   const std::uint32_t slots = std::uint32_t(pick(1, 4));
   const std::uint32_t elems = std::uint32_t(pick(1, 3) * 8);
+  // A third of the runs stripe the stream over 2-3 lanes (on a tree: spine and leaf lanes).
+  const std::uint16_t lanes = pick(0, 2) == 0 ? std::uint16_t(pick(2, 3)) : 1;
   Topo t;
   std::uint16_t n;
   if (hier) {
     std::vector<std::uint16_t> per = {std::uint16_t(pick(1, 3)), std::uint16_t(pick(1, 3))};
     n = std::uint16_t(per[0] + per[1]);
-    t = two_level(seed, faults_for(loss), per, slots, elems);
+    t = lanes > 1 ? two_level_lanes(seed, faults_for(loss), per, slots, elems, lanes, lanes)
+                  : two_level(seed, faults_for(loss), per, slots, elems);
   } else {
     n = std::uint16_t(pick(1, 6));
-    t = flat(seed, faults_for(loss), n, slots, elems);
+    t = lanes > 1 ? flat_lanes(seed, faults_for(loss), n, slots, elems, lanes)
+                  : flat(seed, faults_for(loss), n, slots, elems);
   }
   const std::uint64_t count = std::uint64_t(pick(0, 200));
   const bool small = pick(0, 1) == 0;

@@ -77,6 +77,62 @@ inline Topo two_level(std::uint64_t seed, const SimFaults& f, const std::vector<
   return t;
 }
 
+// One switch daemon with `lanes` lanes (nodes 0..lanes-1), n workers joined at lane 0.
+inline Topo flat_lanes(std::uint64_t seed, const SimFaults& f, std::uint16_t n,
+                       std::uint32_t slots_per_lane, std::uint32_t slot_elems,
+                       std::uint16_t lanes, std::uint32_t job = 7) {
+  Topo t;
+  t.c = std::make_unique<SimCluster>(seed, f);
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = slot_elems;
+  sc.incarnation = seed * 2 + 1;
+  for (std::size_t i : t.c->add_switch_lanes(sc, lanes)) {
+    t.switches.push_back(t.c->switch_endpoint(i));
+    EXPECT_EQ(t.c->sw(i).admit({job, n, slots_per_lane}, 0), proto::Reason::ok);
+  }
+  for (std::uint16_t m = 0; m < n; ++m) t.c->add_worker(worker_cfg(job, m, t.switches[0]));
+  return t;
+}
+
+// A spine with `spine_lanes` lanes and leaves with `leaf_lanes` lanes each (leaf l's lane k is
+// a member of the spine's lane k); the job uses min(spine_lanes, leaf_lanes) lanes. Switch
+// indices: spine lanes first, then each leaf's lanes.
+inline Topo two_level_lanes(std::uint64_t seed, const SimFaults& f,
+                            const std::vector<std::uint16_t>& per_leaf, std::uint32_t slots,
+                            std::uint32_t slot_elems, std::uint16_t spine_lanes,
+                            std::uint16_t leaf_lanes, std::uint32_t job = 7) {
+  Topo t;
+  t.c = std::make_unique<SimCluster>(seed, f);
+  SwitchConfig spine;
+  spine.slots = 64;
+  spine.slot_elems = slot_elems;
+  spine.incarnation = seed * 2 + 1;
+  for (std::size_t i : t.c->add_switch_lanes(spine, spine_lanes)) {
+    t.switches.push_back(t.c->switch_endpoint(i));
+    EXPECT_EQ(t.c->sw(i).admit({job, std::uint16_t(per_leaf.size()), slots}, 0), proto::Reason::ok);
+  }
+  std::vector<Endpoint> leaf0;
+  for (std::size_t l = 0; l < per_leaf.size(); ++l) {
+    SwitchConfig leaf = spine;
+    leaf.incarnation = seed * 2 + 3 + l;
+    leaf.parent = t.switches[0];
+    auto idx = t.c->add_switch_lanes(leaf, leaf_lanes, spine_lanes);
+    leaf0.push_back(t.c->switch_endpoint(idx[0]));
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      t.switches.push_back(t.c->switch_endpoint(idx[k]));
+      const bool has_parent = k < spine_lanes;
+      EXPECT_EQ(t.c->sw(idx[k]).admit({job, per_leaf[l], slots,
+                                       has_parent ? std::uint16_t(l) : proto::kNoMember}, 0),
+                proto::Reason::ok);
+    }
+  }
+  for (std::size_t l = 0; l < per_leaf.size(); ++l)
+    for (std::uint16_t m = 0; m < per_leaf[l]; ++m)
+      t.c->add_worker(worker_cfg(job, m, leaf0[l]));
+  return t;
+}
+
 template <class T>
 std::span<const std::byte> cbytes(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));

@@ -359,5 +359,78 @@ TEST(SimStreamStall, DescribeStallNamesMissingMembers) {
   EXPECT_TRUE(t.c->worker(2).idle());
 }
 
+// Lanes (D1): a member joins lane 0, learns the lanes, joins the others, and stripes the
+// stream: global chunk c on lane c mod L as lane chunk c / L. Exactly-once and exact results
+// hold on every lane under loss, duplication and reordering; every lane carries its share.
+class SimLanes : public ::testing::TestWithParam<double> {};
+
+TEST_P(SimLanes, MixedOpsStripedOverLanes) {
+  const double loss = GetParam();
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    std::mt19937_64 rng(seed * 104729 + std::uint64_t(loss * 1000));
+    const std::uint16_t lanes = std::uint16_t(2 + rng() % 3);
+    const std::uint32_t slots = std::uint32_t(1 + rng() % 4), E = std::uint32_t(8 * (1 + rng() % 3));
+    const std::uint16_t n = std::uint16_t(1 + rng() % 5);
+    Topo t = flat_lanes(seed, faults_for(loss), n, slots, E, lanes);
+    std::vector<StreamOp> ops;
+    std::uint64_t chunks = 0;
+    for (int i = 0; i < 12; ++i) {
+      ops.push_back(make_op(rng, n, E));
+      chunks += ops.back().chunks;
+    }
+    std::vector<Nanos> stagger(n, 0);
+    std::string err = run_stream(t, n, ops, stagger);
+    ASSERT_TRUE(err.empty()) << "seed " << seed << " loss " << loss << " lanes " << lanes << " n "
+                             << n << " slots " << slots << " E " << E << ": " << err;
+    for (std::uint16_t r = 0; r < n; ++r) ASSERT_EQ(t.c->worker(r).lanes(), lanes) << "seed " << seed;
+    // Lane l aggregated exactly the chunks c with c mod L == l.
+    for (std::uint16_t l = 0; l < lanes; ++l) {
+      const std::uint64_t expect = chunks / lanes + (l < chunks % lanes ? 1 : 0);
+      EXPECT_EQ(t.c->sw(l).counters().aggregations, expect) << "seed " << seed << " lane " << l;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, SimLanes, ::testing::Values(0.0, 0.05, 0.20));
+
+// A two-level tree whose leaves have more lanes than the spine: the job uses the spine's
+// lanes (the path's minimum); the leaves' extra lanes carry nothing.
+TEST(SimLanes, TreeUsesThePathMinimumOfLanes) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::vector<std::uint16_t> per = {2, 3};
+    const std::uint16_t n = 5;
+    Topo t = two_level_lanes(seed, faults_for(0.05), per, 3, 16, /*spine*/ 2, /*leaves*/ 3);
+    std::vector<StreamOp> ops;
+    for (int i = 0; i < 10; ++i) ops.push_back(make_op(rng, n, 16));
+    std::string err = run_stream(t, n, ops, std::vector<Nanos>(n, 0));
+    ASSERT_TRUE(err.empty()) << "seed " << seed << ": " << err;
+    for (std::uint16_t r = 0; r < n; ++r) ASSERT_EQ(t.c->worker(r).lanes(), 2) << "seed " << seed;
+    // Switch indices: spine lanes 0-1, leaf 0 lanes 2-4, leaf 1 lanes 5-7; lane 2 of each leaf idle.
+    EXPECT_EQ(t.c->sw(4).counters().aggregations, 0u);
+    EXPECT_EQ(t.c->sw(7).counters().aggregations, 0u);
+    EXPECT_GT(t.c->sw(0).counters().aggregations + t.c->sw(1).counters().aggregations, 0u);
+  }
+}
+
+// A lane that answers with another job geometry than lane 0 is a misconfiguration: a clear
+// error, never a stream striped over inconsistent lanes.
+TEST(SimLanes, InconsistentLanesAreRefused) {
+  Topo t = flat_lanes(5, faults_for(0), 2, 4, 16, 2);
+  // Lane 1 admitted the job with other slots than lane 0.
+  ASSERT_TRUE(t.c->sw(1).release(7));
+  ASSERT_EQ(t.c->sw(1).admit({7, 2, 2}, 0), proto::Reason::ok);
+  std::vector<std::int32_t> in(100, 1), out(100);
+  for (std::uint16_t r = 0; r < 2; ++r)
+    t.c->submit(r, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 100, 2));
+  ASSERT_TRUE(t.c->run(10 * kSecond));
+  for (std::uint16_t r = 0; r < 2; ++r) {
+    ASSERT_TRUE(t.c->worker(r).failed());
+    EXPECT_EQ(t.c->worker(r).error().kind, WorkerErrorKind::protocol);
+    EXPECT_NE(t.c->worker(r).error().message.find("another configuration"), std::string::npos)
+        << t.c->worker(r).error().message;
+  }
+}
+
 }  // namespace
 }  // namespace inc::sw

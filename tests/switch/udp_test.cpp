@@ -337,9 +337,10 @@ TEST(Daemon, MetricsEndpointAndStats) {
   EXPECT_NE(body.find("inc_job_aggregations_total{switch=\"t0\",job=\"12\"} 10\n"), std::string::npos);
   EXPECT_NE(body.find("inc_switch_drops_total{switch=\"t0\",reason=\"bad_magic\"} 0\n"), std::string::npos);
   EXPECT_NE(body.find("# TYPE inc_switch_slots gauge"), std::string::npos);
-  // Lane 1 carried nothing (the workers used lane 0 only); the total is the sum.
-  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"0\"} 10\n"), std::string::npos);
-  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"1\"} 0\n"), std::string::npos);
+  // The workers joined lane 0, learned the 2 lanes and striped the 10 chunks over both (chunk
+  // c on lane c mod 2); the total is the sum.
+  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"0\"} 5\n"), std::string::npos);
+  EXPECT_NE(body.find("inc_switch_lane_aggregations_total{switch=\"t0\",lane=\"1\"} 5\n"), std::string::npos);
   EXPECT_NE(body.find("inc_switch_lanes{switch=\"t0\"} 2\n"), std::string::npos);
   EXPECT_NE(body.find("inc_switch_slots{switch=\"t0\"} 32\n"), std::string::npos);
   EXPECT_NE(body.find("inc_switch_slots_allocated{switch=\"t0\"} 16\n"), std::string::npos);
@@ -438,7 +439,9 @@ std::string run_on_lanes(SwitchLanes& sw, std::uint32_t job, int members, std::u
     for (int m = 0; m < members; ++m)
       ts.emplace_back([&, l, m] {
         std::string& err = errs[std::size_t(l) * std::size_t(members) + std::size_t(m)];
-        UdpWorker w(udp_worker_cfg(job, std::uint16_t(m), sw.local(l)));
+        WorkerConfig wc = udp_worker_cfg(job, std::uint16_t(m), sw.local(l));
+        wc.single_lane = true;  // each lane driven on its own
+        UdpWorker w(wc);
         std::vector<std::int32_t> in(count), out(count);
         for (std::uint64_t i = 0; i < count; ++i) in[i] = std::int32_t(i * 3 + std::uint64_t(m) * 1000 + l);
         if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), count,
@@ -521,7 +524,9 @@ TEST(Lanes, HierarchyLaneLJoinsParentLaneLAndReportsTheMinimum) {
       ts.emplace_back([&, l, r] {
         std::string& err = errs[std::size_t(l) * 3 + std::size_t(r)];
         const Endpoint at = r < 2 ? leaf.l->local(l) : spine.l->local(l);
-        UdpWorker w(udp_worker_cfg(4, std::uint16_t(r < 2 ? r : 1), at));
+        WorkerConfig wc = udp_worker_cfg(4, std::uint16_t(r < 2 ? r : 1), at);
+        wc.single_lane = true;  // each lane driven on its own
+        UdpWorker w(wc);
         std::vector<std::int32_t> in(count, (r + 1) * (l + 1)), out(count);
         if (!w.run(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), count, 3))) {
           err = w.protocol().error().message;

@@ -1,0 +1,49 @@
+// Helpers shared by the worker's translation units (not part of its interface).
+#pragma once
+
+#include <cstddef>
+
+#include "src/proto/packet.hpp"
+#include "src/switch/worker.hpp"
+
+namespace inc::sw::detail {
+
+inline constexpr std::uint32_t kInitialWindow = 16;  // chunks (TCP's IW10 is in 1.5 KB packets)
+inline constexpr std::uint32_t kMaxBurst = 16;       // new chunks sent per event
+
+using proto::ElemType;
+using proto::WireOp;
+
+inline ElemType wire_elem(NumKind k) {
+  switch (k) {
+    case NumKind::i32:
+    case NumKind::fx32: return ElemType::i32;
+    case NumKind::f32: return ElemType::f32;
+    case NumKind::raw: return ElemType::raw;
+  }
+  return ElemType::none;
+}
+
+inline WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
+  if (k == NumKind::raw) return WireOp::copy;
+  if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
+  switch (op) {
+    case ReduceKind::sum: return WireOp::sum;
+    case ReduceKind::max: return WireOp::max;
+    case ReduceKind::min: return WireOp::min;
+  }
+  return WireOp::none;
+}
+
+inline void count_tx(OpReport& r, std::size_t bytes, bool retransmit) {
+  ++r.packets_sent;
+  r.bytes_sent += bytes;
+  if (retransmit) ++r.retransmissions;
+}
+
+inline void count_rx(OpReport& r, std::size_t bytes) {
+  ++r.packets_received;
+  r.bytes_received += bytes;
+}
+
+}  // namespace inc::sw::detail
