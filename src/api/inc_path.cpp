@@ -80,6 +80,13 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
   // descheduled switch looks like loss to a 5 ms timer. Start at 20 ms (doubling to 500 ms).
   cfg.rto_initial = 20 * sw::kMillisecond;
   cfg.rto_max = 500 * sw::kMillisecond;
+  if (auto v = env("INC_SWITCH_RTO_MIN_US")) {
+    char* end = nullptr;
+    double us = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(us >= 1) || us > 1e6)
+      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_RTO_MIN_US='{}' must be 1 .. 1000000", *v));
+    cfg.rto_min = static_cast<sw::Nanos>(us * 1000);
+  }
   // INC_TIMEOUT is the only deadline: a rank may arrive late by anything less, and a switch
   // or member that stays silent that long is reported.
   const sw::Nanos deadline = static_cast<sw::Nanos>(timeout.count()) * sw::kMillisecond;

@@ -386,8 +386,18 @@ class WorkerProtocol {
   std::uint64_t xmit_seq_ = 0;
   std::uint64_t timer_epoch_ = 0;   // time-outs so far
   std::uint64_t rto_unproven_ = 0;  // epoch of the last time-out not proven spurious (0: none)
-  std::uint64_t rack_seq_ = 0;  // xmit_seq of the latest transmission known delivered
-  Nanos rack_rtt_ = 0;
+  // RACK per lane: the lanes of a switch are independent threads, so results of different
+  // lanes overtake each other without any loss; only within a lane is a gap a sign of loss.
+  struct Rack {
+    std::uint64_t seq = 0;  // xmit_seq of the latest transmission known delivered
+    Nanos rtt = 0;
+  };
+  std::vector<Rack> rack_;
+  Rack& rack_of(std::uint64_t chunk) {
+    const std::size_t n = lanes_.empty() ? 1 : lanes_.size();
+    if (rack_.size() < n) rack_.resize(n);
+    return rack_[std::size_t(chunk % n)];
+  }
   std::uint32_t reo_mult_ = 1, recoveries_quiet_ = 0;
   Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
   Nanos poll_last_ = 0;             // the last background poll, or progress

@@ -53,8 +53,7 @@ void WorkerProtocol::clear_recovery() {
   probe_out_ = false;
   rto_recovery_ = false;
   undo_retrans_ = 0;
-  rack_seq_ = 0;
-  rack_rtt_ = 0;
+  rack_.clear();
   rto_unproven_ = 0;
   poll_backoff_ = 0;
   gap_next_ = 0;
@@ -165,7 +164,8 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   // for later members included) spaces the tail loss probes: probing a chunk the switch holds
   // while another member is merely slower only draws `pending`.
   const Nanos since_last = now - e.last_sent;
-  const bool overtaken = e.xmit_seq < rack_seq_;
+  Rack& rack = rack_of(e.chunk);
+  const bool overtaken = e.xmit_seq < rack.seq;
   trace(WorkerTraceEvent::completed, now, e.chunk, now - e.first_sent);
   note_answer(e, true);
   // A repair that completed and was not proven unnecessary was needed. (A poll answered with
@@ -197,9 +197,9 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   // cannot be the original's, RFC 8985 6.2). A chunk the switch held for us completed when
   // another member's contribution came: its timing says nothing about our transmissions.
   if (!e.held && (e.tries == 0 || since_last >= rtt_.min_rtt())) {
-    if (e.xmit_seq > rack_seq_) {
-      rack_seq_ = e.xmit_seq;
-      rack_rtt_ = since_last;
+    if (e.xmit_seq > rack.seq) {
+      rack.seq = e.xmit_seq;
+      rack.rtt = since_last;
     }
   }
   net_unlink(e);
@@ -214,7 +214,7 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
     poll_last_ = now;
     for (std::uint32_t i : held_) {
       Entry& x = ring_[i];
-      if (x.chunk < e.chunk && x.suspect_at == 0) x.suspect_at = now;
+      if (x.chunk < e.chunk && x.suspect_at == 0 && &rack_of(x.chunk) == &rack) x.suspect_at = now;
     }
     arm_polls();
   }
@@ -380,21 +380,22 @@ void WorkerProtocol::mark_lost(Entry& e, bool loss_event) {
 
 void WorkerProtocol::rack_detect(Nanos now) {
   reo_deadline_ = kNever;
-  if (rack_seq_ == 0) return;
+  std::uint64_t newest = 0;  // the newest delivered transmission over all lanes
+  for (const Rack& r : rack_) newest = std::max(newest, r.seq);
+  if (newest == 0) return;
   const Nanos reo = reorder_window();
   std::int32_t i = net_head_;
   while (i >= 0) {
     Entry& e = ring_[std::size_t(i)];
     const std::int32_t next = e.next;
-    if (e.xmit_seq >= rack_seq_) break;  // sent after the newest delivered: no verdict
-    if (!e.held) {  // the switch has our part of those: only polls retry them
-      const Nanos deadline = e.last_sent + rack_rtt_ + reo;
-      if (now >= deadline) {
-        mark_lost(e, true);
-      } else {
-        reo_deadline_ = deadline;
-        break;
-      }
+    if (e.xmit_seq >= newest) break;  // sent after every lane's newest delivered: no verdict
+    const Rack& r = rack_of(e.chunk);
+    // Only a later transmission of the same lane delivered is a verdict; the switch holds our
+    // part of held chunks (only polls retry them).
+    if (!e.held && e.xmit_seq < r.seq) {
+      const Nanos deadline = e.last_sent + r.rtt + reo;
+      if (now >= deadline) mark_lost(e, true);
+      else reo_deadline_ = std::min(reo_deadline_, deadline);
     }
     i = next;
   }
@@ -541,7 +542,7 @@ void WorkerProtocol::on_rto(Nanos now) {
     j = x.next;
     // On a path that lately needed repairs, every chunk out long enough; else the oldest only
     // (F-RTO: its answer tells whether our path or a late member is the cause).
-    if (!x.held && (&x == &ring_[std::size_t(i)] || (lossy() && x.last_sent + rack_rtt_ + reo <= now)))
+    if (!x.held && (&x == &ring_[std::size_t(i)] || (lossy() && x.last_sent + rack_of(x.chunk).rtt + reo <= now)))
       mark_lost(x, false);
   }
   win_.on_timeout(next_chunk_, flight);  // slow start repairs them, oldest first
