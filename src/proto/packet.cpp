@@ -31,7 +31,7 @@ std::string_view name(Reason r) noexcept {
       "too_large",   "bad_field",     "unknown_job",     "stale_epoch", "bad_member",
       "bad_slot",    "unsupported",   "not_joined",      "stale_chunk", "out_of_window",
       "mismatch",    "job_failed",    "wrong_source",    "control_refused",
-      "no_slots",    "job_exists",    "unexpected"};
+      "no_slots",    "job_exists",    "unexpected",  "missing"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumReasons);
   auto i = static_cast<unsigned>(r);
   return i < kNumReasons ? names[i] : std::string_view("?");

@@ -88,8 +88,9 @@ enum class Reason : std::uint8_t {
   no_slots,         // admission: not enough free slots
   job_exists,       // admission: job already admitted with another shape
   unexpected,       // valid packet that this side never expects (e.g. a result at a root)
+  missing,          // nack: a later chunk of this member arrived while this one is still missing
 };
-inline constexpr int kNumReasons = 26;
+inline constexpr int kNumReasons = 27;
 
 std::string_view name(PacketType t) noexcept;
 std::string_view name(ElemType t) noexcept;

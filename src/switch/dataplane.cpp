@@ -458,7 +458,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
       return drop(j, Reason::out_of_window);
     cp.seq = h.chunk;
-    cp.contrib = cp.want = 0;
+    cp.contrib = cp.want = cp.signalled = 0;
     cp.n = cp.count = 0;
     cp.elem = ElemType::none;
     cp.op = WireOp::none;
@@ -502,6 +502,31 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   cp.contrib |= bit;
   if (h.flags & proto::flag::want_result) cp.want |= bit;
   if (++cp.n == J.spec.members) complete_local(J, cp, idx);
+  signal_gaps(J, h, from, bit);
+}
+
+// A member sends its chunks in stream order, so when its chunk c arrives while one of the
+// chunks just before c still lacks its contribution, that packet was lost (or overtaken in
+// the network): tell the member at once, once per chunk. Without this, the member finds the
+// gap only when a later chunk completes, and so does every other member, for whom the same
+// gap is someone else's loss: each of them would retransmit a chunk the switch already has.
+// The signal is a header, no larger than the packet that caused it.
+void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint64_t bit) {
+  constexpr std::uint32_t kLookback = 2;
+  const std::uint32_t S = J.spec.slots;
+  for (std::uint32_t back = 1; back <= kLookback && back < S; ++back) {
+    const std::uint32_t q = h.chunk - back;
+    Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+    if (qc.seq != q || (qc.st & (kComplete | kAwaitParent)) || (qc.contrib & bit) || (qc.signalled & bit))
+      continue;
+    qc.signalled |= bit;
+    ++c_.gaps_signalled;
+    ++J.c.gaps_signalled;
+    Header req = h;
+    req.chunk = q;
+    req.slot = std::uint16_t(q % S);
+    nack(&J, from, req, Reason::missing);
+  }
 }
 
 void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
@@ -604,6 +629,14 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if (!J.parent_joined) return;
       if (h.reason == Reason::stale_epoch ? h.epoch == J.parent_epoch : h.epoch != J.parent_epoch)
         return;
+      if (h.reason == Reason::missing) {  // our upward packet was lost: send it again
+        const std::uint32_t S = J.spec.slots;
+        if (h.slot >= S || h.chunk % S != h.slot) return drop(j, Reason::bad_slot);
+        const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+        Copy& cp = copies_[idx];
+        if (cp.seq == h.chunk && (cp.st & kAwaitParent)) forward_up(J, cp, idx, true);
+        return;
+      }
       return fail_job(J, h.reason);
     }
     case PacketType::pending:

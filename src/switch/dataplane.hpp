@@ -55,6 +55,7 @@ struct TrafficCounters {
   std::uint64_t duplicates = 0;      // contributions already counted (never added twice)
   std::uint64_t results_resent = 0;  // results sent again to a member that missed them
   std::uint64_t upstream_resent = 0; // partial aggregates sent to the parent again
+  std::uint64_t gaps_signalled = 0;  // `missing` nacks: a member's packet lost before a later one
   std::uint64_t drops = 0;
 };
 
@@ -143,6 +144,7 @@ class SwitchDataPlane {
     std::uint32_t seq = 0;      // chunk held (or last held) by this copy
     std::uint64_t contrib = 0;  // members whose contribution was added
     std::uint64_t want = 0;     // members that want the result payload
+    std::uint64_t signalled = 0;  // members told their contribution is missing (`missing` nack)
     std::uint16_t n = 0;        // popcount(contrib)
     std::uint16_t count = 0;    // elements held
     proto::ElemType elem = proto::ElemType::none;
@@ -172,6 +174,7 @@ class SwitchDataPlane {
   void handle_join(const proto::PacketView& v, Endpoint from);
   void handle_data(const proto::PacketView& v, Endpoint from);
   void handle_leave(const proto::PacketView& v, Endpoint from);
+  void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit);
   void handle_from_parent(const proto::PacketView& v, Endpoint from);
   void handle_control(const proto::PacketView& v, Endpoint from, Nanos now);
 

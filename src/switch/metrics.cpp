@@ -49,6 +49,7 @@ std::string render_prometheus(const SwitchSnapshot& s, const std::string& switch
   counter(out, "inc_switch_duplicates_total", "Contributions already counted (never added twice).", sw, c.duplicates);
   counter(out, "inc_switch_results_resent_total", "Results sent again to members that missed them.", sw, c.results_resent);
   counter(out, "inc_switch_upstream_resent_total", "Partial aggregates sent to the parent again.", sw, c.upstream_resent);
+  counter(out, "inc_switch_gaps_signalled_total", "Members told at once that a packet of theirs is missing (a later one arrived).", sw, c.gaps_signalled);
   out += "# HELP inc_switch_drops_total Packets dropped, by reason.\n# TYPE inc_switch_drops_total counter\n";
   for (int r = 1; r < proto::kNumReasons; ++r)
     sample(out, "inc_switch_drops_total",
@@ -152,11 +153,11 @@ std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name
   std::snprintf(b, sizeof b,
                 "switch %s: packets in %" PRIu64 " out %" PRIu64 ", bytes in %" PRIu64 " out %" PRIu64
                 ", aggregations %" PRIu64 ", results %" PRIu64 ", retransmissions %" PRIu64
-                ", duplicates %" PRIu64 ", results resent %" PRIu64 ", drops %" PRIu64
-                ", slots %u/%u allocated, cpu %.3f s\n",
+                ", duplicates %" PRIu64 ", results resent %" PRIu64 ", gaps signalled %" PRIu64
+                ", drops %" PRIu64 ", slots %u/%u allocated, cpu %.3f s\n",
                 switch_name.c_str(), c.packets_in, c.packets_out, c.bytes_in, c.bytes_out,
                 c.aggregations, c.results, c.retransmissions, c.duplicates, c.results_resent,
-                c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
+                c.gaps_signalled, c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
   out += b;
   for (const auto& l : s.lanes) {
     std::snprintf(b, sizeof b,

@@ -327,7 +327,7 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
       last_heard_ = now;
       return handle_result(v, l, bytes.size(), now);
     case PacketType::nack:
-      return handle_nack(v, l);
+      return handle_nack(v, l, now);
     case PacketType::pending: {
       if (!joined_ || failed_ || h.epoch != lanes_[l].epoch) return;
       rtt_.reset_backoff();
@@ -454,7 +454,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
   pump(now);
 }
 
-void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane) {
+void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane, Nanos now) {
   const Header& h = v.h;
   const auto about = PacketType(h.aux & 0xFF);
   const std::uint32_t detail = h.aux >> 8;
@@ -487,9 +487,10 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane) {
   // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
   // else they are late answers to old packets.
   if (about != PacketType::data) return;
-  const Entry* e = entry_for(h, lane);
+  Entry* e = entry_for(h, lane);
   if (!e) return;
   if (h.reason != Reason::stale_epoch && h.epoch != epoch) return;
+  if (h.reason == Reason::missing) return on_missing(*e, now);
   const Op& op = *op_by_id(e->op);
   const std::string label = op.w.label;
   switch (h.reason) {

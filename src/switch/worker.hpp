@@ -330,7 +330,8 @@ class WorkerProtocol {
   void on_join_rtt(Nanos rtt);
   void clear_recovery();
   void handle_result(const proto::PacketView& v, std::size_t lane, std::size_t bytes, Nanos now);
-  void handle_nack(const proto::PacketView& v, std::size_t lane);
+  void handle_nack(const proto::PacketView& v, std::size_t lane, Nanos now);
+  void on_missing(Entry& e, Nanos now);
   Entry* entry_for(const proto::Header& h, std::size_t lane);
   Entry* old_entry_for(const proto::Header& h, std::size_t lane);
   std::string where(std::uint64_t chunk) const;

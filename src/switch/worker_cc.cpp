@@ -10,20 +10,22 @@ void RttEstimator::configure(Nanos initial, Nanos min, Nanos max) {
   initial_ = std::clamp(initial, min_, max_);
 }
 
-void RttEstimator::sample(Nanos rtt) {
+void RttEstimator::sample(Nanos rtt, bool counts_for_min) {
   rtt = std::max<Nanos>(rtt, 1);
   latest_ = rtt;
+  if (counts_for_min) {
+    min_rtt_ = has_min_ ? std::min(min_rtt_, rtt) : rtt;
+    has_min_ = true;
+  }
   if (!has_) {
     has_ = true;
     srtt_ = rtt;
     rttvar_ = rtt / 2;
-    min_rtt_ = rtt;
     return;
   }
   // RFC 6298: beta = 1/4, alpha = 1/8.
   rttvar_ = (3 * rttvar_ + std::llabs(srtt_ - rtt)) / 4;
   srtt_ = (7 * srtt_ + rtt) / 8;
-  min_rtt_ = std::min(min_rtt_, rtt);
 }
 
 Nanos RttEstimator::rto_base() const {

@@ -16,11 +16,13 @@ class RttEstimator {
  public:
   // `initial`: the timeout before any sample; every timeout is clamped to [min, max].
   void configure(Nanos initial, Nanos min, Nanos max);
-  void sample(Nanos rtt);
+  // `counts_for_min`: false for samples of packets much smaller than a chunk (joins), whose
+  // round trip says nothing about the shortest a chunk can take (RACK's reordering window).
+  void sample(Nanos rtt, bool counts_for_min = true);
   bool has_sample() const { return has_; }
   Nanos srtt() const { return has_ ? srtt_ : initial_; }
   Nanos rttvar() const { return rttvar_; }
-  Nanos min_rtt() const { return has_ ? min_rtt_ : initial_; }
+  Nanos min_rtt() const { return has_min_ ? min_rtt_ : srtt(); }
   Nanos latest() const { return latest_; }
   // srtt + 4 rttvar within [min, max], doubled per back-off step (still at most max).
   Nanos rto() const;
@@ -36,7 +38,7 @@ class RttEstimator {
  private:
   Nanos initial_ = 5 * kMillisecond, min_ = kMillisecond, max_ = 200 * kMillisecond;
   Nanos srtt_ = 0, rttvar_ = 0, min_rtt_ = 0, latest_ = 0, floor_ = 0;
-  bool has_ = false;
+  bool has_ = false, has_min_ = false;
   unsigned backoff_ = 0;
 };
 

@@ -245,9 +245,23 @@ void WorkerProtocol::on_duplicate_result(Entry& e, Nanos now) {
   }
 }
 
+void WorkerProtocol::on_missing(Entry& e, Nanos now) {
+  // The switch saw a later chunk of ours while this one's contribution is still missing: our
+  // packet was lost (or overtaken). Repair it now, as a loss on our path, without waiting for
+  // a gap in the results (which every other member would see too). A chunk already answered
+  // `pending`, deemed lost or sent again after the loss cannot be meant: nothing to do.
+  if (!e.in_net || e.held || e.lost || e.tries > 0) return;
+  mark_lost(e, true);
+  pump(now);
+  arm_timers(now, false);
+}
+
 void WorkerProtocol::on_join_rtt(Nanos rtt) {
-  rtt_.sample(rtt);
-  lat_.sample(rtt);
+  // A join is a header: its round trip seeds the timers, not the shortest round trip of a
+  // chunk (an unloaded path answers a join in microseconds, a chunk takes its serialization
+  // both ways at least; a reordering window from the join's would call every jitter a loss).
+  rtt_.sample(rtt, false);
+  lat_.sample(rtt, false);
 }
 
 Nanos WorkerProtocol::probe_timeout() const {
@@ -360,7 +374,11 @@ void WorkerProtocol::restore_lost() {
 // ---- loss detection -------------------------------------------------------------------------
 
 Nanos WorkerProtocol::reorder_window() const {
-  return std::min<Nanos>(Nanos(reo_mult_) * rtt_.min_rtt() / 4, rtt_.srtt());
+  // The switch tells a member at once when a packet of its own is missing (on_missing), so a
+  // gap in the results is usually another member's loss, repaired within about a round trip:
+  // wait that long before calling it ours.
+  (void)reo_mult_;
+  return rtt_.srtt();
 }
 
 void WorkerProtocol::mark_lost(Entry& e, bool loss_event) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -127,6 +128,38 @@ TEST_F(DP, AggregatesAndReplicatesToEveryMember) {
   EXPECT_EQ(s.counters.aggregations, 1u);
   EXPECT_EQ(s.jobs[0].counters.aggregations, 1u);
   EXPECT_EQ(s.jobs[0].counters.packets_out, 3u + 3u);  // 3 join_acks + 3 results
+}
+
+TEST_F(DP, AMemberWhosePacketIsMissingIsToldOnceWhenItsNextArrives) {
+  setup(2, 4);
+  // Member 1 sends chunks 0 and 1; member 0's chunk 0 is lost, its chunk 1 arrives.
+  send(Endpoint::node(2), data(7, 1, 0, 4, 1), i32s({1}));
+  send(Endpoint::node(2), data(7, 1, 1, 4, 1), i32s({2}));
+  EXPECT_TRUE(drain().empty());  // member 1 sent in order: nothing missing
+  send(Endpoint::node(1), data(7, 0, 1, 4, 1), i32s({20}));  // member 0's chunk 1 before its 0
+  auto out = drain();
+  ASSERT_EQ(out.size(), 3u);  // chunk 1 completes (2 results) and member 0 hears of chunk 0
+  const auto nk = std::find_if(out.begin(), out.end(), [](const Sent& x) { return x.h.type == PacketType::nack; });
+  ASSERT_NE(nk, out.end());
+  EXPECT_EQ(nk->to, Endpoint::node(1));
+  EXPECT_EQ(nk->h.reason, Reason::missing);
+  EXPECT_EQ(nk->h.chunk, 0u);
+  EXPECT_EQ(nk->h.slot, 0u);
+  EXPECT_EQ(nk->h.epoch, sw->job_epoch(7));
+  EXPECT_EQ(sw->snapshot().counters.gaps_signalled, 1u);
+  // Once per chunk and member: a later packet does not repeat it.
+  send(Endpoint::node(1), data(7, 0, 2, 4, 1), i32s({30}));
+  for (const auto& x : drain()) EXPECT_NE(x.h.type, PacketType::nack);
+  // The repair completes chunk 0 exactly once.
+  send(Endpoint::node(1), data(7, 0, 0, 4, 1, ElemType::i32, WireOp::sum,
+                               proto::flag::want_result | proto::flag::retransmit), i32s({10}));
+  out = drain();
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& x : out) {
+    EXPECT_EQ(x.h.type, PacketType::result);
+    EXPECT_EQ(as_i32(x.payload), (std::vector<std::int32_t>{11}));
+  }
+  EXPECT_EQ(sw->snapshot().counters.gaps_signalled, 1u);
 }
 
 TEST_F(DP, DuplicateIsNeverAddedTwiceAndLateRetransmissionGetsResult) {
