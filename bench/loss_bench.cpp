@@ -111,7 +111,7 @@ double run_allreduces(SimCluster& c, std::uint16_t n, std::uint64_t count, int o
                     "timeouts %llu probes %llu spurious %llu decreases %llu undos %llu samples %llu reo %u\n",
                     double(c.now()) / 1e9, m, cc.cwnd, cc.ssthresh, (long long)cc.srtt, (long long)cc.rttvar,
                     (long long)cc.min_rtt, (long long)cc.rto, (unsigned long long)cc.fast_retransmits,
-                    (unsigned long long)cc.timeouts, (unsigned long long)cc.probes,
+                    (unsigned long long)cc.timeouts, (unsigned long long)cc.tail_probes,
                     (unsigned long long)cc.spurious, (unsigned long long)cc.decreases,
                     (unsigned long long)cc.undos, (unsigned long long)cc.rtt_samples,
                     cc.reorder_window_mult);
@@ -140,6 +140,7 @@ double run_allreduces(SimCluster& c, std::uint16_t n, std::uint64_t count, int o
         total->chunks += comp.report.chunks;
         total->packets_sent += comp.report.packets_sent;
         total->retransmissions += comp.report.retransmissions;
+        total->probes += comp.report.probes;
         total->bytes_sent += comp.report.bytes_sent;
       }
     }
@@ -157,14 +158,15 @@ int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<doubl
               net.members, (unsigned long long)count, net.slots, net.slot_elems, net.rate_gbps,
               (unsigned long long)queue_for(net), (long long)net.link_delay, (long long)net.faults.delay,
               (long long)net.faults.jitter, (long long)net.faults.reorder_delay, seeds);
-  std::printf("%6s %12s %8s %8s %10s %8s\n", "loss", "median_s", "ratio", "goal", "retx/sent", "runs");
+  std::printf("%6s %12s %8s %8s %10s %10s %8s\n", "loss", "median_s", "ratio", "goal", "retx/sent",
+              "probe/sent", "runs");
   double base = 0;
   const double goals[] = {1, 2, 4, 15, 0};
   const double losses[] = {0, 0.01, 0.05, 0.20, 0.40};
   for (int li = 0; li < 5; ++li) {
     if (!only.empty() && std::find(only.begin(), only.end(), losses[li] * 100) == only.end()) continue;
     std::vector<double> times;
-    std::uint64_t retx = 0, sent = 0;
+    std::uint64_t retx = 0, probes = 0, sent = 0;
     for (int s = first_seed; s < first_seed + seeds; ++s) {
       SimNet n = net;
       n.faults.loss = losses[li];
@@ -175,6 +177,7 @@ int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<doubl
       if (std::getenv("LOSS_BENCH_DEBUG")) std::printf("seed %d: %.4f s\n", s, t);
       times.push_back(t);
       retx += tot.retransmissions;
+      probes += tot.probes;
       sent += tot.packets_sent;
     }
     const double med = median(times);
@@ -186,8 +189,9 @@ int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<doubl
     if (li == 0) base = med;
     char goal[16] = "-";
     if (goals[li] > 0 && li > 0) std::snprintf(goal, sizeof goal, "<=%.0fx", goals[li]);
-    std::printf("%5.0f%% %12.6f %7.2fx %8s %10.4f %8d\n", losses[li] * 100, med, med / base, goal,
-                sent ? double(retx) / double(sent) : 0.0, seeds);
+    std::printf("%5.0f%% %12.6f %7.2fx %8s %10.4f %10.4f %8d\n", losses[li] * 100, med, med / base,
+                goal, sent ? double(retx) / double(sent) : 0.0, sent ? double(probes) / double(sent) : 0.0,
+                seeds);
   }
   if (series) {
     SimNet n = net;
@@ -202,19 +206,19 @@ int sim_loss(SimNet net, int seeds, std::uint64_t count, const std::vector<doubl
   return 0;
 }
 
-int sim_shaped(SimNet net, const std::vector<double>& rates, std::uint64_t mib) {
+int sim_shaped(SimNet net, const std::vector<double>& rates, std::uint64_t mib, std::uint64_t seed) {
   net.faults = SimFaults{};
   net.faults.delay = 2'000;
   net.faults.jitter = 500;
   std::printf("sim-shaped: %u members, %llu MiB f32 allreduce, %u slots x %u elements (%u B chunks), "
               "host links shaped both ways (drop-tail queue max(64 KiB, 1 ms)), switch unshaped\n",
               net.members, (unsigned long long)mib, net.slots, net.slot_elems, net.slot_elems * 4);
-  std::printf("%8s %10s %10s %9s %9s %10s %8s %8s %10s\n", "Gb/s", "queue_B", "time_s", "goodput",
-              "wire_max", "retx_frac", "cwnd", "ssthr", "q_drops");
+  std::printf("%8s %10s %10s %9s %9s %10s %10s %8s %8s %10s\n", "Gb/s", "queue_B", "time_s", "goodput",
+              "wire_max", "retx_frac", "probe_frac", "cwnd", "ssthr", "q_drops");
   for (double r : rates) {
     SimNet n = net;
     n.rate_gbps = r;
-    auto c = build(n, 99);
+    auto c = build(n, seed);
     const std::uint64_t count = mib * 1024 * 1024 / 4;
     OpReport tot;
     const double t = run_allreduces(*c, n.members, count, 1, false, &tot);
@@ -231,12 +235,13 @@ int sim_shaped(SimNet net, const std::vector<double>& rates, std::uint64_t mib) 
                   "spurious %llu decreases %llu undos %llu samples %llu reo %u\n",
                   (long long)cc.srtt, (long long)cc.rttvar, (long long)cc.min_rtt, (long long)cc.rto,
                   (unsigned long long)cc.fast_retransmits, (unsigned long long)cc.timeouts,
-                  (unsigned long long)cc.probes, (unsigned long long)cc.spurious,
+                  (unsigned long long)cc.tail_probes, (unsigned long long)cc.spurious,
                   (unsigned long long)cc.decreases, (unsigned long long)cc.undos,
                   (unsigned long long)cc.rtt_samples, cc.reorder_window_mult);
-    std::printf("%8.1f %10llu %10.5f %8.1f%% %8.1f%% %10.5f %8u %8u %10llu\n", r,
+    std::printf("%8.1f %10llu %10.5f %8.1f%% %8.1f%% %10.5f %10.5f %8u %8u %10llu\n", r,
                 (unsigned long long)queue_for(n), t, goodput * 100, wire_max * 100,
-                double(tot.retransmissions) / double(tot.packets_sent), cc.cwnd, cc.ssthresh,
+                double(tot.retransmissions) / double(tot.packets_sent),
+                double(tot.probes) / double(tot.packets_sent), cc.cwnd, cc.ssthresh,
                 (unsigned long long)drops);
   }
   return 0;
@@ -248,7 +253,8 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
               "elements, fault injector on every sender: 10%% dup, 10%% reorder (up to 2 ms), "
               "median of %d\n",
               members, (unsigned long long)count, slots, slot_elems, reps);
-  std::printf("%6s %12s %8s %8s %10s\n", "loss", "median_s", "ratio", "goal", "retx/sent");
+  std::printf("%6s %12s %8s %8s %10s %10s\n", "loss", "median_s", "ratio", "goal", "retx/sent",
+              "probe/sent");
   const double losses[] = {0, 0.01, 0.05, 0.20};
   const double goals[] = {1, 2, 4, 15};
   double base = 0;
@@ -266,7 +272,7 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
     srv.dataplane().admit({1, members, slots}, 0);
     std::thread st([&] { srv.run(); });
     std::vector<double> times(std::size_t(reps), 0);
-    std::vector<std::uint64_t> retx(members, 0), sent(members, 0);
+    std::vector<std::uint64_t> retx(members, 0), probes(members, 0), sent(members, 0);
     std::vector<std::thread> ts;
     std::vector<std::string> errs(members);
     for (std::uint16_t m = 0; m < members; ++m)
@@ -291,6 +297,7 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
           const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (m == 0) times[std::size_t(k)] = dt;
           retx[m] += w.protocol().report().retransmissions;
+          probes[m] += w.protocol().report().probes;
           sent[m] += w.protocol().report().packets_sent;
           const float e = float(members) * float(members - 1) / 2;
           for (float x : out)
@@ -314,8 +321,9 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
     if (li > 0) std::snprintf(goal, sizeof goal, "<=%.0fx", goals[li]);
     const double rx = double(std::accumulate(retx.begin(), retx.end(), 0ull));
     const double sx = double(std::accumulate(sent.begin(), sent.end(), 0ull));
-    std::printf("%5.0f%% %12.6f %7.2fx %8s %10.4f\n", losses[li] * 100, med, med / base, goal,
-                sx > 0 ? rx / sx : 0.0);
+    const double px = double(std::accumulate(probes.begin(), probes.end(), 0ull));
+    std::printf("%5.0f%% %12.6f %7.2fx %8s %10.4f %10.4f\n", losses[li] * 100, med, med / base, goal,
+                sx > 0 ? rx / sx : 0.0, sx > 0 ? px / sx : 0.0);
   }
   return 0;
 }
@@ -345,6 +353,7 @@ int main(int argc, char** argv) {
   std::uint64_t count = 16 * 1024, mib = 16;
   std::string rates = "0.1,1,2,5,10", losses;
   bool no_series = false;
+  std::uint64_t shaped_seed = 99;
   auto add_net = [&](CLI::App* s) {
     s->add_option("--members", net.members, "members (workers)")->check(CLI::Range(1, 64));
     s->add_option("--slots", net.slots, "slots of the job")->check(CLI::Range(1, 4096));
@@ -363,6 +372,7 @@ int main(int argc, char** argv) {
   shaped->add_option("--rates", rates, "host link rates in Gb/s, comma-separated");
   shaped->add_option("--mib", mib, "MiB per allreduce");
   shaped->add_option("--queue-bytes", net.queue_bytes, "drop-tail queue per link (0: max(64 KiB, 1 ms))");
+  shaped->add_option("--seed", shaped_seed, "seed of the simulated network (jitter)");
   auto* udp = app.add_subcommand("udp", "allreduce under loss over UDP on loopback");
   add_net(udp);
   udp->add_option("--reps", reps, "repetitions per loss rate")->check(CLI::Range(1, 1000));
@@ -371,7 +381,7 @@ int main(int argc, char** argv) {
   if (*loss) return sim_loss(net, seeds, count, parse_list(losses), !no_series, first_seed);
   if (*shaped) {
     if (!shaped->count("--slots")) net.slots = 256;
-    return sim_shaped(net, parse_list(rates), mib);
+    return sim_shaped(net, parse_list(rates), mib, shaped_seed);
   }
   return udp_loss(net.members, reps, count, net.slots, net.slot_elems);
 }

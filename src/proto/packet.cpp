@@ -165,8 +165,13 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       return Reason::ok;
     }
     case PacketType::data:
-      if ((r = allow_flags(flag::want_result | flag::retransmit | flag::overflow)) != Reason::ok)
+      if ((r = allow_flags(flag::want_result | flag::retransmit | flag::overflow | flag::probe)) !=
+          Reason::ok)
         return r;
+      if (h.flags & flag::probe) {  // a question, never a contribution: a bare header
+        if (!(h.flags & flag::retransmit) || (h.flags & flag::overflow)) return Reason::bad_flags;
+        return check_empty(h);
+      }
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if (h.elem != ElemType::none && h.count == 0) return Reason::length_mismatch;
       return Reason::ok;
@@ -174,6 +179,7 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       if ((r = allow_flags(flag::overflow | flag::elided)) != Reason::ok) return r;
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if ((h.flags & flag::elided) && h.count != 0) return Reason::length_mismatch;
+      if (h.aux & ~kResultResent) return Reason::bad_field;
       return Reason::ok;
     case PacketType::nack:
       if ((r = allow_flags(0)) != Reason::ok) return r;

@@ -57,7 +57,10 @@ inline constexpr std::uint8_t retransmit = 0x02;       // data/join: this is a r
 inline constexpr std::uint8_t overflow = 0x04;         // data/result: an i32 partial sum wrapped
 inline constexpr std::uint8_t elided = 0x08;           // result: payload left out (not wanted)
 inline constexpr std::uint8_t awaiting_parent = 0x10;  // pending: complete here, parent not yet
-inline constexpr std::uint8_t known = 0x1F;
+// data: a header-only question about a chunk (with `retransmit`, no element type, count 0):
+// "do you hold my contribution / the result?". Never a contribution, never changes slot state.
+inline constexpr std::uint8_t probe = 0x20;
+inline constexpr std::uint8_t known = 0x3F;
 }  // namespace flag
 
 // Why a packet was refused. Values are on the wire (NACK) and in metrics: append only.
@@ -91,6 +94,13 @@ enum class Reason : std::uint8_t {
   missing,          // nack: a later chunk of this member arrived while this one is still missing
 };
 inline constexpr int kNumReasons = 27;
+// Detail (aux >> 8) of a `missing` nack: set when the nack answers a probe (else it is the
+// gap signal sent when a later chunk of the member arrived).
+inline constexpr std::uint32_t kMissingAnswersProbe = 1;
+// Aux of a result: set when the switch sends a stored result again to one member (it answers
+// that member's retransmission or probe of a chunk completed earlier): the result sent at
+// completion did not reach the member (or has not yet). Other aux bits of a result are refused.
+inline constexpr std::uint32_t kResultResent = 1;
 
 std::string_view name(PacketType t) noexcept;
 std::string_view name(ElemType t) noexcept;

@@ -231,8 +231,9 @@ Header result_header(std::uint32_t job, std::uint32_t epoch, std::uint32_t chunk
 }  // namespace
 
 void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to,
-                                  bool want) {
+                                  bool want, bool resent) {
   Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
+  if (resent) h.aux = proto::kResultResent;
   h.elem = cp.elem;
   h.op = cp.op;
   if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
@@ -301,6 +302,7 @@ void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool
 void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
   ++c_.aggregations;
   ++j.c.aggregations;
+  cp.signalled = 0;  // nobody misses anything here now; from here on it counts for the next use
   if (j.has_parent()) {
     cp.st |= kAwaitParent;
     forward_up(j, cp, idx, false);
@@ -421,7 +423,10 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   ++J.c.packets_in;
   J.c.bytes_in += proto::kHeaderBytes + v.payload.size();
   J.last_active = now_;
-  if (h.flags & proto::flag::retransmit) {
+  if (h.flags & proto::flag::probe) {
+    ++c_.probes;
+    ++J.c.probes;
+  } else if (h.flags & proto::flag::retransmit) {
     ++c_.retransmissions;
     ++J.c.retransmissions;
   }
@@ -449,6 +454,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
   Copy& cp = copies_[idx];
   std::int32_t d = proto::chunk_distance(h.chunk, cp.seq);
+  if (h.flags & proto::flag::probe) return answer_probe(J, h, from, idx, d);
   if (d == std::int32_t(2 * S)) {
     // Next use of this copy. Legitimate only once the previous use completed: a member sends
     // chunk c only after it holds the result of chunk c - S, which every member sent only after
@@ -458,7 +464,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
       return drop(j, Reason::out_of_window);
     cp.seq = h.chunk;
-    cp.contrib = cp.want = cp.signalled = 0;
+    cp.contrib = cp.want = 0;  // (signalled: those told before it opened, see signal_gaps)
     cp.n = cp.count = 0;
     cp.elem = ElemType::none;
     cp.op = WireOp::none;
@@ -475,7 +481,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     if (cp.st & kComplete) {
       ++c_.results_resent;
       ++J.c.results_resent;
-      return send_result(J, cp, idx, from, h.flags & proto::flag::want_result);
+      return send_result(J, cp, idx, from, h.flags & proto::flag::want_result, true);
     }
     if (cp.st & kAwaitParent) forward_up(J, cp, idx, true);
     if (h.flags & proto::flag::retransmit) send_pending(J, cp, h, from);
@@ -505,20 +511,66 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   signal_gaps(J, h, from, bit);
 }
 
-// A member sends its chunks in stream order, so when its chunk c arrives while one of the
-// chunks just before c still lacks its contribution, that packet was lost (or overtaken in
-// the network): tell the member at once, once per chunk. Without this, the member finds the
-// gap only when a later chunk completes, and so does every other member, for whom the same
-// gap is someone else's loss: each of them would retransmit a chunk the switch already has.
+// A probe asks what a retransmission of the member's data would learn, without the data: the
+// answer is the same (the stored result, or `pending`), except where the data would have been
+// added: there the switch answers `missing` and the member sends its data. So the other
+// members of a chunk that one member lost ask with a header instead of resending a chunk the
+// switch already holds. A probe is never a contribution and changes no slot state (nor the
+// once-per-chunk gap signal); the answer goes to the member's joined address and is at most
+// the result the member asked for with its own contribution (docs/PROTOCOL.md, "Probes").
+void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::uint32_t idx,
+                                   std::int32_t d) {
+  const std::uint32_t S = J.spec.slots;
+  const Copy& cp = copies_[idx];
+  if (d == std::int32_t(2 * S)) {
+    // The copy's next use, not begun: the member's data for it has not arrived. Only where
+    // that data would be accepted (the previous use complete, the other copy holding c - S);
+    // anything else is out of the window, as the data would be.
+    const Copy& other = copies_[idx ^ 1];
+    if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
+      return drop(&J, Reason::out_of_window);
+    return nack(&J, from, h, Reason::missing, proto::kMissingAnswersProbe);
+  }
+  if (d < 0) return drop(&J, Reason::stale_chunk);
+  if (d != 0) return drop(&J, Reason::out_of_window);
+  const std::uint64_t bit = std::uint64_t(1) << h.member;
+  if (!(cp.contrib & bit)) return nack(&J, from, h, Reason::missing, proto::kMissingAnswersProbe);
+  if (cp.st & kComplete) {
+    ++c_.results_resent;
+    ++J.c.results_resent;
+    return send_result(J, cp, idx, from,
+                       (h.flags & proto::flag::want_result) && (cp.want & bit), true);
+  }
+  // Complete here and waiting for the parent: our partial may be what the parent misses, so
+  // it goes up again (a leaf has no timers; its members' questions drive it), as for a
+  // retransmitted duplicate.
+  if (cp.st & kAwaitParent) forward_up(J, cp, idx, true);
+  send_pending(J, cp, h, from);
+}
+
+// A member sends its chunks in stream order, so when its chunk c arrives while chunks before
+// c still lack its contribution, those packets were lost (or overtaken in the network): tell
+// the member at once, once per chunk. Without this, the member finds the gap only when a later
+// chunk completes, and so does every other member, for whom the same gap is someone else's
+// loss. A chunk skipped may not even have begun here (its copy still holds the completed use
+// 2S earlier: nobody's packet for it arrived, as when every member's queue dropped the tail of
+// the same burst); the member misses it all the same. Only the chunks skipped since the
+// member's previous newest are looked at (at most S - 1: chunk c - S has completed, the member
+// holds its result), so in-order streams cost one comparison per packet.
 // The signal is a header, no larger than the packet that caused it.
 void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint64_t bit) {
-  constexpr std::uint32_t kLookback = 2;
   const std::uint32_t S = J.spec.slots;
-  for (std::uint32_t back = 1; back <= kLookback && back < S; ++back) {
+  Member& m = J.members[h.member];
+  const std::int32_t skipped = proto::chunk_distance(h.chunk, m.next_chunk);
+  if (skipped < 0) return;  // a repair, or overtaken by a later one: nothing new
+  m.next_chunk = h.chunk + 1;
+  const std::uint32_t back_max = std::min<std::uint32_t>(std::uint32_t(skipped), S - 1);
+  for (std::uint32_t back = back_max; back >= 1; --back) {  // oldest first
     const std::uint32_t q = h.chunk - back;
     Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
-    if (qc.seq != q || (qc.st & (kComplete | kAwaitParent)) || (qc.contrib & bit) || (qc.signalled & bit))
-      continue;
+    const bool open = qc.seq == q && !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
+    const bool unopened = qc.seq == q - 2 * S && (qc.st & kComplete);
+    if (!(open || unopened) || (qc.signalled & bit)) continue;
     qc.signalled |= bit;
     ++c_.gaps_signalled;
     ++J.c.gaps_signalled;
@@ -527,217 +579,6 @@ void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::u
     req.slot = std::uint16_t(q % S);
     nack(&J, from, req, Reason::missing);
   }
-}
-
-void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
-  const Header& h = v.h;
-  Job* j = find(h.job);
-  if (!j) return send_empty(nullptr, from, PacketType::leave_ack, h);  // nothing to leave
-  ++j->c.packets_in;
-  j->c.bytes_in += proto::kHeaderBytes;
-  Reason r = proto::validate(
-      h, {j->spec.job, j->epoch, j->spec.slots, j->spec.members, slot_bytes()});
-  if (r != Reason::ok) return drop(j, r);
-  Member& m = j->members[h.member];
-  if (!m.joined || m.ep != from) return drop(j, Reason::not_joined);
-  m.left = true;
-  send_empty(j, from, PacketType::leave_ack, h);
-  bool all_left = std::all_of(j->members.begin(), j->members.end(),
-                              [](const Member& x) { return !x.joined || x.left; });
-  if (!all_left) return;
-  if (j->has_parent() && j->parent_joined) {
-    Header up;
-    up.type = PacketType::leave;
-    up.member = j->spec.parent_member;
-    up.job = j->spec.job;
-    up.epoch = j->parent_epoch;
-    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
-    emit(j, cfg_.parent, proto::kHeaderBytes);
-  }
-  if (!j->dynamic) return;
-  if (cfg_.external_control) {
-    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0}, {}, {}});
-    return;
-  }
-  release(h.job);
-}
-
-void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
-  const Header& h = v.h;
-  if (!cfg_.parent.valid() || from != cfg_.parent) return drop(nullptr, Reason::wrong_source);
-  Job* j = find(h.job);
-  if (!j) return drop(nullptr, Reason::unknown_job);
-  Job& J = *j;
-  ++J.c.packets_in;
-  J.c.bytes_in += proto::kHeaderBytes + v.payload.size();
-  if (!J.has_parent()) return drop(j, Reason::unexpected);
-  switch (h.type) {
-    case PacketType::join_ack: {
-      auto info = proto::read_join_info(v.payload);
-      // Only the answer to our current join attempt counts (a late one is ignored).
-      if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
-      // Our lane l joins the parent's lane l: a parent answering from another lane, or with
-      // fewer lanes than ours while we are beyond them, is misconfigured.
-      if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
-        return fail_job(J, Reason::mismatch);
-      J.parent_joined = true;
-      J.parent_epoch = h.epoch;
-      J.parent_info = info;
-      for (auto& m : J.members)
-        if (m.joined && !m.left) send_join_ack(J, m);
-      return;
-    }
-    case PacketType::result: {
-      if (!J.parent_joined || h.epoch != J.parent_epoch) return drop(j, Reason::stale_epoch);
-      if (h.slot >= J.spec.slots || h.chunk % J.spec.slots != h.slot)
-        return drop(j, Reason::bad_slot);
-      if (std::size_t(h.count) * proto::elem_size(h.elem) > slot_bytes())
-        return drop(j, Reason::too_large);
-      const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / J.spec.slots) & 1);
-      Copy& cp = copies_[idx];
-      if (cp.seq != h.chunk) return drop(j, Reason::stale_chunk);
-      if (cp.st & kComplete) {
-        ++c_.duplicates;
-        ++J.c.duplicates;
-        return;
-      }
-      if (!(cp.st & kAwaitParent)) return drop(j, Reason::unexpected);
-      if (h.flags & proto::flag::elided) {
-        cp.st &= std::uint8_t(~kHasData);
-      } else if (h.elem != ElemType::none) {
-        std::memcpy(cells(idx), v.payload.data(), v.payload.size());
-        cp.elem = h.elem;
-        cp.op = h.op;
-        cp.count = h.count;
-        cp.st |= kHasData;
-      }
-      if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
-      cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
-      ++c_.results;
-      ++J.c.results;
-      return replicate(J, cp, idx);
-    }
-    case PacketType::nack: {
-      const auto about = PacketType(h.aux & 0xFF);
-      if (about == PacketType::leave) return;
-      if (about == PacketType::join) {
-        // Before the parent admitted the job: not fatal, the members' joins retry.
-        if (J.parent_joined || h.reason == Reason::unknown_job) return;
-        return fail_job(J, h.reason);
-      }
-      // Refusals of packets sent under an older join of the parent are late: ignore them.
-      if (!J.parent_joined) return;
-      if (h.reason == Reason::stale_epoch ? h.epoch == J.parent_epoch : h.epoch != J.parent_epoch)
-        return;
-      if (h.reason == Reason::missing) {  // our upward packet was lost: send it again
-        const std::uint32_t S = J.spec.slots;
-        if (h.slot >= S || h.chunk % S != h.slot) return drop(j, Reason::bad_slot);
-        const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
-        Copy& cp = copies_[idx];
-        if (cp.seq == h.chunk && (cp.st & kAwaitParent)) forward_up(J, cp, idx, true);
-        return;
-      }
-      return fail_job(J, h.reason);
-    }
-    case PacketType::pending:
-    case PacketType::leave_ack:
-      return;
-    default:
-      return drop(j, Reason::unexpected);
-  }
-}
-
-void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos now) {
-  const Header& h = v.h;
-  const std::uint64_t key = proto::load_u64(v.payload.data());
-  // Constant-time comparison: the key is a shared secret.
-  if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
-    return drop(nullptr, Reason::control_refused);
-  if (cfg_.external_control) {  // the daemon applies it on every lane, then answers
-    ControlEvent e;
-    e.req = h;
-    e.from = from;
-    if (h.type == PacketType::release) {
-      e.kind = ControlEvent::Kind::release;
-      e.spec.job = h.job;
-    } else {
-      auto a = proto::read_admit_info(v.payload);
-      e.kind = ControlEvent::Kind::admit;
-      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member};
-    }
-    control_.push_back(e);
-    return;
-  }
-  if (h.type == PacketType::release) {
-    release(h.job);
-    return send_empty(nullptr, from, PacketType::release_ack, h);
-  }
-  auto a = proto::read_admit_info(v.payload);
-  JobSpec spec{h.job, a.members, a.slots, a.parent_member};
-  Reason r = admit(spec, now, true);
-  if (r != Reason::ok) {
-    drop(nullptr, r);
-    return nack(nullptr, from, h, r);
-  }
-  send_empty(find(h.job), from, PacketType::admit_ack, h);
-}
-
-void SwitchDataPlane::answer_control(const ControlEvent& e, Reason r) {
-  if (e.kind == ControlEvent::Kind::all_left) return;
-  if (r != Reason::ok) {
-    drop(nullptr, r);
-    return nack(nullptr, e.from, e.req, r);
-  }
-  send_empty(find(e.req.job), e.from,
-             e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack : PacketType::release_ack,
-             e.req);
-}
-
-void SwitchDataPlane::on_tick(Nanos now) {
-  now_ = now;
-  if (cfg_.idle_timeout <= 0 || cfg_.external_control) return;
-  std::vector<std::uint32_t> expired;
-  for (auto& [id, j] : jobs_)
-    if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
-  for (auto id : expired) expire(id);
-}
-
-SwitchSnapshot SwitchDataPlane::snapshot() const {
-  SwitchSnapshot s;
-  s.counters = c_;
-  s.slots_total = cfg_.slots;
-  s.slot_elems = cfg_.slot_elems;
-  s.incarnation = cfg_.incarnation;
-  for (const auto& [id, j] : jobs_) {
-    JobSnapshot js;
-    js.spec = j.spec;
-    js.dynamic = j.dynamic;
-    js.last_active = j.last_active;
-    js.epoch = j.epoch;
-    js.slot_base = j.base;
-    for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
-      if (!(copies_[i].st & kComplete)) ++js.busy_copies;
-    js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),
-                                            [](const Member& m) { return m.joined && !m.left; }));
-    js.parent_joined = j.parent_joined;
-    js.failed = j.failed;
-    js.fail_reason = j.fail_reason;
-    js.counters = j.c;
-    s.slots_allocated += j.spec.slots;
-    s.jobs.push_back(js);
-  }
-  std::sort(s.jobs.begin(), s.jobs.end(),
-            [](const JobSnapshot& a, const JobSnapshot& b) { return a.spec.job < b.spec.job; });
-  return s;
-}
-
-std::string Endpoint::str() const {
-  if (!valid()) return "none";
-  if (!is_ipv4()) return "node" + std::to_string(id - 1);
-  std::uint32_t a = ipv4_addr();
-  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." +
-         std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255) + ":" +
-         std::to_string(port());
 }
 
 }  // namespace inc::sw

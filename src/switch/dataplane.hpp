@@ -51,7 +51,8 @@ struct TrafficCounters {
   std::uint64_t packets_in = 0, packets_out = 0, bytes_in = 0, bytes_out = 0;
   std::uint64_t aggregations = 0;    // chunks whose members all contributed here
   std::uint64_t results = 0;         // chunks completed (root) or whose parent result arrived
-  std::uint64_t retransmissions = 0; // packets flagged as retransmissions
+  std::uint64_t retransmissions = 0; // data packets flagged as retransmissions (not probes)
+  std::uint64_t probes = 0;          // header-only probes (a question, never a contribution)
   std::uint64_t duplicates = 0;      // contributions already counted (never added twice)
   std::uint64_t results_resent = 0;  // results sent again to a member that missed them
   std::uint64_t upstream_resent = 0; // partial aggregates sent to the parent again
@@ -139,12 +140,17 @@ class SwitchDataPlane {
     bool joined = false;
     bool left = false;
     std::uint32_t join_nonce = 0;  // echoed in the join_ack (chunk field)
+    // The chunk after the newest one of its data seen here (its stream starts at 0 with the
+    // job's epoch): chunks it skipped are its losses (signal_gaps).
+    std::uint32_t next_chunk = 0;
   };
   struct Copy {
     std::uint32_t seq = 0;      // chunk held (or last held) by this copy
     std::uint64_t contrib = 0;  // members whose contribution was added
     std::uint64_t want = 0;     // members that want the result payload
-    std::uint64_t signalled = 0;  // members told their contribution is missing (`missing` nack)
+    // Members told their contribution to this use is missing (`missing` nack), once each; from
+    // the previous use's completion on it counts for the next use (signals before it opens).
+    std::uint64_t signalled = 0;
     std::uint16_t n = 0;        // popcount(contrib)
     std::uint16_t count = 0;    // elements held
     proto::ElemType elem = proto::ElemType::none;
@@ -174,6 +180,8 @@ class SwitchDataPlane {
   void handle_join(const proto::PacketView& v, Endpoint from);
   void handle_data(const proto::PacketView& v, Endpoint from);
   void handle_leave(const proto::PacketView& v, Endpoint from);
+  void answer_probe(Job& j, const proto::Header& h, Endpoint from, std::uint32_t idx,
+                    std::int32_t d);
   void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit);
   void handle_from_parent(const proto::PacketView& v, Endpoint from);
   void handle_control(const proto::PacketView& v, Endpoint from, Nanos now);
@@ -181,7 +189,9 @@ class SwitchDataPlane {
   void complete_local(Job& j, Copy& cp, std::uint32_t idx);
   void forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool resend);
   void replicate(Job& j, const Copy& cp, std::uint32_t idx);
-  void send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to, bool want);
+  // `resent`: the stored result again, to one member that asked (aux kResultResent).
+  void send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to, bool want,
+                   bool resent = false);
   void send_join_ack(Job& j, const Member& m);
   void send_pending(Job& j, const Copy& cp, const proto::Header& req, Endpoint to);
   void nack(Job* j, Endpoint to, const proto::Header& req, proto::Reason r,

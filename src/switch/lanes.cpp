@@ -254,7 +254,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
     for (auto f : {&TrafficCounters::packets_in, &TrafficCounters::packets_out, &TrafficCounters::bytes_in,
                    &TrafficCounters::bytes_out, &TrafficCounters::aggregations, &TrafficCounters::results,
                    &TrafficCounters::retransmissions, &TrafficCounters::duplicates,
-                   &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled,
+                   &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
                    &TrafficCounters::drops})
       t.*f += c.*f;
     for (std::size_t r = 0; r < t.drops_by_reason.size(); ++r) t.drops_by_reason[r] += c.drops_by_reason[r];
@@ -287,7 +287,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
       for (auto f : {&TrafficCounters::packets_in, &TrafficCounters::packets_out, &TrafficCounters::bytes_in,
                      &TrafficCounters::bytes_out, &TrafficCounters::aggregations, &TrafficCounters::results,
                      &TrafficCounters::retransmissions, &TrafficCounters::duplicates,
-                     &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled,
+                     &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
                      &TrafficCounters::drops})
         x.counters.*f += j.counters.*f;
     }

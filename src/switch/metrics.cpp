@@ -45,7 +45,8 @@ std::string render_prometheus(const SwitchSnapshot& s, const std::string& switch
   counter(out, "inc_switch_bytes_out_total", "Bytes sent.", sw, c.bytes_out);
   counter(out, "inc_switch_aggregations_total", "Chunks whose members all contributed here.", sw, c.aggregations);
   counter(out, "inc_switch_results_total", "Chunks completed (root) or whose parent result arrived.", sw, c.results);
-  counter(out, "inc_switch_retransmissions_total", "Packets flagged as retransmissions.", sw, c.retransmissions);
+  counter(out, "inc_switch_retransmissions_total", "Data packets flagged as retransmissions (probes not included).", sw, c.retransmissions);
+  counter(out, "inc_switch_probes_total", "Header-only probes: members asking about a chunk instead of resending it.", sw, c.probes);
   counter(out, "inc_switch_duplicates_total", "Contributions already counted (never added twice).", sw, c.duplicates);
   counter(out, "inc_switch_results_resent_total", "Results sent again to members that missed them.", sw, c.results_resent);
   counter(out, "inc_switch_upstream_resent_total", "Partial aggregates sent to the parent again.", sw, c.upstream_resent);
@@ -119,7 +120,8 @@ std::string render_prometheus(const SwitchSnapshot& s, const std::string& switch
       {"inc_job_bytes_in_total", "Bytes of the job received.", &TrafficCounters::bytes_in},
       {"inc_job_bytes_out_total", "Bytes of the job sent.", &TrafficCounters::bytes_out},
       {"inc_job_aggregations_total", "Chunks of the job aggregated here.", &TrafficCounters::aggregations},
-      {"inc_job_retransmissions_total", "Retransmissions of the job seen.", &TrafficCounters::retransmissions},
+      {"inc_job_retransmissions_total", "Data retransmissions of the job seen.", &TrafficCounters::retransmissions},
+      {"inc_job_probes_total", "Probes of the job seen.", &TrafficCounters::probes},
       {"inc_job_duplicates_total", "Duplicate contributions of the job.", &TrafficCounters::duplicates},
       {"inc_job_drops_total", "Packets of the job dropped.", &TrafficCounters::drops},
   };
@@ -154,10 +156,10 @@ std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name
                 "switch %s: packets in %" PRIu64 " out %" PRIu64 ", bytes in %" PRIu64 " out %" PRIu64
                 ", aggregations %" PRIu64 ", results %" PRIu64 ", retransmissions %" PRIu64
                 ", duplicates %" PRIu64 ", results resent %" PRIu64 ", gaps signalled %" PRIu64
-                ", drops %" PRIu64 ", slots %u/%u allocated, cpu %.3f s\n",
+                ", probes %" PRIu64 ", drops %" PRIu64 ", slots %u/%u allocated, cpu %.3f s\n",
                 switch_name.c_str(), c.packets_in, c.packets_out, c.bytes_in, c.bytes_out,
                 c.aggregations, c.results, c.retransmissions, c.duplicates, c.results_resent,
-                c.gaps_signalled, c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
+                c.gaps_signalled, c.probes, c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
   out += b;
   for (const auto& l : s.lanes) {
     std::snprintf(b, sizeof b,
@@ -178,11 +180,11 @@ std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name
     std::snprintf(b, sizeof b,
                   "  job %u: members %u (joined %u)%s, slots %u%s at %u (busy copies %u), in %" PRIu64
                   " out %" PRIu64 ", aggregations %" PRIu64 ", retransmissions %" PRIu64
-                  ", duplicates %" PRIu64 ", drops %" PRIu64 "%s\n",
+                  ", probes %" PRIu64 ", duplicates %" PRIu64 ", drops %" PRIu64 "%s\n",
                   j.spec.job, j.spec.members, j.joined,
                   j.spec.parent_member == proto::kNoMember ? " root" : " leaf", j.spec.slots,
                   s.lanes.size() > 1 ? " per lane" : "", j.slot_base, j.busy_copies, j.counters.packets_in, j.counters.packets_out,
-                  j.counters.aggregations, j.counters.retransmissions, j.counters.duplicates,
+                  j.counters.aggregations, j.counters.retransmissions, j.counters.probes, j.counters.duplicates,
                   j.counters.drops, j.failed ? " FAILED" : "");
     out += b;
   }

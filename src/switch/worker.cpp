@@ -251,7 +251,7 @@ void WorkerProtocol::pump(Nanos now) {
     if (!e.busy || e.chunk != chunk || !e.lost) continue;  // completed meanwhile
     e.repair = true;
     ++cc_.fast_retransmits;
-    transmit(e, now, true);
+    transmit(e, now, Tx::data);
   }
   const std::uint32_t R = ring_size();
   cwnd_limited_ = false;
@@ -297,7 +297,7 @@ void WorkerProtocol::pump(Nanos now) {
         win_.restart_after_idle(std::uint32_t(std::min<Nanos>((now - last_activity_) / rtt_.rto_base(), 32)),
                                 kInitialWindow);
     }
-    transmit(e, now, false);
+    transmit(e, now, Tx::first);
   }
 }
 
@@ -379,6 +379,8 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     if (Entry* old = old_entry_for(h, lane)) {
       on_duplicate_result(*old, now);
       pump(now);
+    } else if (on_late_result(lane, h.chunk)) {
+      pump(now);
     }
     return;
   }
@@ -386,6 +388,13 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
   Op& op = *op_by_id(e.op);
   count_rx(op.rep, bytes);
   const Chunk& c = e.c;
+  const bool resent = (h.aux & proto::kResultResent) != 0;
+  if (resent && (h.flags & proto::flag::elided) && c.want && c.n > 0 && !c.sync) {
+    // The switch answers a probe that did not ask for the payload: the chunk is complete there.
+    on_complete_notice(e, now);
+    pump(now);
+    return;
+  }
   const NumKind kind = op.w.kind;
   const std::uint64_t E = chunk_elems(kind);
   if (c.want && c.n > 0 && !c.sync) {
@@ -444,7 +453,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     auto it = op.groups.find(c.group);
     if (it != op.groups.end() && --it->second.outstanding == 0) op.groups.erase(it);
   }
-  on_chunk_result(e, now);
+  on_chunk_result(e, now, resent);
   e.busy = false;
   --inflight_;
   ++rep_.chunks;
@@ -490,7 +499,8 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane, N
   Entry* e = entry_for(h, lane);
   if (!e) return;
   if (h.reason != Reason::stale_epoch && h.epoch != epoch) return;
-  if (h.reason == Reason::missing) return on_missing(*e, now);
+  if (h.reason == Reason::missing)
+    return on_missing(*e, (detail & proto::kMissingAnswersProbe) != 0, now);
   const Op& op = *op_by_id(e->op);
   const std::string label = op.w.label;
   switch (h.reason) {

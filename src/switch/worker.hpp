@@ -108,10 +108,14 @@ struct WorkerCcStats {
   std::uint32_t pipe = 0;  // chunks in the network (sent, not completed, held or deemed lost)
   Nanos srtt = 0, rttvar = 0, min_rtt = 0, rto = 0;
   std::uint32_t reorder_window_mult = 1;  // RACK's reordering window, in min_rtt/4
-  std::uint64_t fast_retransmits = 0;  // chunks deemed lost by RACK and retransmitted
+  std::uint64_t fast_retransmits = 0;  // chunks whose loss is ours, retransmitted with data
   std::uint64_t timeouts = 0;          // retransmission timer expiries
-  std::uint64_t probes = 0;            // tail loss probes
+  std::uint64_t tail_probes = 0;       // tail loss probes
   std::uint64_t polls = 0;             // timer polls of chunks the switch holds for us
+  // Header-only probes (flag `probe`): every probe sent (gap verdicts, tail probes, polls),
+  // those asking about a chunk suspected lost (a RACK or time-out verdict), and the answers
+  // `missing` (our own loss confirmed: the chunk then goes again with its data).
+  std::uint64_t probes_sent = 0, gap_probes = 0, probes_missing = 0;
   std::uint64_t spurious = 0;          // retransmissions or loss marks proven unnecessary
   std::uint64_t decreases = 0, undos = 0;
   std::uint64_t rtt_samples = 0;
@@ -145,7 +149,8 @@ struct WorkerError {
 struct OpReport {
   std::uint64_t chunks = 0;
   std::uint64_t packets_sent = 0, packets_received = 0, bytes_sent = 0, bytes_received = 0;
-  std::uint64_t retransmissions = 0;
+  std::uint64_t retransmissions = 0;    // data packets sent again (probes not included)
+  std::uint64_t probes = 0;             // header-only probes (a question about a chunk)
   std::uint64_t duplicate_results = 0;  // results for chunks already complete (ignored)
   std::uint64_t foreign = 0;            // undecodable / other job / other epoch (ignored)
   bool overflow = false;                // i32: some partial sum wrapped (see arith.hpp)
@@ -160,7 +165,10 @@ struct WorkerCompletion {
 // What the loss recovery did, for a tracer installed with WorkerProtocol::set_trace (tests,
 // benchmarks, debugging; no cost when none is installed).
 struct WorkerTraceEvent {
-  enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample } kind;
+  // probe: a tail loss probe; suspect: a probe about a chunk suspected lost (RACK, time-out);
+  // missing: the switch lacks our data for the chunk (our loss: the data goes again).
+  enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample, suspect,
+                             missing } kind;
   Nanos now = 0;
   std::uint64_t chunk = 0;
   std::int64_t value = 0;  // completed/sample: RTT; timeout: back-off; pending: 1 if first
@@ -249,12 +257,22 @@ class WorkerProtocol {
     Chunk c{};
     Nanos first_sent = 0, last_sent = 0;
     std::uint64_t xmit_seq = 0;     // order of its last transmission among all transmissions
+    std::uint64_t data_seq = 0;     // the same for its last transmission with the data
     std::uint64_t timer_epoch = 0;  // time-outs before its last transmission
     std::uint32_t tries = 0;        // retransmissions (including probes and polls)
+    std::uint32_t data_tries = 0;   // of those, with the data (not probes)
     std::uint32_t polls_answered = 0;  // `pending` answers to polls while held
     std::int32_t prev = -1, next = -1;  // in the transmission-order list (the pipe)
     bool in_net = false;   // in that list: sent and neither completed nor deemed lost
     bool lost = false;     // deemed lost, waiting for the window to retransmit it
+    // Its last transmission was a probe, not answered yet: out of the pipe (a header loads no
+    // link), still listed so that RACK and the timer can tell when the probe went unanswered.
+    bool probing = false;
+    bool last_probe = false;  // its last transmission was a probe (no RTT sample from it)
+    bool suspect = false;     // that probe asks about a suspected loss (RACK, time-out)
+    bool fetch = false;       // probes ask for the result's payload (its result was lost)
+    bool confirmed = false;   // the switch said it misses our data (`missing`): our loss
+    bool result_lost = false;  // completed by a result fetched again: the first one was lost
     bool repair = false;   // its last retransmission repaired a deemed loss (not a probe)
     bool proven = false;   // a retransmission of it was already proven unnecessary
     bool acked = false;    // the window grew on a `pending` for it already
@@ -300,14 +318,22 @@ class WorkerProtocol {
   void advance_cursor(Op& op, const Chunk& c);
   void op_chunk_done(Op& op);
   void pump(Nanos now);
-  void send_chunk(Entry& e, bool retransmit);
+  // What a transmission carries: the chunk for the first time, its data again, or a probe.
+  enum class Tx : std::uint8_t { first, data, probe };
+  void send_chunk(Entry& e, Tx tx);
   // Loss recovery and congestion control (worker_recovery.cpp).
-  void transmit(Entry& e, Nanos now, bool retransmit);
+  void transmit(Entry& e, Nanos now, Tx kind);
+  void send_probe(Entry& e, Nanos now, bool suspect);
+  bool loads_pipe(const Entry& e) const { return !e.held && !e.probing; }
   void net_unlink(Entry& e);
   void net_append(Entry& e);
   void net_insert_sorted(Entry& e);
-  void on_chunk_result(Entry& e, Nanos now);  // before the entry is freed
+  // Before the entry is freed; `resent`: the switch sent the stored result again because we
+  // asked (proto::kResultResent): the one it sent at completion did not reach us.
+  void on_chunk_result(Entry& e, Nanos now, bool resent);
   void on_duplicate_result(Entry& e, Nanos now);
+  bool on_late_result(std::size_t lane, std::uint32_t wire);  // see results_taken_lost_
+  void on_complete_notice(Entry& e, Nanos now);
   void on_pending(Entry& e, bool first, Nanos now);
   void rack_detect(Nanos now);
   void mark_lost(Entry& e, bool loss_event);
@@ -331,7 +357,7 @@ class WorkerProtocol {
   void clear_recovery();
   void handle_result(const proto::PacketView& v, std::size_t lane, std::size_t bytes, Nanos now);
   void handle_nack(const proto::PacketView& v, std::size_t lane, Nanos now);
-  void on_missing(Entry& e, Nanos now);
+  void on_missing(Entry& e, bool answers_probe, Nanos now);
   Entry* entry_for(const proto::Header& h, std::size_t lane);
   Entry* old_entry_for(const proto::Header& h, std::size_t lane);
   std::string where(std::uint64_t chunk) const;
@@ -383,6 +409,7 @@ class WorkerProtocol {
   std::int32_t net_head_ = -1, net_tail_ = -1;  // transmission-order list (oldest first)
   std::uint32_t listed_ = 0;                    // entries in it
   std::uint32_t pipe_ = 0;  // of those, not held by the switch: chunks loading our path
+  std::uint32_t probing_ = 0;  // of those, probed and waiting for the answer (not in the pipe)
   std::deque<std::pair<std::uint32_t, std::uint64_t>> lost_q_;  // (ring index, chunk)
   std::uint64_t xmit_seq_ = 0;
   std::uint64_t timer_epoch_ = 0;   // time-outs so far
@@ -403,6 +430,11 @@ class WorkerProtocol {
   Nanos rto_deadline_ = 0, probe_deadline_ = 0, reo_deadline_ = 0, poll_deadline_ = 0;
   Nanos poll_last_ = 0;             // the last background poll, or progress
   std::vector<std::uint32_t> held_;  // ring indices of held chunks
+  // Chunks completed by a result fetched again (the first one taken for lost), newest last: a
+  // first result arriving later proves it was only late and undoes the decrease, even once
+  // the chunk's ring entry serves another chunk (a stall of the path delays results beyond
+  // any reordering window; DSACK for results).
+  std::deque<std::uint64_t> results_taken_lost_;
   std::vector<std::int32_t> poll_scratch_;
   std::uint32_t poll_backoff_ = 0;  // poll rounds since the last progress
   bool probe_out_ = false;

@@ -35,10 +35,12 @@ inline WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
   return WireOp::none;
 }
 
-inline void count_tx(OpReport& r, std::size_t bytes, bool retransmit) {
+// `retransmit`: the data sent again; `probe`: a header-only probe (counted apart).
+inline void count_tx(OpReport& r, std::size_t bytes, bool retransmit, bool probe = false) {
   ++r.packets_sent;
   r.bytes_sent += bytes;
-  if (retransmit) ++r.retransmissions;
+  if (probe) ++r.probes;
+  else if (retransmit) ++r.retransmissions;
 }
 
 inline void count_rx(OpReport& r, std::size_t bytes) {

@@ -140,7 +140,8 @@ void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
 
 // ---- chunk payloads ---------------------------------------------------------------------------
 
-void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
+void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
+  const bool retransmit = tx != Tx::first;
   Op& op = *op_by_id(e.op);
   const Chunk& c = e.c;
   const NumKind kind = op.w.kind;
@@ -152,11 +153,16 @@ void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
   h.epoch = lane.epoch;
   h.chunk = wire_chunk(e.chunk);
   h.slot = std::uint16_t(h.chunk % info_.slots);
-  if (c.want) h.flags |= proto::flag::want_result;
   if (retransmit) h.flags |= proto::flag::retransmit;
+  // A probe asks the switch about the chunk without carrying it (docs/PROTOCOL.md, "Probes"):
+  // a bare header, whatever the chunk holds. It asks for the result's payload only once the
+  // switch said the chunk is complete and the result it sent then has not come (e.fetch):
+  // otherwise a chunk completed while its result is on the way would cost that result twice.
+  if (tx == Tx::probe) h.flags |= proto::flag::probe;
+  if (c.want && (tx != Tx::probe || e.fetch)) h.flags |= proto::flag::want_result;
   std::size_t payload = 0;
   std::byte* p = nullptr;
-  if (c.has_in && !c.sync) {
+  if (c.has_in && !c.sync && tx != Tx::probe) {
     const Segment& seg = op.w.segments[c.seg];
     h.elem = wire_elem(kind);
     h.op = wire_op(kind, op.w.op, c.exponent);
@@ -189,8 +195,8 @@ void WorkerProtocol::send_chunk(Entry& e, bool retransmit) {
   }
   proto::encode_header(h, p);
   out_.commit(lane.ep, proto::kHeaderBytes + payload);
-  count_tx(rep_, proto::kHeaderBytes + payload, retransmit);
-  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit);
+  count_tx(rep_, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
+  count_tx(op.rep, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
 }
 
 }  // namespace inc::sw

@@ -2,13 +2,21 @@
 // "Congestion control and loss recovery"):
 //  - every transmission is appended to a list in transmission order (the pipe: chunks in the
 //    network); a completed chunk leaves it;
-//  - RACK: a chunk is deemed lost once a chunk transmitted after it completed and a reordering
-//    margin passed; it is retransmitted as the window allows, oldest first;
-//  - a tail loss probe (2 srtt without news) retransmits the newest chunk, so that a loss at
-//    the end of a burst is found by RACK instead of the timer;
-//  - the retransmission timer (RFC 6298, back-off) retransmits the oldest chunk and restarts
-//    slow start; F-RTO undoes it when a result for a chunk sent before the time-out and never
-//    retransmitted arrives, or the switch answers `pending` (it held our contribution);
+//  - probes: where a chunk is only suspected lost (a gap in the results may be any member's
+//    loss), the worker asks the switch with a header-only probe instead of resending 8 KiB the
+//    switch may hold. The answer settles it: `pending` (held: someone else's loss), the result
+//    (ours was lost on the way back), or `missing` (our data was lost: now it goes again, and
+//    that is the congestion signal). A probe left unanswered is a loss on our path too;
+//  - RACK: a chunk is suspected lost once a chunk transmitted after it completed and a
+//    reordering margin passed; it is probed. The switch's `missing` nack (a later chunk of ours
+//    arrived first) or a probe's `missing` marks it lost: retransmitted as the window allows,
+//    oldest first;
+//  - a tail loss probe (2 srtt without news) probes the newest chunk, so that a loss at the end
+//    of a burst is found without the timer;
+//  - the retransmission timer (RFC 6298, back-off) retransmits the oldest chunk, probes the
+//    others it suspects, and restarts slow start; F-RTO undoes it when a result for a chunk sent
+//    before the time-out and never retransmitted arrives, or the switch answers `pending` (it
+//    held our contribution);
 //  - a retransmission is proven unnecessary by a `pending` answer, a second result for a chunk
 //    retransmitted once, or a result for a chunk deemed lost but not yet retransmitted: when
 //    all of an episode's retransmissions were, the window decrease is undone (and RACK's
@@ -47,7 +55,7 @@ WorkerCcStats WorkerProtocol::cc_stats() const {
 
 void WorkerProtocol::clear_recovery() {
   net_head_ = net_tail_ = -1;
-  pipe_ = listed_ = 0;
+  pipe_ = listed_ = probing_ = 0;
   lost_q_.clear();
   rto_deadline_ = probe_deadline_ = reo_deadline_ = poll_deadline_ = kNever;
   probe_out_ = false;
@@ -58,6 +66,7 @@ void WorkerProtocol::clear_recovery() {
   poll_backoff_ = 0;
   gap_next_ = 0;
   held_.clear();  // (the entries themselves are reset by the caller)
+  results_taken_lost_.clear();
 }
 
 // ---- the transmission-order list ----------------------------------------------------------
@@ -71,7 +80,8 @@ void WorkerProtocol::net_unlink(Entry& e) {
   e.prev = e.next = -1;
   e.in_net = false;
   --listed_;
-  if (!e.held) --pipe_;
+  if (loads_pipe(e)) --pipe_;
+  if (e.probing) --probing_;
 }
 
 void WorkerProtocol::net_append(Entry& e) {
@@ -83,7 +93,8 @@ void WorkerProtocol::net_append(Entry& e) {
   net_tail_ = i;
   e.in_net = true;
   ++listed_;
-  if (!e.held) ++pipe_;
+  if (loads_pipe(e)) ++pipe_;
+  if (e.probing) ++probing_;
 }
 
 // Back into the list at its transmission position (a loss mark proven wrong).
@@ -100,31 +111,52 @@ void WorkerProtocol::net_insert_sorted(Entry& e) {
   else net_head_ = i;
   e.in_net = true;
   ++listed_;
-  if (!e.held) ++pipe_;
+  if (loads_pipe(e)) ++pipe_;
+  if (e.probing) ++probing_;
 }
 
 // ---- sending --------------------------------------------------------------------------------
 
-void WorkerProtocol::transmit(Entry& e, Nanos now, bool retransmit) {
+void WorkerProtocol::transmit(Entry& e, Nanos now, Tx kind) {
   note_answer(e, false);  // a retransmission still unanswered: it (or its answer) was lost
-  e.awaiting_answer = retransmit;
-  if (retransmit) {
+  e.awaiting_answer = kind != Tx::first;
+  if (kind != Tx::first) {
     ++e.tries;
     net_unlink(e);
   }
+  if (kind == Tx::data) ++e.data_tries;
   e.lost = false;
+  // A probed chunk leaves the pipe until the answer says whose loss it was; a held chunk is
+  // out of it already and stays held (a poll).
+  e.probing = kind == Tx::probe && !e.held;
+  e.last_probe = kind == Tx::probe;
+  if (kind != Tx::probe) e.suspect = false;
   e.last_sent = now;
   e.xmit_seq = ++xmit_seq_;
+  if (kind != Tx::probe) e.data_seq = e.xmit_seq;
   e.timer_epoch = timer_epoch_;
   net_append(e);
-  send_chunk(e, retransmit);
+  send_chunk(e, kind);
+  if (kind == Tx::probe) ++cc_.probes_sent;
   if (rto_deadline_ == kNever && !e.held) rto_deadline_ = now + rtt_.rto();
-  if (!retransmit && !probe_out_) probe_deadline_ = now + probe_timeout();
+  if (kind == Tx::first && !probe_out_) probe_deadline_ = now + probe_timeout();
+}
+
+// Asks the switch about a chunk instead of resending it: `suspect` when a gap in the results
+// or a time-out suspects it lost (the answer then tells whose loss it was).
+void WorkerProtocol::send_probe(Entry& e, Nanos now, bool suspect) {
+  if (suspect) {
+    ++cc_.gap_probes;
+    trace(WorkerTraceEvent::suspect, now, e.chunk, e.tries);
+  }
+  e.repair = false;
+  transmit(e, now, Tx::probe);
+  e.suspect = suspect;
 }
 
 // ---- news from the switch -------------------------------------------------------------------
 
-void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
+void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   const std::uint32_t pipe_before = pipe_;
   // The timer restarts on every result, so it fires whenever results come further apart than
   // it: on a slow link (an 8 KiB chunk takes 0.7 ms to serialize at 100 Mb/s) a timer from an
@@ -141,8 +173,9 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   last_activity_ = now;
 
   // F-RTO: a chunk sent before the time-out and never retransmitted came back: the time-out
-  // was spurious (a delay, not a loss).
-  if (rto_recovery_ && e.tries == 0 && e.xmit_seq <= rto_xmit_seq_) {
+  // was spurious (a delay, not a loss). Probes resend nothing: a chunk only probed since, and
+  // completed by the result sent at completion (not one sent again), counts.
+  if (rto_recovery_ && e.data_tries == 0 && !resent && e.data_seq <= rto_xmit_seq_) {
     rto_recovery_ = false;  // (its samples stay out: it may have waited for a member's repair)
     ++cc_.spurious;
     win_.undo();
@@ -150,6 +183,24 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   }
   if (e.lost) {  // deemed lost, yet its result came without a retransmission: reordering
     proven_spurious(e);
+    reo_mult_ = std::min<std::uint32_t>(reo_mult_ + 1, 64);
+    recoveries_quiet_ = 0;
+  }
+  const Nanos since_last = now - e.last_sent;
+  if (e.last_probe && resent) {
+    // The switch answers our probe with the result it had sent before: that one was lost on
+    // our path, a loss like any other (RFC 8985's TLP: only the probe's answer came back).
+    // If it was only overtaken, it still comes (on_duplicate_result) and undoes this.
+    if (win_.on_loss(e.chunk, next_chunk_)) undo_retrans_ = 0;
+    ++undo_retrans_;
+    e.repair = e.result_lost = true;
+    results_taken_lost_.push_back(e.chunk);
+    if (results_taken_lost_.size() > 64) results_taken_lost_.pop_front();
+  } else if (e.probing && e.suspect) {
+    // The result sent at completion: the suspicion was wrong (reordering, or another member's
+    // loss repaired meanwhile), and no window was spent on it.
+    ++cc_.spurious;
+    note_repair(false);
     reo_mult_ = std::min<std::uint32_t>(reo_mult_ + 1, 64);
     recoveries_quiet_ = 0;
   }
@@ -163,7 +214,6 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
   // was not proven spurious. The latency of results (any Karn-clean, in-order sample, waits
   // for later members included) spaces the tail loss probes: probing a chunk the switch holds
   // while another member is merely slower only draws `pending`.
-  const Nanos since_last = now - e.last_sent;
   Rack& rack = rack_of(e.chunk);
   const bool overtaken = e.xmit_seq < rack.seq;
   trace(WorkerTraceEvent::completed, now, e.chunk, now - e.first_sent);
@@ -203,7 +253,7 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now) {
     }
   }
   net_unlink(e);
-  e.lost = false;
+  e.lost = e.probing = false;
   if (!e.acked) win_.on_ack(e.chunk, cwnd_limited_ || 2 * pipe_before >= win_.cwnd());
   if (e.held) unhold(e);
   if (!held_.empty()) {
@@ -230,27 +280,57 @@ void WorkerProtocol::on_duplicate_result(Entry& e, Nanos now) {
   // sample, queueing included. This is how the timer learns a queue that made it fire
   // (Eifel), without the waits for other members' repairs that the original's result may
   // include. If the switch answered the retransmission `pending` instead, this result is a
-  // network duplicate of the first one, and measures nothing.
+  // network duplicate of the first one, and measures nothing. The answer to a probe counts
+  // (its round trip is the queues', which is what the timer must learn), but not for the
+  // shortest round trip: a header's way up is shorter than a chunk's.
   if (e.tries == 1 && !e.dup_sampled && !e.pending_seen && !e.held) {
     e.dup_sampled = true;
-    rtt_.sample(rtt_.has_sample() ? std::min(now - e.last_sent, 2 * rtt_.rto_base()) : now - e.last_sent);
+    rtt_.sample(rtt_.has_sample() ? std::min(now - e.last_sent, 2 * rtt_.rto_base()) : now - e.last_sent,
+                !e.last_probe);
     ++cc_.rtt_samples;
   }
   // A second result for a chunk retransmitted once: the switch answered both transmissions,
-  // so the first had not been lost.
-  if (e.tries == 1 && e.repair && !e.proven) {
+  // so the first had not been lost. So does the result we took for lost, arriving after the
+  // copy our probe fetched.
+  if (e.result_lost) on_late_result(lane_of_chunk(e.chunk), wire_chunk(e.chunk));  // (once)
+  else if (e.tries == 1 && e.repair && !e.proven) {
     reo_mult_ = std::min<std::uint32_t>(reo_mult_ + 1, 64);
     recoveries_quiet_ = 0;
     proven_spurious(e);
   }
 }
 
-void WorkerProtocol::on_missing(Entry& e, Nanos now) {
-  // The switch saw a later chunk of ours while this one's contribution is still missing: our
-  // packet was lost (or overtaken). Repair it now, as a loss on our path, without waiting for
-  // a gap in the results (which every other member would see too). A chunk already answered
-  // `pending`, deemed lost or sent again after the loss cannot be meant: nothing to do.
-  if (!e.in_net || e.held || e.lost || e.tries > 0) return;
+void WorkerProtocol::on_complete_notice(Entry& e, Nanos now) {
+  // The chunk is complete at the switch, which sent us its result before it answered this
+  // probe (the answer left the payload out: the probe did not ask for it). On the same path,
+  // that result would have come first: it was lost, or overtaken (reordering, a path whose
+  // delay changed). It stays probed: if RACK or the timer still find no result (its verdict
+  // allows for reordering), the next probe asks for the payload, and that result sent again is
+  // the loss on our path (on_chunk_result).
+  if (!e.last_probe) return;  // (an answer to an earlier probe: the data went since)
+  note_answer(e, true);
+  trace(WorkerTraceEvent::pending, now, e.chunk, 2);
+  e.fetch = true;
+}
+
+void WorkerProtocol::on_missing(Entry& e, bool answers_probe, Nanos now) {
+  // The switch lacks our contribution to this chunk: it saw a later chunk of ours first (the
+  // gap signal), or it answers our probe. Our packet was lost (or overtaken): repair it now,
+  // as a loss on our path. A chunk already answered `pending` or deemed lost cannot be meant;
+  // nor can a gap signal once our data went again (it may predate the repair), nor a probe's
+  // answer once the data was sent after the probe. A chunk only presumed held (after
+  // a time-out, see on_pending) may well be missing: its polls are probes, and this is the
+  // answer that repairs it.
+  if (answers_probe && e.last_probe) note_answer(e, true);
+  if (!e.in_net || e.lost || (e.held && e.pending_seen)) return;
+  if (answers_probe ? !e.last_probe : e.data_tries > 0) return;
+  if (answers_probe) ++cc_.probes_missing;
+  trace(WorkerTraceEvent::missing, now, e.chunk, answers_probe);
+  if (e.held) {
+    net_unlink(e);  // (while held: it is not in the pipe)
+    unhold(e);
+  }
+  e.confirmed = true;
   mark_lost(e, true);
   pump(now);
   arm_timers(now, false);
@@ -276,6 +356,13 @@ void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   wait_seq_ = std::max(wait_seq_, e.xmit_seq);
   note_answer(e, true);
   trace(WorkerTraceEvent::pending, now, e.chunk, first);
+  const bool polled = e.held;  // (held already: presumed so after a time-out, and polled)
+  // A suspected loss was someone else's: no window was spent on it, the suspicion counts
+  // against calling our path lossy.
+  if (first && e.probing && e.suspect) {
+    ++cc_.spurious;
+    note_repair(false);
+  }
   if (first) hold(e, now);
   // The switch holds our contribution: the retransmission that drew this answer was not
   // needed on our path (another member's packet is missing, or this one is early).
@@ -288,13 +375,15 @@ void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
     rto_recovery_ = false;
     rto_unproven_ = 0;
     win_.undo();
+    // (Not a chunk the switch told us it misses: presumed held, it would wait for a poll.)
     if (!lossy()) {
       poll_scratch_.clear();
       for (std::int32_t i = net_head_; i >= 0; i = ring_[std::size_t(i)].next)
-        if (!ring_[std::size_t(i)].held && ring_[std::size_t(i)].xmit_seq <= rto_xmit_seq_)
+        if (!ring_[std::size_t(i)].held && !ring_[std::size_t(i)].confirmed &&
+            ring_[std::size_t(i)].xmit_seq <= rto_xmit_seq_)
           poll_scratch_.push_back(i);
       for (auto [i, chunk] : lost_q_)
-        if (ring_[i].busy && ring_[i].chunk == chunk && ring_[i].lost &&
+        if (ring_[i].busy && ring_[i].chunk == chunk && ring_[i].lost && !ring_[i].confirmed &&
             ring_[i].xmit_seq <= rto_xmit_seq_)
           poll_scratch_.push_back(std::int32_t(i));
       for (std::int32_t i : poll_scratch_) hold(ring_[std::size_t(i)], now);
@@ -310,11 +399,13 @@ void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   const Nanos since_last = now - e.last_sent;
   // Only retransmissions draw `pending`: after exactly one, the answer is unambiguous and is
   // a pure path sample (the switch answers at once; no other member is involved).
+  // (After a probe, not for the shortest round trip: a header's way up is not a chunk's.)
   if (e.tries == 1 && (first || !e.polls_answered)) {
-    rtt_.sample(rtt_.has_sample() ? std::min(since_last, 2 * rtt_.rto_base()) : since_last);
+    rtt_.sample(rtt_.has_sample() ? std::min(since_last, 2 * rtt_.rto_base()) : since_last,
+                !e.last_probe);
     ++cc_.rtt_samples;
   }
-  if (!first) {
+  if (!first || polled) {
     // A poll answered `pending`: the chunk still waits for a member: polls back off (a poll
     // that drew no answer was lost, and is repeated at the same pace).
     ++e.polls_answered;
@@ -348,6 +439,22 @@ void WorkerProtocol::note_answer(Entry& e, bool answered) {
 bool WorkerProtocol::lossy() const {
   return (repairs_needed_ >= 2 && 4 * repairs_needed_ > repairs_needed_ + repairs_unneeded_) ||
          (retx_unanswered_ >= 2 && 8 * retx_unanswered_ > retx_answered_ + retx_unanswered_);
+}
+
+bool WorkerProtocol::on_late_result(std::size_t lane, std::uint32_t wire) {
+  for (auto it = results_taken_lost_.begin(); it != results_taken_lost_.end(); ++it) {
+    if (lane_of_chunk(*it) != lane || wire_chunk(*it) != wire) continue;
+    results_taken_lost_.erase(it);
+    ++cc_.spurious;
+    note_repair(false);
+    reo_mult_ = std::min<std::uint32_t>(reo_mult_ + 1, 64);
+    if (--undo_retrans_ <= 0 && win_.can_undo()) {
+      win_.undo();
+      undo_retrans_ = 0;
+    }
+    return true;
+  }
+  return false;
 }
 
 void WorkerProtocol::proven_spurious(Entry& e) {
@@ -384,6 +491,7 @@ Nanos WorkerProtocol::reorder_window() const {
 void WorkerProtocol::mark_lost(Entry& e, bool loss_event) {
   trace(WorkerTraceEvent::lost, e.last_sent, e.chunk, loss_event);
   net_unlink(e);
+  e.probing = false;
   e.lost = true;
   lost_q_.emplace_back(std::uint32_t(&e - ring_.data()), e.chunk);
   if (loss_event && win_.on_loss(e.chunk, next_chunk_)) {  // a new episode
@@ -409,11 +517,14 @@ void WorkerProtocol::rack_detect(Nanos now) {
     if (e.xmit_seq >= newest) break;  // sent after every lane's newest delivered: no verdict
     const Rack& r = rack_of(e.chunk);
     // Only a later transmission of the same lane delivered is a verdict; the switch holds our
-    // part of held chunks (only polls retry them).
+    // part of held chunks (only polls retry them). A gap may be any member's loss: ask the
+    // switch (a probe). A probe unanswered by then was lost, or its answer: a loss on our path.
     if (!e.held && e.xmit_seq < r.seq) {
       const Nanos deadline = e.last_sent + r.rtt + reo;
-      if (now >= deadline) mark_lost(e, true);
-      else reo_deadline_ = std::min(reo_deadline_, deadline);
+      if (now < deadline) reo_deadline_ = std::min(reo_deadline_, deadline);
+      else if (e.fetch) send_probe(e, now, false);  // complete there: ask for the payload
+      else if (e.probing) mark_lost(e, true);
+      else send_probe(e, now, true);  // (these move it to the tail: after every verdict)
     }
     i = next;
   }
@@ -422,7 +533,7 @@ void WorkerProtocol::rack_detect(Nanos now) {
 // ---- timers ---------------------------------------------------------------------------------
 
 void WorkerProtocol::arm_timers(Nanos now, bool progress) {
-  if (pipe_ == 0) {
+  if (pipe_ + probing_ == 0) {  // (a probe unanswered needs the timer too)
     rto_deadline_ = probe_deadline_ = kNever;
     return;
   }
@@ -448,19 +559,21 @@ void WorkerProtocol::arm_timers(Nanos now, bool progress) {
 void WorkerProtocol::hold(Entry& e, Nanos now) {
   if (e.held) return;
   if (e.in_net) {
-    --pipe_;
+    if (e.probing) --probing_;  // (a probed chunk is out of the pipe already)
+    else --pipe_;
   } else if (e.lost) {  // deemed lost, not yet retransmitted: no need to
     e.lost = false;
     net_insert_sorted(e);  // counts it in the pipe...
     --pipe_;               // ...which it leaves
   }
+  e.probing = false;
   e.held = true;
   e.suspect_at = 0;
   e.polls_answered = 0;
   if (held_.empty()) poll_last_ = now;
   held_.push_back(std::uint32_t(&e - ring_.data()));
   arm_polls();
-  if (pipe_ == 0) rto_deadline_ = probe_deadline_ = kNever;
+  if (pipe_ + probing_ == 0) rto_deadline_ = probe_deadline_ = kNever;
 }
 
 void WorkerProtocol::unhold(Entry& e) {
@@ -514,8 +627,7 @@ void WorkerProtocol::on_poll(Nanos now) {
     Entry& e = ring_[std::size_t(i)];
     ++cc_.polls;
     trace(WorkerTraceEvent::poll, now, e.chunk, poll_backoff_);
-    e.repair = false;
-    transmit(e, now, true);
+    send_probe(e, now, false);  // the switch holds our data: a question is enough
   }
   arm_polls();
 }
@@ -526,24 +638,29 @@ void WorkerProtocol::on_probe(Nanos now) {
   probe_deadline_ = kNever;
   if (pipe_ == 0 || probe_out_) return;
   std::int32_t i = net_tail_;
-  while (i >= 0 && ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].prev;
+  while (i >= 0 && !loads_pipe(ring_[std::size_t(i)])) i = ring_[std::size_t(i)].prev;
   if (i < 0) return;
   probe_out_ = true;
-  ++cc_.probes;
+  ++cc_.tail_probes;
   trace(WorkerTraceEvent::probe, now, ring_[std::size_t(i)].chunk, 0);
-  Entry& e = ring_[std::size_t(i)];
-  e.repair = false;
-  transmit(e, now, true);
+  send_probe(ring_[std::size_t(i)], now, false);
   rto_deadline_ = std::max(rto_deadline_, now + rtt_.rto());
 }
 
 void WorkerProtocol::on_rto(Nanos now) {
   rto_deadline_ = kNever;
+  // The oldest chunk not held by the switch: the head of the pipe, or one deemed lost that
+  // still waits for the window (in stream order).
   std::int32_t i = net_head_;
   while (i >= 0 && ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].next;
-  if (i < 0) return;  // only chunks the switch holds: polls take care of them
+  Entry* oldest = i >= 0 ? &ring_[std::size_t(i)] : nullptr;
+  for (auto [k, chunk] : lost_q_) {
+    Entry& x = ring_[k];
+    if (x.busy && x.chunk == chunk && x.lost && (!oldest || x.chunk < oldest->chunk)) oldest = &x;
+  }
+  if (!oldest) return;  // only chunks the switch holds: polls take care of them
   ++cc_.timeouts;
-  trace(WorkerTraceEvent::timeout, now, ring_[std::size_t(i)].chunk, rtt_.backoff());
+  trace(WorkerTraceEvent::timeout, now, oldest->chunk, rtt_.backoff());
   rto_unproven_ = ++timer_epoch_;
   if (!rto_recovery_) {
     rto_recovery_ = true;
@@ -551,19 +668,35 @@ void WorkerProtocol::on_rto(Nanos now) {
   }
   if (!win_.in_recovery()) undo_retrans_ = 0;  // a new episode
   const std::uint32_t flight = pipe_;
-  // The oldest chunk not held by the switch is lost, and so is every chunk out for longer
-  // than a RACK verdict needs (as Linux's tcp_timeout_mark_lost): under heavy loss every
-  // member has several chunks to repair, and nothing completes to tell RACK.
+  // The oldest chunk not held by the switch is lost (its data goes again, at once: RFC 6298
+  // 5.4; the chunks sent before the time-out may all be lost, or wait for it at the switch,
+  // and neither frees the window), and every chunk out for longer than a RACK verdict needs
+  // is suspect (as Linux's tcp_timeout_mark_lost):
+  // under heavy loss every member has several chunks to repair, and nothing completes to tell
+  // RACK. A suspect is probed (the switch may hold it: the stall may be another member's
+  // loss); one whose probe went unanswered that long is lost on our path: its data goes again.
   const Nanos reo = reorder_window();
+  const bool all = lossy();
+  poll_scratch_.clear();
   for (std::int32_t j = i; j >= 0;) {
     Entry& x = ring_[std::size_t(j)];
+    const std::int32_t at = j;
     j = x.next;
     // On a path that lately needed repairs, every chunk out long enough; else the oldest only
     // (F-RTO: its answer tells whether our path or a late member is the cause).
-    if (!x.held && (&x == &ring_[std::size_t(i)] || (lossy() && x.last_sent + rack_of(x.chunk).rtt + reo <= now)))
-      mark_lost(x, false);
+    if (x.held || &x == oldest || !all || x.last_sent + rack_of(x.chunk).rtt + reo > now) continue;
+    if (x.probing && !x.fetch) mark_lost(x, false);
+    else poll_scratch_.push_back(at);
   }
-  win_.on_timeout(next_chunk_, flight);  // slow start repairs them, oldest first
+  for (std::int32_t at : poll_scratch_) send_probe(ring_[std::size_t(at)], now, !ring_[std::size_t(at)].fetch);
+  win_.on_timeout(next_chunk_, flight);  // slow start repairs the others, oldest first
+  if (oldest->fetch) {  // complete at the switch: its result is what we miss
+    send_probe(*oldest, now, false);
+  } else {
+    if (!oldest->lost) mark_lost(*oldest, false);
+    oldest->repair = true;
+    transmit(*oldest, now, Tx::data);
+  }
   // Exponential back-off protects a path that died or collapsed. While the switch keeps
   // answering (heard from within rto_max) and our retransmissions are lost now and then (a
   // lossy path, see lossy()), losses are random, not a collapse (the window has reacted

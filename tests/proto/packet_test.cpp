@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace inc::proto {
@@ -57,6 +58,9 @@ TEST(Packet, RoundTripEveryType) {
       {PacketType::data, ElemType::f32, WireOp::max, 1, flag::overflow, Reason::ok},
       {PacketType::data, ElemType::raw, WireOp::copy, 3, 0, Reason::ok},
       {PacketType::data, ElemType::none, WireOp::none, 0, flag::want_result, Reason::ok},
+      {PacketType::data, ElemType::none, WireOp::none, 0, flag::probe | flag::retransmit, Reason::ok},
+      {PacketType::data, ElemType::none, WireOp::none, 0,
+       flag::probe | flag::retransmit | flag::want_result, Reason::ok},
       {PacketType::result, ElemType::f32, WireOp::sum, 9, flag::overflow, Reason::ok},
       {PacketType::result, ElemType::i32, WireOp::sum, 0, flag::elided, Reason::ok},
       {PacketType::nack, ElemType::none, WireOp::none, 0, 0, Reason::stale_epoch},
@@ -294,6 +298,82 @@ TEST(Packet, RequiredCaps) {
   EXPECT_EQ(required_cap(ElemType::f32, WireOp::min), cap::f32_minmax);
   EXPECT_EQ(required_cap(ElemType::raw, WireOp::sum), 0u);
   EXPECT_EQ(required_cap(ElemType::none, WireOp::none), cap::raw_copy);
+}
+
+// A probe is a question about a chunk, never a contribution: only on data, only together with
+// `retransmit`, and a bare header (no element type, operation, count or payload). Every other
+// combination is refused before the switch looks at any state.
+TEST(Packet, ProbeMustBeABareRetransmittedDataHeader) {
+  Header h = data_header();
+  h.elem = ElemType::none;
+  h.op = WireOp::none;
+  h.count = 0;
+  h.flags = flag::probe | flag::retransmit | flag::want_result;
+  ASSERT_EQ(decode_bytes(build(h, 0)), Reason::ok);
+  h.flags = flag::probe;  // without retransmit
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::bad_flags);
+  h.flags = flag::probe | flag::want_result;
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::bad_flags);
+  h.flags = flag::probe | flag::retransmit | flag::overflow;  // it carries no partial sum
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::bad_flags);
+  // With data: refused whatever the type.
+  for (auto [e, op, count] : {std::tuple{ElemType::i32, WireOp::sum, 4}, std::tuple{ElemType::f32, WireOp::max, 1},
+                              std::tuple{ElemType::raw, WireOp::copy, 3}}) {
+    Header d = data_header();
+    d.elem = e;
+    d.op = op;
+    d.count = std::uint16_t(count);
+    d.flags = flag::probe | flag::retransmit;
+    EXPECT_EQ(decode_bytes(build(d, std::size_t(count) * elem_size(e))), Reason::bad_elem_type) << name(e);
+  }
+  h.flags = flag::probe | flag::retransmit;
+  h.op = WireOp::sum;  // an operation without elements
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::bad_op);
+  h.op = WireOp::none;
+  auto b = build(h, 0);
+  b.push_back(std::byte(1));  // a payload behind a header that announces none
+  EXPECT_EQ(decode_bytes(b), Reason::length_mismatch);
+  h.count = 2;  // a count without a type
+  EXPECT_EQ(decode_bytes(build(h, 0)), Reason::length_mismatch);
+  h.count = 0;
+  // Only data may carry it.
+  for (PacketType t : {PacketType::join, PacketType::result, PacketType::leave, PacketType::leave_ack,
+                       PacketType::admit_ack, PacketType::release_ack}) {
+    Header x = h;
+    x.type = t;
+    x.flags = flag::probe | (t == PacketType::join ? flag::retransmit : 0);
+    EXPECT_EQ(decode_bytes(build(x, 0)), Reason::bad_flags) << name(t);
+  }
+  Header nk = h;
+  nk.type = PacketType::nack;
+  nk.reason = Reason::missing;
+  nk.flags = flag::probe;
+  EXPECT_EQ(decode_bytes(build(nk, 0)), Reason::bad_flags);
+  Header pd = h;
+  pd.type = PacketType::pending;
+  pd.elem = ElemType::raw;
+  pd.count = kPendingBytes;
+  pd.flags = flag::probe;
+  EXPECT_EQ(decode_bytes(build(pd, kPendingBytes)), Reason::bad_flags);
+}
+
+// A result's aux says whether the switch sent it again to one member that asked (its answer
+// to a retransmission or probe of a chunk completed earlier); other bits are refused.
+TEST(Packet, ResultAuxIsOnlyTheResentMark) {
+  Header h = data_header();
+  h.type = PacketType::result;
+  h.flags = 0;
+  for (std::uint32_t aux : {0u, kResultResent}) {
+    h.aux = aux;
+    PacketView v;
+    auto b = build(h, 16);
+    ASSERT_EQ(decode(b, v), Reason::ok) << aux;
+    EXPECT_EQ(v.h.aux, aux);
+  }
+  for (std::uint32_t aux : {2u, 0x100u, 0x80000001u}) {
+    h.aux = aux;
+    EXPECT_EQ(decode_bytes(build(h, 16)), Reason::bad_field) << aux;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/switch/arith.hpp"
+#include "tests/switch/dp_util.hpp"
 
 namespace inc::sw {
 namespace {
@@ -17,97 +18,9 @@ using proto::Header;
 using proto::PacketType;
 using proto::Reason;
 using proto::WireOp;
+using testing::Sent;
 
-struct Sent {
-  Endpoint to;
-  proto::Header h;
-  std::vector<std::byte> payload;
-};
-
-class DP : public ::testing::Test {
- protected:
-  SwitchConfig cfg() {
-    SwitchConfig c;
-    c.slots = 8;
-    c.slot_elems = 4;
-    c.incarnation = 42;
-    return c;
-  }
-  void make(SwitchConfig c = {}) {
-    if (c.slots == 1024) c = cfg();
-    sw = std::make_unique<SwitchDataPlane>(c);
-  }
-  std::vector<Sent> drain() {
-    std::vector<Sent> v;
-    for (const auto& e : sw->outbox().entries()) {
-      proto::PacketView pv;
-      EXPECT_EQ(proto::decode(sw->outbox().bytes(e), pv), Reason::ok);
-      v.push_back({e.to, pv.h, std::vector<std::byte>(pv.payload.begin(), pv.payload.end())});
-    }
-    sw->outbox().clear();
-    return v;
-  }
-  void send(Endpoint from, const Header& h, std::span<const std::byte> payload = {}) {
-    std::vector<std::byte> b(proto::kHeaderBytes + payload.size());
-    ASSERT_EQ(proto::encode(h, payload, b), b.size());
-    sw->on_packet(b, from, now);
-  }
-  Header join(std::uint32_t job, std::uint16_t m, std::uint32_t session = 0) {
-    Header h;
-    h.type = PacketType::join;
-    h.job = job;
-    h.member = m;
-    h.aux = session;
-    return h;
-  }
-  Header data(std::uint32_t job, std::uint16_t m, std::uint32_t chunk, std::uint32_t slots,
-              std::uint16_t count, ElemType e = ElemType::i32, WireOp op = WireOp::sum,
-              std::uint8_t flags = proto::flag::want_result) {
-    Header h;
-    h.type = PacketType::data;
-    h.job = job;
-    h.member = m;
-    h.epoch = sw->job_epoch(job);
-    h.chunk = chunk;
-    h.slot = std::uint16_t(chunk % slots);
-    h.elem = count ? e : ElemType::none;
-    h.op = count ? op : WireOp::none;
-    h.count = count;
-    h.flags = flags;
-    return h;
-  }
-  static std::vector<std::byte> i32s(std::initializer_list<std::int32_t> v) {
-    std::vector<std::byte> b(v.size() * 4);
-    std::memcpy(b.data(), v.begin(), b.size());
-    return b;
-  }
-  static std::vector<std::int32_t> as_i32(const std::vector<std::byte>& b) {
-    std::vector<std::int32_t> v(b.size() / 4);
-    std::memcpy(v.data(), b.data(), b.size());
-    return v;
-  }
-  // Admit job 7 with n members and S slots, join them all from node(1..n).
-  void setup(std::uint16_t n, std::uint32_t S) {
-    make();
-    ASSERT_EQ(sw->admit({7, n, S}, now), Reason::ok);
-    for (std::uint16_t m = 0; m < n; ++m) send(Endpoint::node(m + 1), join(7, m));
-    auto acks = drain();
-    ASSERT_EQ(acks.size(), n);
-    for (auto& a : acks) {
-      EXPECT_EQ(a.h.type, PacketType::join_ack);
-      EXPECT_EQ(a.h.epoch, sw->job_epoch(7));
-      auto info = proto::read_join_info(a.payload);
-      EXPECT_EQ(info.slots, S);
-      EXPECT_EQ(info.slot_elems, 4u);
-      EXPECT_EQ(info.members, n);
-      EXPECT_EQ(info.lanes, 1);  // a single data plane is one lane
-      EXPECT_EQ(info.lane, 0);
-      EXPECT_EQ(info.reserved, 0u);
-    }
-  }
-  std::unique_ptr<SwitchDataPlane> sw;
-  Nanos now = 0;
-};
+class DP : public testing::DataPlaneFixture {};
 
 TEST_F(DP, AggregatesAndReplicatesToEveryMember) {
   setup(3, 4);
@@ -168,18 +81,18 @@ TEST_F(DP, DuplicateIsNeverAddedTwiceAndLateRetransmissionGetsResult) {
   send(Endpoint::node(1), data(7, 0, 1, 4, 1, ElemType::i32, WireOp::sum,
                                proto::flag::want_result | proto::flag::retransmit),
        i32s({5}));
-  auto pend = drain();  // retransmission of an incomplete chunk: told who contributed
+  auto pend = drain_no_gaps();  // retransmission of an incomplete chunk: told who contributed
   ASSERT_EQ(pend.size(), 1u);
   EXPECT_EQ(pend[0].h.type, PacketType::pending);
   EXPECT_EQ(proto::load_u64(pend[0].payload.data()), 1u);
   EXPECT_EQ(pend[0].h.aux, 2u);
   send(Endpoint::node(2), data(7, 1, 1, 4, 1), i32s({7}));
-  auto out = drain();
+  auto out = drain_no_gaps();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(as_i32(out[0].payload), std::vector<std::int32_t>{12});
   // Member 1 missed the result and retransmits: it gets the same result, nothing is re-added.
   send(Endpoint::node(2), data(7, 1, 1, 4, 1), i32s({7}));
-  out = drain();
+  out = drain_no_gaps();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].to, Endpoint::node(2));
   EXPECT_EQ(as_i32(out[0].payload), std::vector<std::int32_t>{12});
@@ -191,12 +104,12 @@ TEST_F(DP, DuplicateIsNeverAddedTwiceAndLateRetransmissionGetsResult) {
 TEST_F(DP, ShadowCopyServesLateResultWhileOtherCopyAdvances) {
   setup(2, 2);  // S = 2: chunk 0 -> slot 0 copy 0, chunk 2 -> slot 0 copy 1, chunk 4 -> copy 0
   for (std::uint16_t m = 0; m < 2; ++m) send(Endpoint::node(m + 1), data(7, m, 0, 2, 1), i32s({1}));
-  drain();
+  drain_no_gaps();
   // Member 0 got result 0 and moves on to chunk 2 (same slot, other copy).
   send(Endpoint::node(1), data(7, 0, 2, 2, 1), i32s({4}));
   // Member 1 lost result 0 and retransmits chunk 0: still served from copy 0.
   send(Endpoint::node(2), data(7, 1, 0, 2, 1), i32s({1}));
-  auto out = drain();
+  auto out = drain_no_gaps();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].h.chunk, 0u);
   EXPECT_EQ(as_i32(out[0].payload), std::vector<std::int32_t>{2});
@@ -204,16 +117,16 @@ TEST_F(DP, ShadowCopyServesLateResultWhileOtherCopyAdvances) {
   send(Endpoint::node(1), data(7, 0, 4, 2, 1), i32s({9}));
   EXPECT_EQ(sw->counters().drops_by_reason[int(Reason::out_of_window)], 1u);
   send(Endpoint::node(2), data(7, 1, 2, 2, 1), i32s({6}));
-  out = drain();
+  out = drain_no_gaps();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(as_i32(out[0].payload), std::vector<std::int32_t>{10});
   // Now chunk 4 reuses copy 0; a late duplicate of chunk 0 is stale and dropped silently.
   send(Endpoint::node(1), data(7, 0, 4, 2, 1), i32s({100}));
   send(Endpoint::node(2), data(7, 1, 0, 2, 1), i32s({1}));
-  EXPECT_TRUE(drain().empty());
+  EXPECT_TRUE(drain_no_gaps().empty());
   EXPECT_EQ(sw->counters().drops_by_reason[int(Reason::stale_chunk)], 1u);
   send(Endpoint::node(2), data(7, 1, 4, 2, 1), i32s({200}));
-  out = drain();
+  out = drain_no_gaps();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(as_i32(out[1].payload), std::vector<std::int32_t>{300});
 }

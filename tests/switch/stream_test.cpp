@@ -214,7 +214,7 @@ std::string run_stream(Topo& t, std::uint16_t n, std::vector<StreamOp>& ops,
     if (done[r].size() != ops.size())
       return "member " + std::to_string(r) + ": " + std::to_string(done[r].size()) + " of " +
              std::to_string(ops.size()) + " completions";
-    std::uint64_t chunks = 0, retx = 0;
+    std::uint64_t chunks = 0, retx = 0, probes = 0;
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const OpReport& rep = done[r].at(i);
       if (ops[i].out[r] != ops[i].expect[r])
@@ -225,13 +225,16 @@ std::string run_stream(Topo& t, std::uint16_t n, std::vector<StreamOp>& ops,
         return "member " + std::to_string(r) + " op " + std::to_string(i) + ": " +
                std::to_string(rep.chunks) + " chunks reported, expected " +
                std::to_string(ops[i].chunks);
-      if (rep.packets_sent < rep.chunks || rep.packets_sent - rep.retransmissions != rep.chunks)
+      if (rep.packets_sent < rep.chunks ||
+          rep.packets_sent - rep.retransmissions - rep.probes != rep.chunks)
         return "member " + std::to_string(r) + " op " + std::to_string(i) + ": packet counts";
       chunks += rep.chunks;
       retx += rep.retransmissions;
+      probes += rep.probes;
     }
     if (chunks != w.report().chunks) return "per-op chunks do not add up to the total";
     if (retx > w.report().retransmissions) return "per-op retransmissions exceed the total";
+    if (probes > w.report().probes) return "per-op probes exceed the total";
   }
   return {};
 }

@@ -1,0 +1,228 @@
+// The switch data plane's packets from above and around the members' data path: leaving, the
+// parent's answers (hierarchy), control packets (admit/release), idle expiry and snapshots.
+// The per-packet aggregation path is in dataplane.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "src/switch/dataplane.hpp"
+
+namespace inc::sw {
+
+using proto::ElemType;
+using proto::Header;
+using proto::PacketType;
+using proto::PacketView;
+using proto::Reason;
+
+void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  Job* j = find(h.job);
+  if (!j) return send_empty(nullptr, from, PacketType::leave_ack, h);  // nothing to leave
+  ++j->c.packets_in;
+  j->c.bytes_in += proto::kHeaderBytes;
+  Reason r = proto::validate(
+      h, {j->spec.job, j->epoch, j->spec.slots, j->spec.members, slot_bytes()});
+  if (r != Reason::ok) return drop(j, r);
+  Member& m = j->members[h.member];
+  if (!m.joined || m.ep != from) return drop(j, Reason::not_joined);
+  m.left = true;
+  send_empty(j, from, PacketType::leave_ack, h);
+  bool all_left = std::all_of(j->members.begin(), j->members.end(),
+                              [](const Member& x) { return !x.joined || x.left; });
+  if (!all_left) return;
+  if (j->has_parent() && j->parent_joined) {
+    Header up;
+    up.type = PacketType::leave;
+    up.member = j->spec.parent_member;
+    up.job = j->spec.job;
+    up.epoch = j->parent_epoch;
+    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
+    emit(j, cfg_.parent, proto::kHeaderBytes);
+  }
+  if (!j->dynamic) return;
+  if (cfg_.external_control) {
+    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0}, {}, {}});
+    return;
+  }
+  release(h.job);
+}
+
+void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
+  const Header& h = v.h;
+  if (!cfg_.parent.valid() || from != cfg_.parent) return drop(nullptr, Reason::wrong_source);
+  Job* j = find(h.job);
+  if (!j) return drop(nullptr, Reason::unknown_job);
+  Job& J = *j;
+  ++J.c.packets_in;
+  J.c.bytes_in += proto::kHeaderBytes + v.payload.size();
+  if (!J.has_parent()) return drop(j, Reason::unexpected);
+  switch (h.type) {
+    case PacketType::join_ack: {
+      auto info = proto::read_join_info(v.payload);
+      // Only the answer to our current join attempt counts (a late one is ignored).
+      if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
+      // Our lane l joins the parent's lane l: a parent answering from another lane, or with
+      // fewer lanes than ours while we are beyond them, is misconfigured.
+      if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
+        return fail_job(J, Reason::mismatch);
+      J.parent_joined = true;
+      J.parent_epoch = h.epoch;
+      J.parent_info = info;
+      for (auto& m : J.members)
+        if (m.joined && !m.left) send_join_ack(J, m);
+      return;
+    }
+    case PacketType::result: {
+      if (!J.parent_joined || h.epoch != J.parent_epoch) return drop(j, Reason::stale_epoch);
+      if (h.slot >= J.spec.slots || h.chunk % J.spec.slots != h.slot)
+        return drop(j, Reason::bad_slot);
+      if (std::size_t(h.count) * proto::elem_size(h.elem) > slot_bytes())
+        return drop(j, Reason::too_large);
+      const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / J.spec.slots) & 1);
+      Copy& cp = copies_[idx];
+      if (cp.seq != h.chunk) return drop(j, Reason::stale_chunk);
+      if (cp.st & kComplete) {
+        ++c_.duplicates;
+        ++J.c.duplicates;
+        return;
+      }
+      if (!(cp.st & kAwaitParent)) return drop(j, Reason::unexpected);
+      if (h.flags & proto::flag::elided) {
+        cp.st &= std::uint8_t(~kHasData);
+      } else if (h.elem != ElemType::none) {
+        std::memcpy(cells(idx), v.payload.data(), v.payload.size());
+        cp.elem = h.elem;
+        cp.op = h.op;
+        cp.count = h.count;
+        cp.st |= kHasData;
+      }
+      if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
+      cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
+      ++c_.results;
+      ++J.c.results;
+      return replicate(J, cp, idx);
+    }
+    case PacketType::nack: {
+      const auto about = PacketType(h.aux & 0xFF);
+      if (about == PacketType::leave) return;
+      if (about == PacketType::join) {
+        // Before the parent admitted the job: not fatal, the members' joins retry.
+        if (J.parent_joined || h.reason == Reason::unknown_job) return;
+        return fail_job(J, h.reason);
+      }
+      // Refusals of packets sent under an older join of the parent are late: ignore them.
+      if (!J.parent_joined) return;
+      if (h.reason == Reason::stale_epoch ? h.epoch == J.parent_epoch : h.epoch != J.parent_epoch)
+        return;
+      if (h.reason == Reason::missing) {  // our upward packet was lost: send it again
+        const std::uint32_t S = J.spec.slots;
+        if (h.slot >= S || h.chunk % S != h.slot) return drop(j, Reason::bad_slot);
+        const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+        Copy& cp = copies_[idx];
+        if (cp.seq == h.chunk && (cp.st & kAwaitParent)) forward_up(J, cp, idx, true);
+        return;
+      }
+      return fail_job(J, h.reason);
+    }
+    case PacketType::pending:
+    case PacketType::leave_ack:
+      return;
+    default:
+      return drop(j, Reason::unexpected);
+  }
+}
+
+void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos now) {
+  const Header& h = v.h;
+  const std::uint64_t key = proto::load_u64(v.payload.data());
+  // Constant-time comparison: the key is a shared secret.
+  if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
+    return drop(nullptr, Reason::control_refused);
+  if (cfg_.external_control) {  // the daemon applies it on every lane, then answers
+    ControlEvent e;
+    e.req = h;
+    e.from = from;
+    if (h.type == PacketType::release) {
+      e.kind = ControlEvent::Kind::release;
+      e.spec.job = h.job;
+    } else {
+      auto a = proto::read_admit_info(v.payload);
+      e.kind = ControlEvent::Kind::admit;
+      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member};
+    }
+    control_.push_back(e);
+    return;
+  }
+  if (h.type == PacketType::release) {
+    release(h.job);
+    return send_empty(nullptr, from, PacketType::release_ack, h);
+  }
+  auto a = proto::read_admit_info(v.payload);
+  JobSpec spec{h.job, a.members, a.slots, a.parent_member};
+  Reason r = admit(spec, now, true);
+  if (r != Reason::ok) {
+    drop(nullptr, r);
+    return nack(nullptr, from, h, r);
+  }
+  send_empty(find(h.job), from, PacketType::admit_ack, h);
+}
+
+void SwitchDataPlane::answer_control(const ControlEvent& e, Reason r) {
+  if (e.kind == ControlEvent::Kind::all_left) return;
+  if (r != Reason::ok) {
+    drop(nullptr, r);
+    return nack(nullptr, e.from, e.req, r);
+  }
+  send_empty(find(e.req.job), e.from,
+             e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack : PacketType::release_ack,
+             e.req);
+}
+
+void SwitchDataPlane::on_tick(Nanos now) {
+  now_ = now;
+  if (cfg_.idle_timeout <= 0 || cfg_.external_control) return;
+  std::vector<std::uint32_t> expired;
+  for (auto& [id, j] : jobs_)
+    if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
+  for (auto id : expired) expire(id);
+}
+
+SwitchSnapshot SwitchDataPlane::snapshot() const {
+  SwitchSnapshot s;
+  s.counters = c_;
+  s.slots_total = cfg_.slots;
+  s.slot_elems = cfg_.slot_elems;
+  s.incarnation = cfg_.incarnation;
+  for (const auto& [id, j] : jobs_) {
+    JobSnapshot js;
+    js.spec = j.spec;
+    js.dynamic = j.dynamic;
+    js.last_active = j.last_active;
+    js.epoch = j.epoch;
+    js.slot_base = j.base;
+    for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
+      if (!(copies_[i].st & kComplete)) ++js.busy_copies;
+    js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),
+                                            [](const Member& m) { return m.joined && !m.left; }));
+    js.parent_joined = j.parent_joined;
+    js.failed = j.failed;
+    js.fail_reason = j.fail_reason;
+    js.counters = j.c;
+    s.slots_allocated += j.spec.slots;
+    s.jobs.push_back(js);
+  }
+  std::sort(s.jobs.begin(), s.jobs.end(),
+            [](const JobSnapshot& a, const JobSnapshot& b) { return a.spec.job < b.spec.job; });
+  return s;
+}
+
+std::string Endpoint::str() const {
+  if (!valid()) return "none";
+  if (!is_ipv4()) return "node" + std::to_string(id - 1);
+  std::uint32_t a = ipv4_addr();
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." +
+         std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255) + ":" +
+         std::to_string(port());
+}
+
+}  // namespace inc::sw
