@@ -50,12 +50,15 @@ struct SimNet {
   std::uint32_t slots = 64, slot_elems = 256;
   double rate_gbps = 10;       // host links, both directions; 0: unshaped
   std::uint64_t queue_bytes = 0;  // 0: max(64 KiB, 1 ms at the link rate)
+  bool testbed_queue = false;     // inc testbed's default instead: max(4 ms, 32 x 9014 B)
   Nanos link_delay = 2'000;
   SimFaults faults;
 };
 
 std::uint64_t queue_for(const SimNet& n) {
   if (n.queue_bytes) return n.queue_bytes;
+  if (n.testbed_queue)
+    return std::max<std::uint64_t>(32 * 9014, std::uint64_t(n.rate_gbps * 1e9 / 8 * 4e-3));
   return std::max<std::uint64_t>(64 * 1024, std::uint64_t(n.rate_gbps * 1e9 / 8 * 1e-3));
 }
 
@@ -211,8 +214,9 @@ int sim_shaped(SimNet net, const std::vector<double>& rates, std::uint64_t mib, 
   net.faults.delay = 2'000;
   net.faults.jitter = 500;
   std::printf("sim-shaped: %u members, %llu MiB f32 allreduce, %u slots x %u elements (%u B chunks), "
-              "host links shaped both ways (drop-tail queue max(64 KiB, 1 ms)), switch unshaped\n",
-              net.members, (unsigned long long)mib, net.slots, net.slot_elems, net.slot_elems * 4);
+              "host links shaped both ways (drop-tail queue %s), switch unshaped\n",
+              net.members, (unsigned long long)mib, net.slots, net.slot_elems, net.slot_elems * 4,
+              net.queue_bytes ? "as given" : net.testbed_queue ? "max(4 ms, 32 x 9014 B)" : "max(64 KiB, 1 ms)");
   std::printf("%8s %10s %10s %9s %9s %10s %10s %8s %8s %10s\n", "Gb/s", "queue_B", "time_s", "goodput",
               "wire_max", "retx_frac", "probe_frac", "cwnd", "ssthr", "q_drops");
   for (double r : rates) {
@@ -373,6 +377,8 @@ int main(int argc, char** argv) {
   shaped->add_option("--mib", mib, "MiB per allreduce");
   shaped->add_option("--queue-bytes", net.queue_bytes, "drop-tail queue per link (0: max(64 KiB, 1 ms))");
   shaped->add_option("--seed", shaped_seed, "seed of the simulated network (jitter)");
+  shaped->add_flag("--testbed-queue", net.testbed_queue,
+                   "queues as inc testbed's default (4 ms at the rate, at least 32 x 9014 B)");
   auto* udp = app.add_subcommand("udp", "allreduce under loss over UDP on loopback");
   add_net(udp);
   udp->add_option("--reps", reps, "repetitions per loss rate")->check(CLI::Range(1, 1000));

@@ -94,9 +94,12 @@ enum class Reason : std::uint8_t {
   missing,          // nack: a later chunk of this member arrived while this one is still missing
 };
 inline constexpr int kNumReasons = 27;
-// Detail (aux >> 8) of a `missing` nack: set when the nack answers a probe (else it is the
-// gap signal sent when a later chunk of the member arrived).
+// Detail (aux >> 8, 24 bits) of a `missing` nack: bit 0 is set when the nack answers a probe
+// (else it is the gap signal sent when a later chunk of the member arrived); bit i, 1 <= i <=
+// kMissingSpan, says that chunk - i of the same lane lacks the member's contribution as well
+// (one header for a burst of losses).
 inline constexpr std::uint32_t kMissingAnswersProbe = 1;
+inline constexpr std::uint32_t kMissingSpan = 23;
 // Aux of a result: set when the switch sends a stored result again to one member (it answers
 // that member's retransmission or probe of a chunk completed earlier): the result sent at
 // completion did not reach the member (or has not yet). Other aux bits of a result are refused.

@@ -508,7 +508,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   cp.contrib |= bit;
   if (h.flags & proto::flag::want_result) cp.want |= bit;
   if (++cp.n == J.spec.members) complete_local(J, cp, idx);
-  signal_gaps(J, h, from, bit);
+  signal_gaps(J, h, from, bit, proto::kHeaderBytes + v.payload.size());
 }
 
 // A probe asks what a retransmission of the member's data would learn, without the data: the
@@ -529,12 +529,16 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
     const Copy& other = copies_[idx ^ 1];
     if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
       return drop(&J, Reason::out_of_window);
-    return nack(&J, from, h, Reason::missing, proto::kMissingAnswersProbe);
+  } else if (d < 0) {
+    return drop(&J, Reason::stale_chunk);
+  } else if (d != 0) {
+    return drop(&J, Reason::out_of_window);
   }
-  if (d < 0) return drop(&J, Reason::stale_chunk);
-  if (d != 0) return drop(&J, Reason::out_of_window);
   const std::uint64_t bit = std::uint64_t(1) << h.member;
-  if (!(cp.contrib & bit)) return nack(&J, from, h, Reason::missing, proto::kMissingAnswersProbe);
+  if (d != 0 || !(cp.contrib & bit)) {  // with the chunks before it that lack it as well
+    return nack(&J, from, h, Reason::missing,
+                proto::kMissingAnswersProbe | missing_before(J, h.chunk, bit));
+  }
   if (cp.st & kComplete) {
     ++c_.results_resent;
     ++J.c.results_resent;
@@ -548,6 +552,22 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
   send_pending(J, cp, h, from);
 }
 
+bool SwitchDataPlane::lacks(const Job& J, std::uint32_t q, std::uint64_t bit) const {
+  const std::uint32_t S = J.spec.slots;
+  const Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+  if (qc.seq == q) return !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
+  return qc.seq == q - 2 * S && (qc.st & kComplete);  // not begun: nobody's packet arrived
+}
+
+std::uint32_t SwitchDataPlane::missing_before(const Job& J, std::uint32_t q,
+                                              std::uint64_t bit) const {
+  std::uint32_t mask = 0;
+  const std::uint32_t span = std::min<std::uint32_t>(proto::kMissingSpan, J.spec.slots - 1);
+  for (std::uint32_t i = 1; i <= span; ++i)
+    if (lacks(J, q - i, bit)) mask |= std::uint32_t(1) << i;
+  return mask;
+}
+
 // A member sends its chunks in stream order, so when its chunk c arrives while chunks before
 // c still lack its contribution, those packets were lost (or overtaken in the network): tell
 // the member at once, once per chunk. Without this, the member finds the gap only when a later
@@ -556,29 +576,46 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
 // 2S earlier: nobody's packet for it arrived, as when every member's queue dropped the tail of
 // the same burst); the member misses it all the same. Only the chunks skipped since the
 // member's previous newest are looked at (at most S - 1: chunk c - S has completed, the member
-// holds its result), so in-order streams cost one comparison per packet.
-// The signal is a header, no larger than the packet that caused it.
-void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint64_t bit) {
+// holds its result), so in-order streams cost one comparison per packet. One nack names the
+// newest chunk missing and, in its detail, up to kMissingSpan before it; a packet draws at
+// most as many nacks as it has headers' worth of bytes (never more bytes than it brought).
+void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint64_t bit,
+                                  std::size_t bytes) {
   const std::uint32_t S = J.spec.slots;
   Member& m = J.members[h.member];
   const std::int32_t skipped = proto::chunk_distance(h.chunk, m.next_chunk);
   if (skipped < 0) return;  // a repair, or overtaken by a later one: nothing new
   m.next_chunk = h.chunk + 1;
+  std::size_t budget = std::max<std::size_t>(1, bytes / proto::kHeaderBytes);
   const std::uint32_t back_max = std::min<std::uint32_t>(std::uint32_t(skipped), S - 1);
-  for (std::uint32_t back = back_max; back >= 1; --back) {  // oldest first
+  std::uint32_t head = 0, mask = 0;
+  bool open = false;  // a nack being filled: `head` and the chunks in `mask`
+  auto emit = [&] {
+    Header req = h;
+    req.chunk = head;
+    req.slot = std::uint16_t(head % S);
+    nack(&J, from, req, Reason::missing, mask);
+    open = false;
+  };
+  for (std::uint32_t back = 1; back <= back_max; ++back) {  // newest first
     const std::uint32_t q = h.chunk - back;
     Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
-    const bool open = qc.seq == q && !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
-    const bool unopened = qc.seq == q - 2 * S && (qc.st & kComplete);
-    if (!(open || unopened) || (qc.signalled & bit)) continue;
+    if ((qc.signalled & bit) || !lacks(J, q, bit)) continue;
+    if (open && head - q > proto::kMissingSpan) emit();
+    if (!open) {
+      if (budget == 0) break;
+      --budget;
+      head = q;
+      mask = 0;
+      open = true;
+    } else {
+      mask |= std::uint32_t(1) << (head - q);
+    }
     qc.signalled |= bit;
-    ++c_.gaps_signalled;
+    ++c_.gaps_signalled;  // (chunks, not nacks)
     ++J.c.gaps_signalled;
-    Header req = h;
-    req.chunk = q;
-    req.slot = std::uint16_t(q % S);
-    nack(&J, from, req, Reason::missing);
   }
+  if (open) emit();
 }
 
 }  // namespace inc::sw

@@ -182,7 +182,12 @@ class SwitchDataPlane {
   void handle_leave(const proto::PacketView& v, Endpoint from);
   void answer_probe(Job& j, const proto::Header& h, Endpoint from, std::uint32_t idx,
                     std::int32_t d);
-  void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit);
+  // Whether chunk q's copy lacks the contribution `bit` (begun without it, or not begun).
+  bool lacks(const Job& j, std::uint32_t q, std::uint64_t bit) const;
+  // Bits i (1..kMissingSpan) of the chunks q - i that lack `bit` (see proto::kMissingSpan).
+  std::uint32_t missing_before(const Job& j, std::uint32_t q, std::uint64_t bit) const;
+  void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit,
+                   std::size_t bytes);
   void handle_from_parent(const proto::PacketView& v, Endpoint from);
   void handle_control(const proto::PacketView& v, Endpoint from, Nanos now);
 

@@ -358,6 +358,12 @@ WorkerProtocol::Entry* WorkerProtocol::entry_for(const Header& h, std::size_t la
   return &e;
 }
 
+WorkerProtocol::Entry* WorkerProtocol::entry_at(std::size_t lane, std::uint32_t wire) {
+  Entry& e = ring_[lane + L() * (wire % info_.slots)];
+  if (!e.busy || wire_chunk(e.chunk) != wire || lane_of_chunk(e.chunk) != lane) return nullptr;
+  return &e;
+}
+
 WorkerProtocol::Entry* WorkerProtocol::old_entry_for(const Header& h, std::size_t lane) {
   const std::uint32_t S = info_.slots;
   if (h.slot >= S || h.chunk % S != h.slot) return nullptr;
@@ -496,11 +502,18 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane, N
   // carries the switch's epoch for the job, or the refused packet's when the job is unknown),
   // else they are late answers to old packets.
   if (about != PacketType::data) return;
+  if (h.reason == Reason::missing) {
+    // The chunk named, and those before it on the lane flagged in the detail: oldest first.
+    if (h.epoch != epoch || h.slot >= info_.slots || h.chunk % info_.slots != h.slot) return;
+    for (std::uint32_t i = proto::kMissingSpan; i >= 1; --i)
+      if ((detail >> i) & 1)
+        if (Entry* x = entry_at(lane, h.chunk - i)) on_missing(*x, false, now);
+    if (Entry* x = entry_for(h, lane)) on_missing(*x, (detail & proto::kMissingAnswersProbe) != 0, now);
+    return;
+  }
   Entry* e = entry_for(h, lane);
   if (!e) return;
   if (h.reason != Reason::stale_epoch && h.epoch != epoch) return;
-  if (h.reason == Reason::missing)
-    return on_missing(*e, (detail & proto::kMissingAnswersProbe) != 0, now);
   const Op& op = *op_by_id(e->op);
   const std::string label = op.w.label;
   switch (h.reason) {

@@ -257,7 +257,7 @@ class WorkerProtocol {
     Chunk c{};
     Nanos first_sent = 0, last_sent = 0;
     std::uint64_t xmit_seq = 0;     // order of its last transmission among all transmissions
-    std::uint64_t data_seq = 0;     // the same for its last transmission with the data
+    std::uint64_t first_seq = 0;    // the same for its first one
     std::uint64_t timer_epoch = 0;  // time-outs before its last transmission
     std::uint32_t tries = 0;        // retransmissions (including probes and polls)
     std::uint32_t data_tries = 0;   // of those, with the data (not probes)
@@ -332,6 +332,7 @@ class WorkerProtocol {
   // asked (proto::kResultResent): the one it sent at completion did not reach us.
   void on_chunk_result(Entry& e, Nanos now, bool resent);
   void on_duplicate_result(Entry& e, Nanos now);
+  bool full_chunk(const Entry& e) const;  // data both ways, a whole slot's worth
   bool on_late_result(std::size_t lane, std::uint32_t wire);  // see results_taken_lost_
   void on_complete_notice(Entry& e, Nanos now);
   void on_pending(Entry& e, bool first, Nanos now);
@@ -360,6 +361,7 @@ class WorkerProtocol {
   void on_missing(Entry& e, bool answers_probe, Nanos now);
   Entry* entry_for(const proto::Header& h, std::size_t lane);
   Entry* old_entry_for(const proto::Header& h, std::size_t lane);
+  Entry* entry_at(std::size_t lane, std::uint32_t wire);  // lane chunk `wire` in flight
   std::string where(std::uint64_t chunk) const;
   // Joining (worker_join.cpp): lane 0 first, then lanes 1..L-1, each with its own nonce/epoch.
   struct Lane {

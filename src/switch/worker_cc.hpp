@@ -23,6 +23,7 @@ class RttEstimator {
   Nanos srtt() const { return has_ ? srtt_ : initial_; }
   Nanos rttvar() const { return rttvar_; }
   Nanos min_rtt() const { return has_min_ ? min_rtt_ : srtt(); }
+  bool has_min() const { return has_min_; }  // a sample counted for the minimum exists
   Nanos latest() const { return latest_; }
   // srtt + 4 rttvar within [min, max], doubled per back-off step (still at most max).
   Nanos rto() const;

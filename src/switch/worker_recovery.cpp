@@ -133,7 +133,7 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, Tx kind) {
   if (kind != Tx::probe) e.suspect = false;
   e.last_sent = now;
   e.xmit_seq = ++xmit_seq_;
-  if (kind != Tx::probe) e.data_seq = e.xmit_seq;
+  if (kind == Tx::first) e.first_seq = e.xmit_seq;
   e.timer_epoch = timer_epoch_;
   net_append(e);
   send_chunk(e, kind);
@@ -173,9 +173,8 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   last_activity_ = now;
 
   // F-RTO: a chunk sent before the time-out and never retransmitted came back: the time-out
-  // was spurious (a delay, not a loss). Probes resend nothing: a chunk only probed since, and
-  // completed by the result sent at completion (not one sent again), counts.
-  if (rto_recovery_ && e.data_tries == 0 && !resent && e.data_seq <= rto_xmit_seq_) {
+  // was spurious (a delay, not a loss).
+  if (rto_recovery_ && e.tries == 0 && e.xmit_seq <= rto_xmit_seq_) {
     rto_recovery_ = false;  // (its samples stay out: it may have waited for a member's repair)
     ++cc_.spurious;
     win_.undo();
@@ -230,23 +229,30 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   }
   const bool clean = e.tries == 0 && !overtaken && e.xmit_seq >= wait_seq_ &&
                      (rto_unproven_ == 0 || e.timer_epoch >= rto_unproven_);
+  // The latency of results: a chunk only probed since it was sent (never its data again) and
+  // completed by the result sent at completion measures it as well; without these samples a
+  // stream whose chunks are all probed (a queue building up) would keep its tail probes at
+  // the join's round trip, and probe every chunk.
+  if (e.data_tries == 0 && !resent && e.first_seq >= rack.seq) lat_.sample(now - e.first_sent);
   if (e.tries == 0 && !overtaken) {
-    lat_.sample(now - e.first_sent);
     if (clean) {
       // At most twice the current timeout: one sample that slipped through the filters while
       // the chunk waited for another member's repair must not stretch the timer at once (the
       // feedback above); a path that really slowed down (a queue) still raises it within a
-      // few dozen samples, geometrically.
-      rtt_.sample(std::min(now - e.first_sent, 2 * rtt_.rto_base()));
+      // few dozen samples, geometrically. Only chunks full both ways count for the shortest
+      // round trip (a barrier's header-only chunk is no measure of a chunk's, and RACK
+      // trusts results of retransmitted chunks only beyond it).
+      rtt_.sample(std::min(now - e.first_sent, 2 * rtt_.rto_base()), full_chunk(e));
       trace(WorkerTraceEvent::sample, now, e.chunk, now - e.first_sent);
       win_.on_rtt_sample(e.chunk, now - e.first_sent, next_chunk_);
       ++cc_.rtt_samples;
     }
   }
   // RACK: the newest transmission known delivered (a retransmission counts only if its result
-  // cannot be the original's, RFC 8985 6.2). A chunk the switch held for us completed when
-  // another member's contribution came: its timing says nothing about our transmissions.
-  if (!e.held && (e.tries == 0 || since_last >= rtt_.min_rtt())) {
+  // cannot be the original's, RFC 8985 6.2: not before the shortest round trip of a chunk has
+  // been measured). A chunk the switch held for us completed when another member's
+  // contribution came: its timing says nothing about our transmissions.
+  if (!e.held && (e.tries == 0 || (rtt_.has_min() && since_last >= rtt_.min_rtt()))) {
     if (e.xmit_seq > rack.seq) {
       rack.seq = e.xmit_seq;
       rack.rtt = since_last;
@@ -272,6 +278,12 @@ void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   if (!win_.in_recovery()) rto_recovery_ = false;
   rack_detect(now);
   arm_timers(now, true);
+}
+
+bool WorkerProtocol::full_chunk(const Entry& e) const {
+  const Op* op = op_by_id(e.op);
+  return op && e.c.has_in && e.c.want && !e.c.sync && !e.c.exponent &&
+         e.c.n == chunk_elems(op->w.kind);
 }
 
 void WorkerProtocol::on_duplicate_result(Entry& e, Nanos now) {
@@ -467,15 +479,21 @@ void WorkerProtocol::proven_spurious(Entry& e) {
   }
 }
 
-// Chunks deemed lost whose marks proved wrong (a spurious time-out): back into the pipe.
+// Chunks deemed lost whose marks proved wrong (a spurious time-out): back into the pipe; not
+// those the switch said it misses (`missing`), which stay queued for their repair.
 void WorkerProtocol::restore_lost() {
+  std::deque<std::pair<std::uint32_t, std::uint64_t>> keep;
   for (auto [i, chunk] : lost_q_) {
     Entry& e = ring_[i];
     if (!e.busy || e.chunk != chunk || !e.lost) continue;
+    if (e.confirmed) {
+      keep.emplace_back(i, chunk);
+      continue;
+    }
     e.lost = false;
     net_insert_sorted(e);
   }
-  lost_q_.clear();
+  lost_q_.swap(keep);
 }
 
 // ---- loss detection -------------------------------------------------------------------------
@@ -668,10 +686,8 @@ void WorkerProtocol::on_rto(Nanos now) {
   }
   if (!win_.in_recovery()) undo_retrans_ = 0;  // a new episode
   const std::uint32_t flight = pipe_;
-  // The oldest chunk not held by the switch is lost (its data goes again, at once: RFC 6298
-  // 5.4; the chunks sent before the time-out may all be lost, or wait for it at the switch,
-  // and neither frees the window), and every chunk out for longer than a RACK verdict needs
-  // is suspect (as Linux's tcp_timeout_mark_lost):
+  // The oldest chunk not held by the switch is lost (its data goes again), and every chunk out
+  // for longer than a RACK verdict needs is suspect (as Linux's tcp_timeout_mark_lost):
   // under heavy loss every member has several chunks to repair, and nothing completes to tell
   // RACK. A suspect is probed (the switch may hold it: the stall may be another member's
   // loss); one whose probe went unanswered that long is lost on our path: its data goes again.
@@ -690,12 +706,18 @@ void WorkerProtocol::on_rto(Nanos now) {
   }
   for (std::int32_t at : poll_scratch_) send_probe(ring_[std::size_t(at)], now, !ring_[std::size_t(at)].fetch);
   win_.on_timeout(next_chunk_, flight);  // slow start repairs the others, oldest first
+  // The first time-out leaves the oldest to slow start (the window may still be full of
+  // chunks on their way: no need to add to a queue); a repeated one sends it at once, or a
+  // pipe of chunks that cannot complete (waiting at the switch for a member that waits for
+  // this very repair) would hold it back for good.
   if (oldest->fetch) {  // complete at the switch: its result is what we miss
     send_probe(*oldest, now, false);
   } else {
     if (!oldest->lost) mark_lost(*oldest, false);
-    oldest->repair = true;
-    transmit(*oldest, now, Tx::data);
+    if (rtt_.backoff() > 0) {
+      oldest->repair = true;
+      transmit(*oldest, now, Tx::data);
+    }
   }
   // Exponential back-off protects a path that died or collapsed. While the switch keeps
   // answering (heard from within rto_max) and our retransmissions are lost now and then (a

@@ -98,7 +98,9 @@ class DataPlaneFixture : public ::testing::Test {
   }
   // Admit job 7 with n members and S slots, join them all from node(1..n).
   void setup(std::uint16_t n, std::uint32_t S) {
-    make();
+    auto c = cfg();
+    c.slots = std::max(c.slots, S);
+    make(c);
     ASSERT_EQ(sw->admit({7, n, S}, now), Reason::ok);
     for (std::uint16_t m = 0; m < n; ++m) send(Endpoint::node(m + 1), join(7, m));
     auto acks = drain();
