@@ -12,6 +12,6 @@ echo "== test suite"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 echo "== ASan+UBSan build of the unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINC_WERROR=ON -DINC_SANITIZE=ON >/dev/null
-cmake --build build-asan -j"$jobs"
+cmake --build build-asan -j"$jobs" --target unit_tests
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j"$jobs" -L unit --timeout 600)

@@ -84,9 +84,6 @@ class StoreAddressBook : public transport::MeshAddressBook {
   std::chrono::milliseconds timeout_;
 };
 
-// Every rank calls init() the same number of times, so the n-th init of each process
-// belongs to the same job generation and uses its own keys in the store.
-std::atomic<int> g_init_generation{0};
 
 }  // namespace
 
@@ -282,7 +279,12 @@ Communicator Communicator::init(const Options& opts) {
   world->store = world->store_handle->client.get();
 
   // A job tag keeps connections of another job (or a stale store) out of the mesh.
-  const std::string prefix = fmt::format("inc/{}", g_init_generation.fetch_add(1));
+  // The n-th init() of each rank against this store belongs to the same job generation and
+  // uses its own keys. Counted in the store, not in the process: a launcher's store outlives
+  // the programs it runs one after the other (`srun sh -c 'prog1; prog2'`, inc launch/testbed
+  // running a script), and a second program must not read the first one's addresses.
+  const std::int64_t generation = world->store->add(fmt::format("inc/inits/{}", boot.rank), 1) - 1;
+  const std::string prefix = fmt::format("inc/{}", generation);
   std::random_device rd;
   std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   world->store->set_if_absent(prefix + "/job_tag", std::to_string(mine));

@@ -90,7 +90,18 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
   // INC_TIMEOUT is the only deadline: a rank may arrive late by anything less, and a switch
   // or member that stays silent that long is reported.
   const sw::Nanos deadline = static_cast<sw::Nanos>(timeout.count()) * sw::kMillisecond;
-  cfg.join_timeout = deadline;
+  // Joining is the start-up probe's first step: a switch that does not answer a join within
+  // INC_SWITCH_JOIN_TIMEOUT (default 10 s, at most INC_TIMEOUT) puts the job on the hosts, with
+  // the reason in every report, rather than holding every rank for the whole INC_TIMEOUT.
+  cfg.join_timeout = std::min<sw::Nanos>(deadline, 10 * sw::kSecond);
+  if (auto v = env("INC_SWITCH_JOIN_TIMEOUT")) {
+    char* end = nullptr;
+    double s = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(s > 0) || s > 86400)
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_SWITCH_JOIN_TIMEOUT='{}' is not a time-out in seconds (0 < t <= 86400)", *v));
+    cfg.join_timeout = std::min<sw::Nanos>(deadline, static_cast<sw::Nanos>(s * 1e9));
+  }
   cfg.progress_timeout = deadline;
   cfg.session = static_cast<std::uint32_t>(session ^ (session >> 32)) | 1u;
   // Fault injection into this worker's outgoing datagrams, for tests on real sockets:

@@ -43,9 +43,14 @@ TEST(IncPath, EnvironmentBecomesTheWorkersSettings) {
   EXPECT_EQ(a.worker.switch_ep.str(), "127.0.0.1:7710");
   EXPECT_EQ(a.worker.window, 8u);
   EXPECT_NE(a.worker.session, 0u);
-  // INC_TIMEOUT is the only deadline of the in-network path.
-  EXPECT_EQ(a.worker.join_timeout, 42 * sw::kSecond);
+  // INC_TIMEOUT bounds every deadline of the in-network path; the start-up join waits at most
+  // INC_SWITCH_JOIN_TIMEOUT (default 10 s) before the job runs on the hosts.
+  EXPECT_EQ(a.worker.join_timeout, 10 * sw::kSecond);
   EXPECT_EQ(a.worker.progress_timeout, 42 * sw::kSecond);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_JOIN_TIMEOUT", "2.5"}})->attachment().worker.join_timeout,
+            2500 * sw::kMillisecond);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_JOIN_TIMEOUT", "100"}})->attachment().worker.join_timeout,
+            42 * sw::kSecond);  // never beyond INC_TIMEOUT
   EXPECT_FALSE(a.fixed_point);
   EXPECT_FALSE(a.faults.enabled());
   EXPECT_NE(a.where.find("127.0.0.1:7710"), std::string::npos) << a.where;
@@ -56,6 +61,10 @@ TEST(IncPath, EnvironmentBecomesTheWorkersSettings) {
 TEST(IncPath, BadValuesNameTheVariable) {
   EXPECT_NE(config_error({{"INC_SWITCH", "nowhere"}}).find("INC_SWITCH"), std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_JOB", "0"}}).find("INC_SWITCH_JOB"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_JOIN_TIMEOUT", "soon"}}).find("INC_SWITCH_JOIN_TIMEOUT"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_RTO_MIN_US", "0"}}).find("INC_SWITCH_RTO_MIN_US"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_WINDOW", "-3"}}).find("INC_SWITCH_WINDOW"),
             std::string::npos);
