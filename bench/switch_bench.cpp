@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "src/switch/arith.hpp"
 #include "src/switch/dataplane.hpp"
 #include "src/switch/lanes.hpp"
@@ -55,25 +57,6 @@ double cpu_s() {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-template <class T>
-std::vector<T> parse_list(const char* s) {
-  std::vector<T> v;
-  for (const char* p = s; *p;) {
-    char* end = nullptr;
-    const unsigned long x = std::strtoul(p, &end, 10);
-    if (end == p || x > 65535) {
-      std::fprintf(stderr, "switch_bench: bad list '%s'\n", s);
-      std::exit(2);
-    }
-    v.push_back(T(x));
-    p = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') {
-      std::fprintf(stderr, "switch_bench: bad list '%s'\n", s);
-      std::exit(2);
-    }
-  }
-  return v;
 }
 
 double median(std::vector<double> v) {
@@ -522,44 +505,23 @@ void bench_udp(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  int i = 1;
-  if (argc > 1 && argv[1][0] != '-') a.mode = argv[i++];
-  for (; i < argc; ++i) {
-    std::string f = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "missing value for %s\n", f.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (f == "--members") a.members = std::atoi(next());
-    else if (f == "--runs") a.runs = std::max(1, std::atoi(next()));
-    else if (f == "--seconds") a.seconds = std::atof(next());
-    else if (f == "--workers") a.workers = std::atoi(next());
-    else if (f == "--count") a.count = std::strtoull(next(), nullptr, 10);
-    else if (f == "--slots") a.slots = std::atoi(next());
-    else if (f == "--elems") a.elems = parse_list<std::uint32_t>(next());
-    else if (f == "--lanes") a.lanes = parse_list<std::uint16_t>(next());
-    else if (f == "--offload") a.offload = next();
-    else if (f == "--batch") a.batch = std::atoi(next());
-    else if (f == "--json") a.json = next();
-    else {
-      std::fprintf(stderr, "usage: switch_bench [dataplane|lanes|udp|all] [--members M] [--runs R] [--seconds S] "
-                           "[--workers W] [--count N] [--elems E,..] [--slots K] [--lanes L,..] "
-                           "[--offload on|off|both] [--batch N] [--json FILE]\n");
-      return 2;
-    }
-  }
-  bool lanes_ok = !a.lanes.empty() && !a.elems.empty();
-  for (auto l : a.lanes) lanes_ok = lanes_ok && l >= 1 && l <= 64;
-  for (auto e : a.elems) lanes_ok = lanes_ok && e >= 1 && e <= proto::kMaxPayloadBytes / 4;
-  if (a.members < 1 || a.members > 64 || a.workers < 1 || a.workers > 64 || a.slots < 1 || a.count == 0 ||
-      !lanes_ok || a.batch < 1 || a.batch > 1024 || (a.offload != "on" && a.offload != "off" && a.offload != "both")) {
-    std::fprintf(stderr, "switch_bench: members/workers 1..64, slots >= 1, count >= 1, lanes 1..64, "
-                         "elems 1..16368, offload on|off|both\n");
-    return 2;
-  }
+  CLI::App app{"Core-INC switch: data-plane throughput against memcpy, lanes, UDP loopback against raw UDP "
+               "(docs/SWITCH.md)"};
+  app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "lanes", "udp", "all"}));
+  app.add_option("--members", a.members, "members per job")->check(CLI::Range(1, 64));
+  app.add_option("--runs", a.runs, "runs per point (median)")->check(CLI::Range(1, 1000));
+  app.add_option("--seconds", a.seconds, "seconds per data-plane run")->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--workers", a.workers, "UDP workers")->check(CLI::Range(1, 64));
+  app.add_option("--count", a.count, "f32 elements per UDP allreduce")->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
+  app.add_option("--slots", a.slots, "slots per job")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--elems", a.elems, "elements per packet, comma list")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, std::uint32_t(proto::kMaxPayloadBytes / 4)));
+  app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
+  app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
+  app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
+  app.add_option("--json", a.json, "also write the figures as JSON here");
+  CLI11_PARSE(app, argc, argv);
   g_batch = a.batch;
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
