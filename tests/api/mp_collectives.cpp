@@ -18,6 +18,7 @@
 #include "inc/inc.hpp"
 #include "numerics/half.hpp"
 #include "numerics/reduce.hpp"
+#include "test_store.hpp"
 
 using namespace inc;
 
@@ -368,6 +369,17 @@ TEST(Collectives, NonBlockingOverlapAndSplit) {
   comm.barrier();
   Communicator none = comm.split(-1, 0);
   EXPECT_FALSE(none.valid());
+}
+
+// A barrier on the hosts (dissemination) holds every rank until all have entered, whichever
+// rank comes last.
+TEST(Collectives, BarrierHoldsEveryRankUntilAllEntered) {
+  auto& comm = world();
+  const std::string bad = inc::testing::barrier_violations(comm, "host_barrier", comm.size(), [&] {
+    EXPECT_FALSE(comm.last_report().in_network);
+    EXPECT_EQ(comm.last_report().coll, Collective::barrier);
+  });
+  EXPECT_EQ(bad, "");
 }
 
 TEST(Collectives, InvalidArgumentsAreErrors) {
