@@ -46,7 +46,7 @@ std::string barrier_violations(Communicator& comm, const std::string& name, int 
         left.push_back(base + "/left/" + std::to_string(r));
       }
     if (me == late) {
-      store.wait(ready, 120s);  // bounds a hang only
+      if (!ready.empty()) store.wait(ready, 120s);  // bounds a hang only
       if (!left.empty()) {
         auto grace = job_store();  // a timed-out client is spent: use a throwaway one
         try {
