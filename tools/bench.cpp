@@ -218,9 +218,10 @@ int cmd_bench(int argc, char** argv) {
       for (auto& r : results)
         j.push_back({{"collective", name(r.c.coll)}, {"size_bytes", r.c.bytes}, {"count", r.count},
                      {"dtype", name(r.c.dtype)}, {"op", name(r.c.op)}, {"algo", r.algorithm},
-                     {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us},
+                     {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us},
                      {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"correct", r.correct},
-                     {"wrong_elements", r.wrong_elements}});
+                     {"wrong_elements", r.wrong_elements}, {"reason", r.reason},
+                     {"bytes_sent", r.bytes_sent}, {"iters", r.c.iters}, {"warmup", r.c.warmup}});
       return j.dump(2);
     };
     if (format == "csv") csv(stdout);

@@ -58,6 +58,8 @@ constexpr const char* kUsage =
     "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
     "                      --switch-job)\n"
     "  --switch-job ID     job id to use from the topology file\n"
+    "  --switch-args 'A'   appended to every switch's command line, split at spaces, e.g.\n"
+    "                      --switch-args='--stats --fault-loss 0.05' (repeatable)\n"
     "  -h, --help          this text\n"
     "\n"
     "exit code: 0 if every rank exited 0; else the failing rank's exit code, 128+signal if it\n"
@@ -207,6 +209,7 @@ int cmd_launch(int argc, char** argv) {
     app.prefix_command();
     bool help = false, no_prefix = false;
     std::string np, timeout, grace, store_port, lanes_s, slots_s, elems_s, job_s;
+    std::vector<std::string> switch_args;
     app.add_flag("-h,--help", help)->disable_flag_override();
     app.add_option("-n,--np", np);
     app.add_option("--timeout", timeout);
@@ -219,6 +222,7 @@ int cmd_launch(int argc, char** argv) {
     app.add_option("--switch-slot-elements", elems_s);
     app.add_option("--topology", topology);
     app.add_option("--switch-job", job_s);
+    app.add_option("--switch-args", switch_args)->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -257,7 +261,19 @@ int cmd_launch(int argc, char** argv) {
       throw UsageError{fmt::format("--switch: one switch aggregates at most {} members; use "
                                    "--topology with a tree of switches for -n {}",
                                    proto::kMaxMembers, n)};
+    if (!with_switch && topology.empty() && !switch_args.empty())
+      throw UsageError{"--switch-args goes with --switch or --topology"};
     if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_lanes, switch_slots, slot_elems, topology, switch_job);
+    for (auto& sc : o.sidecars)
+      for (const auto& a : switch_args) {
+        std::size_t i = 0;
+        while (i < a.size()) {
+          std::size_t j = a.find(' ', i);
+          if (j == std::string::npos) j = a.size();
+          if (j > i) sc.argv.push_back(a.substr(i, j - i));
+          i = j + 1;
+        }
+      }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "inc launch: %s\n\n%s", e.message.c_str(), kUsage);
     return 2;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -43,6 +44,15 @@ void Engine::close_link(SwitchLink& l) {
   l.worker.leave(now);  // best effort: one datagram, not through the fault injector
   l.port.send_all(l.worker.outbox(), nullptr, now);
   mesh_->unwatch_fd(l.port.fd());
+  // Testing only (INC_FAULT_*): what the injector did, so that a lossy test can show that its
+  // faults happened (tests/api/mp_inc_lossy.sh).
+  if (l.inj)
+    std::fprintf(stderr,
+                 "inc: member %u of job %u: faults injected into the datagrams sent to the switch: "
+                 "lost %llu, duplicated %llu, reordered %llu\n",
+                 unsigned(l.cfg.worker.member), unsigned(l.cfg.worker.job),
+                 static_cast<unsigned long long>(l.inj->lost), static_cast<unsigned long long>(l.inj->duplicated),
+                 static_cast<unsigned long long>(l.inj->reordered));
 }
 
 void Engine::detach_switch(std::uint32_t comm_id) {

@@ -96,6 +96,9 @@ struct SwitchSnapshot {
   double cpu_seconds = 0;          // CPU time of the thread(s) running the data plane (driver)
   std::vector<JobSnapshot> jobs;
   std::vector<LaneSnapshot> lanes;  // filled by a multi-lane daemon (empty for one data plane)
+  // Testing (--fault-*): what the injector did to the datagrams this switch sent.
+  bool faults_enabled = false;
+  FaultTally faults_injected;
 };
 
 // A control packet (or event) the data plane leaves to its daemon (SwitchConfig::external_control).

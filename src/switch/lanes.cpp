@@ -268,6 +268,10 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
     m.slots_total += s.slots_total;
     m.slots_allocated += s.slots_allocated;
     m.cpu_seconds += s.cpu_seconds;
+    m.faults_enabled |= s.faults_enabled;
+    m.faults_injected.lost += s.faults_injected.lost;
+    m.faults_injected.duplicated += s.faults_injected.duplicated;
+    m.faults_injected.reordered += s.faults_injected.reordered;
     LaneSnapshot ls;
     ls.lane = std::uint16_t(l);
     ls.endpoint = l < endpoints.size() ? endpoints[l] : Endpoint{};

@@ -176,6 +176,13 @@ std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name
                     std::string(proto::name(proto::Reason(r))).c_str(), c.drops_by_reason[std::size_t(r)]);
       out += b;
     }
+  if (s.faults_enabled) {
+    std::snprintf(b, sizeof b,
+                  "  faults injected into the datagrams it sent: lost %" PRIu64 ", duplicated %" PRIu64
+                  ", reordered %" PRIu64 "\n",
+                  s.faults_injected.lost, s.faults_injected.duplicated, s.faults_injected.reordered);
+    out += b;
+  }
   for (const auto& j : s.jobs) {
     std::snprintf(b, sizeof b,
                   "  job %u: members %u (joined %u)%s, slots %u%s at %u (busy copies %u), in %" PRIu64

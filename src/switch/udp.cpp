@@ -376,6 +376,10 @@ void UdpSwitchServer::publish() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   s.cpu_seconds = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  if (inj_) {
+    s.faults_enabled = true;
+    s.faults_injected = {inj_->lost, inj_->duplicated, inj_->reordered};
+  }
   std::lock_guard<std::mutex> g(snap_mu_);
   snap_ = std::move(s);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "test_store.hpp"
 
 using namespace inc;
 
@@ -115,6 +116,16 @@ TEST(Inc, InPlaceReduceScatterAllgatherBroadcastBarrier) {
   }
   comm.barrier();
   EXPECT_TRUE(comm.last_report().in_network);
+}
+
+// The barrier through the switch (one empty switch operation) holds every rank until all have
+// entered, whichever rank comes last.
+TEST(Inc, SwitchBarrierHoldsEveryRankUntilAllEntered) {
+  auto& comm = world();
+  const std::string bad = inc::testing::barrier_violations(comm, "inc_barrier", comm.size(), [&] {
+    EXPECT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+  });
+  EXPECT_EQ(bad, "");
 }
 
 TEST(Inc, UnsupportedCallsFallBackToHostsAndSayWhy) {

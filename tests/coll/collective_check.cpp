@@ -147,6 +147,78 @@ std::string check_reduced(const Case& c, const std::vector<double>& vals, double
   return "";
 }
 
+// Barrier semantics from the schedules alone, whatever the interleaving: no rank may complete
+// before every rank has entered. Happens-before: an op follows its dependencies, a receive
+// follows its matching send (the k-th send from a to b, the k-th receive at b from a), and the
+// k-th inc op of every rank follows what every rank did before its own k-th inc op (the switch
+// completes it once all contributed). Rank r leaves when all its ops are done, so the ranks in
+// the causal past of r's ops must be all of them. Returns "" or what is missing.
+std::string barrier_causality(const std::vector<RankSchedule>& s, int P) {
+  using Mask = std::vector<bool>;
+  auto join = [](Mask& into, const Mask& from) {
+    bool changed = false;
+    for (std::size_t i = 0; i < into.size(); ++i)
+      if (from[i] && !into[i]) into[i] = changed = true;
+    return changed;
+  };
+  const auto Pu = static_cast<std::size_t>(P);
+  std::vector<std::vector<Mask>> past(Pu);  // ranks in the causal past of (rank, op), itself included
+  // Matching send of each receive, and the k-th inc op of each rank.
+  std::vector<std::vector<std::pair<int, std::uint32_t>>> from(Pu);
+  std::vector<std::vector<std::uint32_t>> incs(Pu);
+  for (std::size_t r = 0; r < Pu; ++r) {
+    past[r].assign(s[r].ops.size(), Mask(Pu, false));
+    from[r].assign(s[r].ops.size(), {-1, 0});
+    for (std::uint32_t i = 0; i < s[r].ops.size(); ++i) {
+      past[r][i][r] = true;
+      const OpKind k = s[r].ops[i].kind;
+      if (k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather) incs[r].push_back(i);
+    }
+  }
+  for (std::size_t a = 0; a < Pu; ++a) {
+    std::vector<std::uint32_t> nsend(Pu, 0);
+    for (std::uint32_t i = 0; i < s[a].ops.size(); ++i) {
+      const Op& o = s[a].ops[i];
+      if (o.kind != OpKind::send) continue;
+      const auto b = static_cast<std::size_t>(o.peer);
+      std::uint32_t k = nsend[b]++, seen = 0;
+      for (std::uint32_t j = 0; j < s[b].ops.size(); ++j) {
+        const Op& q = s[b].ops[j];
+        if ((q.kind == OpKind::recv || q.kind == OpKind::recv_reduce) && q.peer == static_cast<int>(a) && seen++ == k) {
+          from[b][j] = {static_cast<int>(a), i};
+          break;
+        }
+      }
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t r = 0; r < Pu; ++r)
+      for (std::uint32_t i = 0; i < s[r].ops.size(); ++i) {
+        for (std::uint32_t d = s[r].dep_begin[i]; d < s[r].dep_begin[i + 1]; ++d)
+          changed |= join(past[r][i], past[r][s[r].deps[d]]);
+        if (from[r][i].first >= 0)
+          changed |= join(past[r][i], past[static_cast<std::size_t>(from[r][i].first)][from[r][i].second]);
+      }
+    // The k-th switch operation: everybody's k-th inc op sees the union of theirs.
+    for (std::size_t k = 0; !incs.empty() && k < incs[0].size(); ++k) {
+      Mask all(Pu, false);
+      for (std::size_t r = 0; r < Pu; ++r)
+        if (k < incs[r].size()) join(all, past[r][incs[r][k]]);
+      for (std::size_t r = 0; r < Pu; ++r)
+        if (k < incs[r].size()) changed |= join(past[r][incs[r][k]], all);
+    }
+  }
+  for (std::size_t r = 0; r < Pu; ++r) {
+    Mask seen(Pu, false);
+    seen[r] = true;
+    for (const Mask& m : past[r]) join(seen, m);
+    for (std::size_t d = 0; d < Pu; ++d)
+      if (!seen[d]) return fmt::format("rank {} can leave the barrier before rank {} entered it", r, d);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string describe(const Case& c) {
@@ -264,6 +336,8 @@ std::string run_and_check(const Case& c) {
         break;
     }
   }
+  if (c.coll == Collective::barrier)
+    if (std::string e = barrier_causality(scheds, P); !e.empty()) return fail(e);
   // Allreduce results are bitwise identical on every rank (each element is combined once,
   // or symmetrically with commutative operations).
   if (c.coll == Collective::allreduce)

@@ -343,7 +343,23 @@ dp = 64
 )";
 
 TEST(Config, ModelFileErrorsNameFileLineAndKey) {
-  EXPECT_NO_THROW(parse_training_config(kModel, "m.toml"));
+  // The file's values arrive where model_iteration reads them; what it leaves out keeps the
+  // documented defaults (the name is the file's, TP on the NVLink-class network).
+  const TrainingConfig c = parse_training_config(kModel, "m.toml");
+  EXPECT_EQ(c.name, "m.toml");
+  EXPECT_EQ(c.parameters, 7e9);
+  EXPECT_EQ(c.layers, 32);
+  EXPECT_EQ(c.hidden, 4096);
+  EXPECT_EQ(c.seq_len, 4096);
+  EXPECT_EQ(c.global_batch, 64);
+  EXPECT_EQ(c.dp, 64);
+  EXPECT_EQ(c.tp * c.pp * c.ep, 1);
+  EXPECT_EQ(c.experts, 0);
+  EXPECT_EQ(c.net.link_gbps, NetParams{}.link_gbps);
+  EXPECT_EQ(c.tp_net.link_gbps, 7200);
+  const TrainingConfig d = parse_training_config(std::string(kModel) + "[network]\nlink_gbps = 200\n", "m.toml");
+  EXPECT_EQ(d.net.link_gbps, 200);
+  EXPECT_EQ(d.dp, 64);
   std::string e = error_of([] { parse_training_config(std::string(kModel) + "[network]\nlink_gbps = -400\n", "m.toml"); });
   EXPECT_NE(e.find("m.toml:10"), std::string::npos) << e;
   EXPECT_NE(e.find("network.link_gbps"), std::string::npos) << e;
