@@ -535,15 +535,16 @@ TEST(Arith, F32MinMaxSignedZeroAndNaNIndependentOfOrder) {
       std::uint32_t x, y;
       std::memcpy(&x, &ab, 4);
       std::memcpy(&y, &ba, 4);
-      SCOPED_TRACE(testing::Message() << a << " " << b << " " << proto::name(op));
+      SCOPED_TRACE(::testing::Message() << a << " " << b << " " << proto::name(op));
       if (a != a || b != b) {
         EXPECT_TRUE(ab != ab && ba != ba);
         continue;
       }
       EXPECT_EQ(x, y);  // bitwise: the sign of zero too
       const bool zero_pair = a == 0.0f && b == 0.0f;
-      if (zero_pair && (std::signbit(a) != std::signbit(b)))
+      if (zero_pair && (std::signbit(a) != std::signbit(b))) {
         EXPECT_EQ(std::signbit(ab), op == WireOp::min);  // max(-0,+0) = +0, min = -0
+      }
     }
 }
 
