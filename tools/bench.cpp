@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -180,7 +181,16 @@ int cmd_bench(int argc, char** argv) {
           if (lead && progress)
             std::fprintf(stderr, "\r[%zu/%zu] %s %s ...   ", done + 1, total,
                          std::string(name(coll)).c_str(), human_bytes(s).c_str());
-          BenchResult r = run_case(comm, c);
+          BenchResult r;
+          try {
+            r = run_case(comm, c);
+          } catch (const std::bad_alloc&) {
+            // Inputs, outputs and the check's expectations are allocated per size.
+            throw Error(Error::Kind::invalid_argument,
+                        fmt::format("out of memory: {} of {} ({} B) needs buffers this process "
+                                    "cannot allocate; lower --max-bytes (-e) or free memory",
+                                    name(coll), human_bytes(s), s));
+          }
           ++done;
           any_wrong |= r.correct == 0;
           results.push_back(r);

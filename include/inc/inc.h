@@ -5,6 +5,7 @@
 #define INC_INC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,8 @@ inc_result_t inc_comm_rank(inc_comm_t comm, int* rank);
 inc_result_t inc_comm_size(inc_comm_t comm, int* size);
 /* color < 0: this rank joins no new communicator and *out is set to NULL. */
 inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out);
+/* Same members and order, a new communicator whose collectives are independent. */
+inc_result_t inc_comm_dup(inc_comm_t comm, inc_comm_t* out);
 
 inc_result_t inc_allreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
                            inc_op_t op, inc_comm_t comm);
@@ -51,15 +54,69 @@ inc_result_t inc_alltoall(const void* send, void* recv, size_t count, inc_dataty
                           inc_comm_t comm);
 inc_result_t inc_barrier(inc_comm_t comm);
 
-/* Non-blocking variants: buffers must stay valid until inc_wait returns or inc_test sets
- * *done to 1. A request is freed by inc_wait, or by inc_test when it completes. */
+/* Non-blocking variants: buffers must stay valid until the request completes (inc_wait
+ * returned INC_SUCCESS or inc_test set *done to 1). Completion is idempotent: inc_wait and
+ * inc_test may be called again on a completed request (success again, *done = 1) and neither
+ * frees it; free every request with inc_request_free once done with it (its report stays
+ * readable until then). Freeing a request that has not completed lets the collective finish
+ * in later progress of the communicator; its buffers must stay valid until then. */
 inc_result_t inc_iallreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
                             inc_op_t op, inc_comm_t comm, inc_request_t* req);
+inc_result_t inc_ireduce_scatter(const void* send, void* recv, size_t recv_count,
+                                 inc_datatype_t type, inc_op_t op, inc_comm_t comm,
+                                 inc_request_t* req);
 inc_result_t inc_iallgather(const void* send, void* recv, size_t send_count,
                             inc_datatype_t type, inc_comm_t comm, inc_request_t* req);
+inc_result_t inc_ibroadcast(const void* send, void* recv, size_t count, inc_datatype_t type,
+                            int root, inc_comm_t comm, inc_request_t* req);
+inc_result_t inc_ialltoall(const void* send, void* recv, size_t count, inc_datatype_t type,
+                           inc_comm_t comm, inc_request_t* req);
+inc_result_t inc_ibarrier(inc_comm_t comm, inc_request_t* req);
 inc_result_t inc_wait(inc_request_t req);
 inc_result_t inc_test(inc_request_t req, int* done);
+inc_result_t inc_request_free(inc_request_t req);
 
+/* Any collective with per-call options: fill an inc_call_t (zero it first; fields a
+ * collective does not use are ignored) and start it (inc_start, non-blocking) or run it
+ * (inc_run, blocking). `algo` overrides the communicator's algorithm for this call only:
+ * "auto", "ring", "recursive_doubling", "rabenseifner", "binomial_tree", "pipelined_chain",
+ * "pairwise", "dissemination", "inc"; NULL or "" keeps the communicator's. */
+typedef enum {
+  INC_ALLREDUCE = 0, INC_REDUCE_SCATTER, INC_ALLGATHER, INC_BROADCAST, INC_ALLTOALL, INC_BARRIER
+} inc_collective_t;
+
+typedef struct {
+  inc_collective_t coll;
+  const void* send;
+  void* recv;
+  size_t count; /* as the named call's count (recv_count, send_count, count) */
+  inc_datatype_t type;
+  inc_op_t op;  /* allreduce, reduce_scatter */
+  int root;     /* broadcast */
+  const char* algo;
+} inc_call_t;
+
+inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* req);
+inc_result_t inc_run(const inc_call_t* call, inc_comm_t comm);
+
+/* How a collective ran (inc::Report): strings are NUL-terminated and cut to fit. */
+typedef struct {
+  inc_collective_t coll;
+  uint64_t seq;              /* per-communicator sequence number */
+  char algorithm[32];        /* "ring", ..., "inc"; "" when nothing has completed */
+  int in_network;            /* 1: a Core-INC switch aggregated the data */
+  char reason[512];          /* why this algorithm / path was chosen */
+  uint64_t bytes_sent;       /* payload bytes (in the network: datagrams, headers included) */
+  uint64_t bytes_received;
+  uint64_t retransmissions;  /* in-network packets this rank sent again */
+  int overflow;              /* in-network i32 sums wrapped somewhere in the tree */
+  double seconds;            /* start to completion on this rank */
+} inc_report_t;
+
+/* This request's own report (complete once the request completed). */
+inc_result_t inc_request_report(inc_request_t req, inc_report_t* out);
+/* The report of whichever collective of this communicator completed last on this rank. */
+inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out);
 /* The last collective's algorithm name and whether it ran in the network (1) or on hosts. */
 inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int* in_network);
 

@@ -85,6 +85,9 @@ class Request {
   void wait();        // throws inc::Error
   bool test();        // non-blocking progress; true when complete; throws on failure
   bool valid() const noexcept { return static_cast<bool>(state_); }
+  // This call's own report (algorithm, path, why, bytes, time); complete once wait() returned
+  // or test() returned true (before that, an empty report: `algorithm` is empty). Unlike
+  // Communicator::last_report() it does not depend on what else completed meanwhile.
   Report report() const;
 
  private:
@@ -134,7 +137,7 @@ class Communicator {
   // count elements to each peer; both buffers hold size() x count.
   Request ialltoall(const void* send, void* recv, std::size_t count, DataType t,
                     const CallOptions& o = {});
-  Request ibarrier();
+  Request ibarrier(const CallOptions& o = {});
 
   void allreduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
                  const CallOptions& o = {}) {
@@ -155,7 +158,7 @@ class Communicator {
                 const CallOptions& o = {}) {
     ialltoall(send, recv, count, t, o).wait();
   }
-  void barrier() { ibarrier().wait(); }
+  void barrier(const CallOptions& o = {}) { ibarrier(o).wait(); }
 
   template <class T>
   void allreduce(std::span<const T> send, std::span<T> recv, ReduceOp op) {
@@ -169,9 +172,20 @@ class Communicator {
 
   // Ranks with the same color form a new communicator, ordered by (key, rank). Collective
   // over this communicator. color < 0: this rank joins none and gets an empty communicator.
+  // Any int color works: the new communicator's id is agreed by its members (the largest of
+  // their next unused ids), never derived from the color, so ids cannot collide. Call split
+  // and dup of one process from one thread at a time.
   Communicator split(int color, int key) const;
+  // A new communicator with the same members in the same order and a new id: its collectives
+  // are independent of this one's (a library can keep its traffic apart from the caller's).
+  // Collective over this communicator, like split.
+  Communicator dup() const;
 
-  // The report of the last collective this communicator completed.
+  // The report of the collective of this communicator that completed most recently on this
+  // rank, whichever it was: with several non-blocking calls in flight that is the one whose
+  // wait()/test() (or start, for calls that finish at once) saw it complete last, not the one
+  // started last. For the report of one particular call use Request::report(). A report with
+  // an empty `algorithm` means no collective has completed yet.
   Report last_report() const;
   // Traffic of this process over all communicators sharing its connections.
   TrafficStats traffic() const;

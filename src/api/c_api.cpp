@@ -2,6 +2,7 @@
 // thread-local message.
 #include "inc/inc.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -56,6 +57,51 @@ inc::Communicator& comm_of(inc_comm_t c) {
   return c->comm;
 }
 
+void copy_string(const std::string& s, char* buf, std::size_t len) {
+  if (!buf || len == 0) return;
+  std::size_t n = std::min(len - 1, s.size());
+  std::memcpy(buf, s.data(), n);
+  buf[n] = '\0';
+}
+
+void fill_report(const inc::Report& r, inc_report_t& out) {
+  out = inc_report_t{};
+  out.coll = static_cast<inc_collective_t>(r.coll);
+  out.seq = r.seq;
+  copy_string(r.algorithm, out.algorithm, sizeof out.algorithm);
+  out.in_network = r.in_network ? 1 : 0;
+  copy_string(r.reason, out.reason, sizeof out.reason);
+  out.bytes_sent = r.bytes_sent;
+  out.bytes_received = r.bytes_received;
+  out.retransmissions = r.retransmissions;
+  out.overflow = r.overflow ? 1 : 0;
+  out.seconds = r.seconds;
+}
+
+inc::Request start_request(const inc_call_t& c, inc_comm_t comm) {
+  auto& cm = comm_of(comm);
+  const auto t = static_cast<inc::DataType>(c.type);
+  const auto op = static_cast<inc::ReduceOp>(c.op);
+  inc::CallOptions o;
+  if (c.algo) o.algo = c.algo;
+  switch (c.coll) {
+    case INC_ALLREDUCE: return cm.iallreduce(c.send, c.recv, c.count, t, op, o);
+    case INC_REDUCE_SCATTER: return cm.ireduce_scatter(c.send, c.recv, c.count, t, op, o);
+    case INC_ALLGATHER: return cm.iallgather(c.send, c.recv, c.count, t, o);
+    case INC_BROADCAST: return cm.ibroadcast(c.send, c.recv, c.count, t, c.root, o);
+    case INC_ALLTOALL: return cm.ialltoall(c.send, c.recv, c.count, t, o);
+    case INC_BARRIER: return cm.ibarrier(o);
+  }
+  throw inc::Error(inc::Error::Kind::invalid_argument,
+                   "inc_call_t: invalid collective " + std::to_string(static_cast<int>(c.coll)));
+}
+
+inc_result_t start_call(const inc_call_t& c, inc_comm_t comm, inc_request_t* req, const char* fn) {
+  if (!req) return null_arg((std::string(fn) + ": req").c_str());
+  *req = nullptr;
+  return guarded([&] { *req = new inc_request_s{start_request(c, comm)}; });
+}
+
 }  // namespace
 
 extern "C" {
@@ -86,6 +132,11 @@ inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out
     auto c = comm_of(comm).split(color, key);
     *out = c.valid() ? new inc_comm_s{std::move(c)} : nullptr;
   });
+}
+
+inc_result_t inc_comm_dup(inc_comm_t comm, inc_comm_t* out) {
+  if (!out) return null_arg("inc_comm_dup: out");
+  return guarded([&] { *out = new inc_comm_s{comm_of(comm).dup()}; });
 }
 
 inc_result_t inc_allreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
@@ -129,47 +180,81 @@ inc_result_t inc_barrier(inc_comm_t comm) {
 
 inc_result_t inc_iallreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
                             inc_op_t op, inc_comm_t comm, inc_request_t* req) {
-  if (!req) return null_arg("inc_iallreduce: req");
-  return guarded([&] {
-    *req = new inc_request_s{comm_of(comm).iallreduce(send, recv, count,
-                                                      static_cast<inc::DataType>(type),
-                                                      static_cast<inc::ReduceOp>(op))};
-  });
+  return start_call({INC_ALLREDUCE, send, recv, count, type, op, 0, nullptr}, comm, req, "inc_iallreduce");
+}
+
+inc_result_t inc_ireduce_scatter(const void* send, void* recv, size_t recv_count,
+                                 inc_datatype_t type, inc_op_t op, inc_comm_t comm,
+                                 inc_request_t* req) {
+  return start_call({INC_REDUCE_SCATTER, send, recv, recv_count, type, op, 0, nullptr}, comm, req,
+                    "inc_ireduce_scatter");
 }
 
 inc_result_t inc_iallgather(const void* send, void* recv, size_t send_count,
                             inc_datatype_t type, inc_comm_t comm, inc_request_t* req) {
-  if (!req) return null_arg("inc_iallgather: req");
-  return guarded([&] {
-    *req = new inc_request_s{
-        comm_of(comm).iallgather(send, recv, send_count, static_cast<inc::DataType>(type))};
-  });
+  return start_call({INC_ALLGATHER, send, recv, send_count, type, INC_SUM, 0, nullptr}, comm, req,
+                    "inc_iallgather");
+}
+
+inc_result_t inc_ibroadcast(const void* send, void* recv, size_t count, inc_datatype_t type,
+                            int root, inc_comm_t comm, inc_request_t* req) {
+  return start_call({INC_BROADCAST, send, recv, count, type, INC_SUM, root, nullptr}, comm, req,
+                    "inc_ibroadcast");
+}
+
+inc_result_t inc_ialltoall(const void* send, void* recv, size_t count, inc_datatype_t type,
+                           inc_comm_t comm, inc_request_t* req) {
+  return start_call({INC_ALLTOALL, send, recv, count, type, INC_SUM, 0, nullptr}, comm, req,
+                    "inc_ialltoall");
+}
+
+inc_result_t inc_ibarrier(inc_comm_t comm, inc_request_t* req) {
+  return start_call({INC_BARRIER, nullptr, nullptr, 0, INC_U8, INC_SUM, 0, nullptr}, comm, req,
+                    "inc_ibarrier");
+}
+
+inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* req) {
+  if (!call) return null_arg("inc_start: call");
+  return start_call(*call, comm, req, "inc_start");
+}
+
+inc_result_t inc_run(const inc_call_t* call, inc_comm_t comm) {
+  if (!call) return null_arg("inc_run: call");
+  return guarded([&] { start_request(*call, comm).wait(); });
 }
 
 inc_result_t inc_wait(inc_request_t req) {
   if (!req) return null_arg("inc_wait: req");
-  inc_result_t r = guarded([&] { req->req.wait(); });
-  delete req;
-  return r;
+  return guarded([&] { req->req.wait(); });
 }
 
 inc_result_t inc_test(inc_request_t req, int* done) {
   if (!req) return null_arg("inc_test: req");
   if (!done) return null_arg("inc_test: done");
   *done = 0;
-  inc_result_t r = guarded([&] { *done = req->req.test() ? 1 : 0; });
-  if (r != INC_SUCCESS || *done) delete req;
-  return r;
+  return guarded([&] { *done = req->req.test() ? 1 : 0; });
+}
+
+inc_result_t inc_request_free(inc_request_t req) {
+  delete req;
+  return INC_SUCCESS;
+}
+
+inc_result_t inc_request_report(inc_request_t req, inc_report_t* out) {
+  if (!req) return null_arg("inc_request_report: req");
+  if (!out) return null_arg("inc_request_report: out");
+  return guarded([&] { fill_report(req->req.report(), *out); });
+}
+
+inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out) {
+  if (!out) return null_arg("inc_last_report: out");
+  return guarded([&] { fill_report(comm_of(comm).last_report(), *out); });
 }
 
 inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int* in_network) {
   return guarded([&] {
     auto rep = comm_of(comm).last_report();
-    if (buf && buf_len > 0) {
-      std::size_t n = std::min(buf_len - 1, rep.algorithm.size());
-      std::memcpy(buf, rep.algorithm.data(), n);
-      buf[n] = '\0';
-    }
+    copy_string(rep.algorithm, buf, buf_len);
     if (in_network) *in_network = rep.in_network ? 1 : 0;
   });
 }

@@ -11,7 +11,9 @@
 #include <random>
 
 #include "api/bootstrap.hpp"
+#include "api/call_checks.hpp"
 #include "api/inc_path.hpp"
+#include "api/rollcall.hpp"
 #include "api/tuning.hpp"
 #include "coll/executor.hpp"
 #include "inc/inc.hpp"
@@ -58,15 +60,6 @@ Algorithm parse_algo_or_throw(const std::string& s, const char* where) {
   return a;
 }
 
-std::uint32_t mix32(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<std::uint32_t>(x) | 1u;  // never 0: 0 is the world
-}
-
 class StoreAddressBook : public transport::MeshAddressBook {
  public:
   StoreAddressBook(transport::StoreClient& s, std::string prefix, std::chrono::milliseconds t)
@@ -103,7 +96,26 @@ struct World {
   // Measured costs of every path (INC_TUNING), shared by all communicators; null if none.
   std::shared_ptr<const api::CostTable> tuning;
   std::string tuning_path;
+  // The smallest communicator id this process has not used (0 is the world). A new
+  // communicator's id is the largest of its members' values, agreed in the split's allgather,
+  // so it is unused in every member process: unique by construction, no hashing.
+  std::mutex ids_mu;
+  std::uint32_t next_comm_id = 1;
+  bool on_switch = false;  // counted in worlds_on_switch()
+  ~World();
 };
+
+// Worlds of this process attached to a switch job. A second init() must not join the same job
+// while the first is alive: the switch would take the new session for a restart of the job and
+// fail the first communicator's in-network path.
+std::atomic<int>& worlds_on_switch() {
+  static std::atomic<int> n{0};
+  return n;
+}
+
+World::~World() {
+  if (on_switch) --worlds_on_switch();
+}
 
 // Process-wide: one store connection per store address, kept until the process exits,
 // because the rank that hosts the store must keep serving it while any rank may still use
@@ -137,7 +149,6 @@ struct CommState {
   std::shared_ptr<api::IncPath> inc;
   bool switch_configured = false;
   std::string no_inc_reason;  // why `inc` is null although a switch is configured
-  std::atomic<std::uint64_t> splits{0};
   std::mutex mu;
   Report last;
 };
@@ -205,6 +216,22 @@ Report Request::report() const {
 // Communicator
 
 namespace {
+
+// The minimum of `v` over the communicator's ranks (a tiny host allreduce).
+std::int32_t agree_min(detail::CommState& st, std::int32_t v, const char* what) {
+  coll::Engine& engine = *st.world->engine;
+  CollectiveParams min;
+  min.coll = Collective::allreduce;
+  min.algo = Algorithm::recursive_doubling;
+  min.nranks = static_cast<int>(st.members.size());
+  min.rank = st.rank;
+  min.count = 1;
+  min.dtype = DataType::i32;
+  min.op = ReduceOp::min;
+  std::int32_t all = 0;
+  engine.wait(*engine.start(st.comm_id, min, &v, &all, what));
+  return all;
+}
 
 // Does the switch tree answer? A barrier through it (the engine's in-network path), then the
 // ranks agree over TCP: one failure anywhere puts the whole communicator on the host path,
@@ -285,6 +312,8 @@ Communicator Communicator::init(const Options& opts) {
   // running a script), and a second program must not read the first one's addresses.
   const std::int64_t generation = world->store->add(fmt::format("inc/inits/{}", boot.rank), 1) - 1;
   const std::string prefix = fmt::format("inc/{}", generation);
+  // Name ranks that disagree on the world size or share a rank now, not at the time-out.
+  api::roll_call(*world->store, generation, boot.rank, boot.world_size, timeout);
   std::random_device rd;
   std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   world->store->set_if_absent(prefix + "/job_tag", std::to_string(mine));
@@ -325,7 +354,26 @@ Communicator Communicator::init(const Options& opts) {
   st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag, timeout);
   st->switch_configured = static_cast<bool>(st->inc);
   world->engine->add_comm(0, st->members);
-  if (st->inc) probe_switch(*st);
+  if (st->inc) {
+    // Every rank must be free to join the switch job (no earlier init() of its process still
+    // holds it), or none joins: agreed over TCP before anyone talks to the switch.
+    std::int32_t free_here = detail::worlds_on_switch().load() == 0 ? 1 : 0;
+    if (agree_min(*st, free_here, "agreement on joining the switch job") == 0) {
+      st->no_inc_reason =
+          "an earlier init() of this process (on some rank) still uses the switch job; one "
+          "in-network world per job and process (the switch would take a second one for a "
+          "restart of the job)";
+      st->inc.reset();
+    } else {
+      world->on_switch = true;
+      ++detail::worlds_on_switch();
+      probe_switch(*st);
+      if (!st->inc) {  // the switch did not answer: this world holds no job after all
+        world->on_switch = false;
+        --detail::worlds_on_switch();
+      }
+    }
+  }
   if (st->algo == Algorithm::inc && !st->inc)
     throw Error(Error::Kind::config,
                 fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
@@ -388,6 +436,7 @@ void validate(const detail::CommState& st, const Call& c) {
   if (c.coll == Collective::broadcast && (c.root < 0 || c.root >= p))
     throw Error(Error::Kind::invalid_argument,
                 fmt::format("broadcast: root {} is not a rank of this {}-rank communicator", c.root, p));
+  api::check_buffer_overlap(c.coll, c.send, c.recv, c.count, c.dtype, c.root, st.rank, p);
 }
 
 }  // namespace
@@ -564,28 +613,50 @@ Request Communicator::ialltoall(const void* send, void* recv, std::size_t count,
                                 const CallOptions& o) {
   return start(state_, {Collective::alltoall, send, recv, count, t, ReduceOp::sum, 0}, o);
 }
-Request Communicator::ibarrier() {
-  return start(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, {});
+Request Communicator::ibarrier(const CallOptions& o) {
+  return start(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, o);
 }
 
 Communicator Communicator::split(int color, int key) const {
   if (!state_) throw Error(Error::Kind::invalid_argument, "split() on an empty communicator");
   const int p = size();
-  std::int32_t mine[2] = {color < 0 ? -1 : color, key};
-  std::vector<std::int32_t> all(static_cast<std::size_t>(2 * p));
+  detail::World& w = *state_->world;
+  std::uint32_t next;
+  {
+    std::lock_guard lk(w.ids_mu);
+    next = w.next_comm_id;
+  }
+  // {color, key, this process's next free communicator id}; the id as i32 bits.
+  std::int32_t mine[3] = {color < 0 ? -1 : color, key, static_cast<std::int32_t>(next)};
+  std::vector<std::int32_t> all(static_cast<std::size_t>(3 * p));
   CallOptions o;
   // Recursive doubling/ring: whatever the communicator would use; the call is tiny.
-  start(state_, {Collective::allgather, mine, all.data(), 2, DataType::i32, ReduceOp::sum, 0}, o).wait();
-  std::uint64_t nth = state_->splits.fetch_add(1);
+  start(state_, {Collective::allgather, mine, all.data(), 3, DataType::i32, ReduceOp::sum, 0}, o).wait();
   if (color < 0) return Communicator();
   std::vector<std::pair<std::int32_t, int>> group;  // (key, parent rank)
+  std::uint32_t id = 0;
   for (int r = 0; r < p; ++r)
-    if (all[2 * r] == color) group.emplace_back(all[2 * r + 1], r);
+    if (all[3 * r] == color) {
+      group.emplace_back(all[3 * r + 1], r);
+      id = std::max(id, static_cast<std::uint32_t>(all[3 * r + 2]));
+    }
   std::sort(group.begin(), group.end());
+  {
+    std::lock_guard lk(w.ids_mu);
+    // Another thread of this process split at the same time and took `id`: the members
+    // cannot agree on a new one without another round, so say so rather than mix the two.
+    if (w.next_comm_id > id)
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("split: communicator id {} was taken by a concurrent split or dup in this "
+                              "process; call split/dup from one thread at a time",
+                              id));
+    if (id == UINT32_MAX)
+      throw Error(Error::Kind::invalid_argument, "split: this process has used up 2^32 communicator ids");
+    w.next_comm_id = id + 1;
+  }
   auto st = std::make_shared<detail::CommState>();
   st->world = state_->world;
-  st->comm_id = mix32((static_cast<std::uint64_t>(state_->comm_id) << 32) ^ (nth << 20) ^
-                      static_cast<std::uint32_t>(color));
+  st->comm_id = id;
   for (std::size_t i = 0; i < group.size(); ++i) {
     st->members.push_back(state_->members[group[i].second]);
     if (group[i].second == state_->rank) st->rank = static_cast<int>(i);
@@ -596,6 +667,11 @@ Communicator Communicator::split(int color, int key) const {
   st->switch_configured = state_->switch_configured;
   st->world->engine->add_comm(st->comm_id, st->members);
   return Communicator(std::move(st));
+}
+
+Communicator Communicator::dup() const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "dup() on an empty communicator");
+  return split(0, state_->rank);
 }
 
 Report Communicator::last_report() const {

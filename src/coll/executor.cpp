@@ -112,7 +112,9 @@ void Engine::add_comm(std::uint32_t comm_id, std::vector<int> members) {
   c.comm_rank_of.assign(static_cast<std::size_t>(mesh_->size()), -1);
   for (std::size_t i = 0; i < members.size(); ++i) c.comm_rank_of[members[i]] = static_cast<int>(i);
   c.members = std::move(members);
-  comms_[comm_id] = std::move(c);
+  // Never replace a live communicator: its collectives would go to the wrong members.
+  if (!comms_.emplace(comm_id, std::move(c)).second)
+    throw Error(Error::Kind::internal, fmt::format("communicator id {} is already in use", comm_id));
 }
 
 void Engine::remove_comm(std::uint32_t comm_id) {

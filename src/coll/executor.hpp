@@ -187,7 +187,7 @@ class Engine : public transport::MessageSink {
   void on_link_readable(SwitchLink& l);
   void service_links();  // timers, sends, completions and failures of every switch worker
   int link_wait_ms(int timeout_ms) const;  // timeout_ms, shortened to the next switch timer
-  void link_failed(SwitchLink& l, const std::string& why);
+  void link_failed(SwitchLink& l, Error::Kind kind, const std::string& why);
   void abandon_inc(CollOp& op);  // op failed: the switch worker must let go of its buffers
   std::string describe_inc(const CollOp& op) const;
   std::string closed_members(std::uint32_t comm_id) const;

@@ -60,7 +60,7 @@ void Engine::detach_switch(std::uint32_t comm_id) {
   auto it = links_.find(comm_id);
   if (it == links_.end()) return;
   if (!it->second->pending.empty() || !it->second->order.empty())
-    link_failed(*it->second, "the communicator left its switch tree");
+    link_failed(*it->second, Error::Kind::network, "the communicator left its switch tree");
   close_link(*it->second);
   links_.erase(it);
 }
@@ -226,7 +226,8 @@ void Engine::service_links() {
     }
     if (l.worker.failed()) {
       const auto& e = l.worker.error();
-      link_failed(l, fmt::format("the in-network path via {} failed ({}): {}{}; the job cannot "
+      link_failed(l, e.kind == sw::WorkerErrorKind::mismatch ? Error::Kind::mismatch : Error::Kind::network,
+                  fmt::format("the in-network path via {} failed ({}): {}{}; the job cannot "
                                  "tell which ranks got a result, so it stops here rather than "
                                  "risk a wrong one",
                                  l.cfg.where, sw::name(e.kind), e.message,
@@ -237,7 +238,7 @@ void Engine::service_links() {
 
 // The worker let go of every op: fail the collectives that had ops at the switch or waiting
 // for it. Outside the start-up probe this stops the job on every rank.
-void Engine::link_failed(SwitchLink& l, const std::string& why) {
+void Engine::link_failed(SwitchLink& l, Error::Kind kind, const std::string& why) {
   std::vector<std::shared_ptr<CollOp>> ops;
   auto add = [&](std::uint64_t uid) {
     auto it = by_uid_.find(uid);
@@ -253,11 +254,10 @@ void Engine::link_failed(SwitchLink& l, const std::string& why) {
   const bool tentative =
       std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o->tentative; });
   if (!tentative) {
-    fail_all(Error(Error::Kind::network, why));
+    fail_all(Error(kind, why));
     return;
   }
-  for (auto& op : ops)
-    fail(*op, Error(Error::Kind::network, fmt::format("{}: {}", describe(*op), why)), false);
+  for (auto& op : ops) fail(*op, Error(kind, fmt::format("{}: {}", describe(*op), why)), false);
 }
 
 void Engine::abandon_inc(CollOp& op) {
@@ -265,7 +265,7 @@ void Engine::abandon_inc(CollOp& op) {
   SwitchLink& l = *op.link;
   l.order.erase(std::remove(l.order.begin(), l.order.end(), op.uid), l.order.end());
   if (op.inc_submitted > op.inc_completed)  // the worker still reads and writes its buffers
-    link_failed(l, fmt::format("{} failed while its data was at the switch", describe(op)));
+    link_failed(l, Error::Kind::network, fmt::format("{} failed while its data was at the switch", describe(op)));
 }
 
 std::string Engine::describe_inc(const CollOp& op) const {

@@ -1,5 +1,6 @@
 #include "src/switch/arith.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -37,6 +38,19 @@ void elementwise(T* acc, const std::byte* src, std::size_t n, F f) noexcept {
     acc[i] = f(acc[i], b);
   }
 }
+std::uint32_t bits(float x) noexcept { return std::bit_cast<std::uint32_t>(x); }
+
+float ieee_maximum(float x, float y) noexcept {
+  if (x != x || y != y) return x + y;  // a quiet NaN
+  if (x == y) return std::bit_cast<float>(bits(x) & bits(y));  // +0 and -0: +0
+  return x < y ? y : x;
+}
+
+float ieee_minimum(float x, float y) noexcept {
+  if (x != x || y != y) return x + y;
+  if (x == y) return std::bit_cast<float>(bits(x) | bits(y));  // +0 and -0: -0
+  return y < x ? y : x;
+}
 }  // namespace
 
 bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
@@ -53,25 +67,30 @@ bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* sr
   if (t == ElemType::f32) {
     auto* a = static_cast<float*>(acc);
     if (op == WireOp::sum) add_f32(a, src, count);
-    // NaN propagates: a NaN operand wins so a poisoned input is never hidden.
-    if (op == WireOp::max)
-      elementwise(a, src, count, [](float x, float y) { return (x < y || y != y) ? y : x; });
-    if (op == WireOp::min)
-      elementwise(a, src, count, [](float x, float y) { return (y < x || y != y) ? y : x; });
+    // IEEE 754-2019 maximum/minimum, as on the hosts (src/numerics/kernels.hpp): a NaN
+    // operand gives a quiet NaN, and -0 < +0, so the result does not depend on which member's
+    // packet arrived first.
+    if (op == WireOp::max) elementwise(a, src, count, ieee_maximum);
+    if (op == WireOp::min) elementwise(a, src, count, ieee_minimum);
   }
   return false;
 }
 
 std::int32_t fx32_block_exponent(const float* x, std::size_t n) noexcept {
   std::int32_t e = kFxZeroBlock;
+  bool all_negative_zero = n > 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) return kFxNonFinite;
-    if (x[i] == 0.0f) continue;
+    if (x[i] == 0.0f) {
+      all_negative_zero &= std::signbit(x[i]);
+      continue;
+    }
+    all_negative_zero = false;
     int ex = 0;
     std::frexp(x[i], &ex);  // |x| = f * 2^ex, f in [0.5, 1): |x| < 2^ex
     if (ex > e) e = ex;
   }
-  return e;
+  return all_negative_zero ? kFxNegativeZeroBlock : e;
 }
 
 int fx32_headroom(std::uint32_t contributors) noexcept {
@@ -92,7 +111,10 @@ void fx32_encode(const float* x, std::size_t n, std::int32_t e, int h, std::int3
 
 void fx32_decode(const std::int32_t* q, std::size_t n, std::int32_t e, int h, float* x) noexcept {
   if (e <= kFxZeroBlock) {
-    for (std::size_t i = 0; i < n; ++i) x[i] = 0.0f;
+    // The shared exponent is the members' maximum: kFxNegativeZeroBlock only when every
+    // member's block was all -0, whose IEEE sum is -0 (as on the hosts); else +0.
+    const float zero = e == kFxNegativeZeroBlock ? -0.0f : 0.0f;
+    for (std::size_t i = 0; i < n; ++i) x[i] = zero;
     return;
   }
   int shift = e - 30 + h;

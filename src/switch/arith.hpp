@@ -4,7 +4,8 @@
 //    result is the exact integer sum; flag == 1 means some partial sum wrapped (the value is
 //    still exact modulo 2^32 and may be right if later terms brought it back).
 //  * f32 sum: IEEE binary32 adds in arrival order (not reproducible across runs).
-//  * i32/f32 min/max; raw copy (replication only).
+//  * i32/f32 min/max (f32: IEEE 754-2019 maximum/minimum: NaN wins, -0 < +0); raw copy
+//    (replication only).
 //  * fx32: f32 carried as i32 fixed point with a per-block shared exponent agreed in a first
 //    round (SwitchML), so the switch only adds integers and the result does not depend on the
 //    arrival order or tree shape. The conversions run on the workers.
@@ -27,8 +28,12 @@ void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;
 
 // fx32 block conversions.
 inline constexpr std::int32_t kFxZeroBlock = -100000;    // exponent of an all-zero block
+// ... of a block whose elements are all -0 (below kFxZeroBlock: the members' maximum is this
+// only if every member's block is all -0, and the block then sums to -0 as IEEE adds do).
+inline constexpr std::int32_t kFxNegativeZeroBlock = kFxZeroBlock - 1;
 inline constexpr std::int32_t kFxNonFinite = 0x7FFFFFFF;  // a block holds NaN or infinity
-// Smallest e with |x| < 2^e for every x of the block (kFxZeroBlock if all are zero).
+// Smallest e with |x| < 2^e for every x of the block (kFxZeroBlock if all are zero,
+// kFxNegativeZeroBlock if all are -0).
 std::int32_t fx32_block_exponent(const float* x, std::size_t n) noexcept;
 // Headroom bits so that `contributors` values of magnitude <= 2^(30-h) sum without overflow.
 int fx32_headroom(std::uint32_t contributors) noexcept;

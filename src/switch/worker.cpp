@@ -403,9 +403,10 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
   }
   const NumKind kind = op.w.kind;
   const std::uint64_t E = chunk_elems(kind);
+  const bool as_f32 = carries_f32(op, c);
   if (c.want && c.n > 0 && !c.sync) {
-    const ElemType we = wire_elem(kind);
-    const WireOp wo = wire_op(kind, op.w.op, c.exponent);
+    const ElemType we = as_f32 ? ElemType::f32 : wire_elem(kind);
+    const WireOp wo = as_f32 ? WireOp::sum : wire_op(kind, op.w.op, c.exponent);
     if ((h.flags & proto::flag::elided) || h.count != c.n || h.elem != we || h.op != wo) {
       fail(WorkerErrorKind::protocol,
            where(e.chunk) + ": result has " + std::to_string(h.count) + " x " +
@@ -420,19 +421,12 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     if (c.exponent) {
       Group& g = op.groups[c.group];
       g.exps.resize(c.n);
-      for (std::uint32_t b = 0; b < c.n; ++b) {
+      // A block with NaN or infinity on some member (kFxNonFinite) is carried as f32 in
+      // the data round (carries_f32): IEEE propagation instead of a failed job.
+      for (std::uint32_t b = 0; b < c.n; ++b)
         g.exps[b] = std::int32_t(proto::load_u32(v.payload.data() + 4 * b));
-        if (g.exps[b] == kFxNonFinite) {
-          fail(WorkerErrorKind::nonfinite,
-               "block " + std::to_string((c.off / E) + b) + " of segment " +
-                   std::to_string(c.seg) +
-                   " holds NaN or infinity on some member; fixed point cannot carry it",
-               op.w.label);
-          return;
-        }
-      }
       g.ready = true;
-    } else if (kind == NumKind::fx32) {
+    } else if (kind == NumKind::fx32 && !as_f32) {
       const Group& g = op.groups.at(c.group);
       scratch_.resize(c.n);
       std::memcpy(scratch_.data(), v.payload.data(), v.payload.size());
@@ -530,16 +524,20 @@ void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane, N
                              "newer session); retry or use the host algorithm",
            label);
       return;
-    case Reason::mismatch:
-      fail(WorkerErrorKind::rejected,
+    case Reason::mismatch: {
+      const bool as_f32 = carries_f32(op, e->c);
+      const ElemType we = as_f32 ? ElemType::f32 : wire_elem(op.w.kind);
+      const WireOp wo = as_f32 ? WireOp::sum : wire_op(op.w.kind, op.w.op, e->c.exponent);
+      fail(WorkerErrorKind::mismatch,
            where(e->chunk) + ": members disagree: the switch holds " +
                std::to_string(detail & 0xFFFF) + " x " +
                std::string(proto::name(ElemType((detail >> 16) & 0xF))) + " " +
                std::string(proto::name(WireOp((detail >> 20) & 0xF))) + ", this member sent " +
-               std::to_string(e->c.n) + " x " + std::string(proto::name(wire_elem(op.w.kind))) +
-               " " + std::string(proto::name(wire_op(op.w.kind, op.w.op, e->c.exponent))),
+               std::to_string(e->c.n) + " x " + std::string(proto::name(we)) + " " +
+               std::string(proto::name(wo)) + " (did every rank call the same collective with the same count?)",
            label);
       return;
+    }
     case Reason::unsupported:
       fail(WorkerErrorKind::unsupported, where(e->chunk) + ": the switch cannot aggregate it",
            label);

@@ -133,6 +133,7 @@ enum class WorkerErrorKind : std::uint8_t {
   unsupported,       // the switch path cannot aggregate this type/operation: use a fallback
   nonfinite,         // fx32 block holds NaN/Inf: cannot be carried in fixed point
   protocol,          // the switch sent something inconsistent
+  mismatch,          // members issued different collectives (counts, types, operations)
 };
 std::string_view name(WorkerErrorKind k) noexcept;
 
@@ -321,6 +322,9 @@ class WorkerProtocol {
   // What a transmission carries: the chunk for the first time, its data again, or a probe.
   enum class Tx : std::uint8_t { first, data, probe };
   void send_chunk(Entry& e, Tx tx);
+  // An fx32 data chunk whose agreed exponent says NaN or infinity is in the block on some
+  // member: it travels as f32 and the switch adds it as floats (IEEE, in arrival order).
+  bool carries_f32(const Op& op, const Chunk& c) const;
   // Loss recovery and congestion control (worker_recovery.cpp).
   void transmit(Entry& e, Nanos now, Tx kind);
   void send_probe(Entry& e, Nanos now, bool suspect);

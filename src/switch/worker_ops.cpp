@@ -16,7 +16,7 @@ using proto::PacketType;
 std::string_view name(WorkerErrorKind k) noexcept {
   constexpr std::string_view names[] = {"none",     "invalid",     "timeout",   "switch_restarted",
                                         "job_failed", "rejected", "unsupported", "nonfinite",
-                                        "protocol"};
+                                        "protocol", "mismatch"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -140,6 +140,16 @@ void WorkerProtocol::advance_cursor(Op& op, const Chunk& c) {
 
 // ---- chunk payloads ---------------------------------------------------------------------------
 
+bool WorkerProtocol::carries_f32(const Op& op, const Chunk& c) const {
+  if (op.w.kind != NumKind::fx32 || c.exponent || c.sync) return false;
+  auto it = op.groups.find(c.group);
+  if (it == op.groups.end() || !it->second.ready) return false;
+  const std::uint64_t E = chunk_elems(NumKind::fx32);
+  const auto& exps = it->second.exps;
+  const std::size_t b = static_cast<std::size_t>((c.off / E) % E);
+  return b < exps.size() && exps[b] == kFxNonFinite;
+}
+
 void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
   const bool retransmit = tx != Tx::first;
   Op& op = *op_by_id(e.op);
@@ -164,8 +174,9 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
   std::byte* p = nullptr;
   if (c.has_in && !c.sync && tx != Tx::probe) {
     const Segment& seg = op.w.segments[c.seg];
-    h.elem = wire_elem(kind);
-    h.op = wire_op(kind, op.w.op, c.exponent);
+    const bool as_f32 = carries_f32(op, c);
+    h.elem = as_f32 ? ElemType::f32 : wire_elem(kind);
+    h.op = as_f32 ? WireOp::sum : wire_op(kind, op.w.op, c.exponent);
     h.count = std::uint16_t(c.n);
     payload = std::size_t(c.n) * proto::elem_size(h.elem);
     p = out_.reserve(proto::kHeaderBytes + payload);
@@ -179,7 +190,7 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
         std::memcpy(fscratch_.data(), seg.in.data() + first * 4, len * 4);
         proto::store_u32(dst + 4 * b, std::uint32_t(fx32_block_exponent(fscratch_.data(), len)));
       }
-    } else if (kind == NumKind::fx32) {
+    } else if (kind == NumKind::fx32 && !as_f32) {
       const Group& g = op.groups.at(c.group);
       const std::int32_t ex = g.exps[(c.off / E) % E];
       fscratch_.resize(c.n);

@@ -1,9 +1,11 @@
 /* The C ABI from a C program: run by `inc launch` (see CMakeLists.txt). Exits non-zero on
- * the first wrong result, printing what went wrong. */
+ * the first wrong result, printing what went wrong. Every collective is called, blocking and
+ * not, and several distinct error codes are checked. */
 #include <inc/inc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                              \
   do {                                                                           \
@@ -14,56 +16,201 @@
     }                                                                            \
   } while (0)
 
-int main(void) {
+#define EXPECT_CODE(call, code, text)                                                       \
+  do {                                                                                      \
+    inc_result_t rc_ = (call);                                                              \
+    if (rc_ != (code) || strstr(inc_last_error(), (text)) == NULL) {                        \
+      fprintf(stderr, "%s gave %d (%s), expected %d mentioning '%s'\n", #call, (int)rc_,    \
+              inc_last_error(), (int)(code), (text));                                       \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+
+#define FAIL(...)                 \
+  do {                            \
+    fprintf(stderr, __VA_ARGS__); \
+    fputc('\n', stderr);          \
+    return 1;                     \
+  } while (0)
+
+enum { N = 1001, MAXR = 64 };
+
+static int collectives(inc_comm_t comm, int rank, int size) {
+  static int in[N], out[N], big[MAXR * 4], shard[4];
+  for (int i = 0; i < N; ++i) in[i] = rank + i;
+  CHECK(inc_allreduce(in, out, N, INC_I32, INC_SUM, comm));
+  for (int i = 0; i < N; ++i)
+    if (out[i] != size * i + size * (size - 1) / 2) FAIL("allreduce: element %d is %d", i, out[i]);
+
+  /* reduce_scatter: block r of every rank's input is r*10 + k; rank r's shard sums them. */
+  for (int r = 0; r < size; ++r)
+    for (int k = 0; k < 4; ++k) big[r * 4 + k] = r * 10 + k;
+  CHECK(inc_reduce_scatter(big, shard, 4, INC_I32, INC_SUM, comm));
+  for (int k = 0; k < 4; ++k)
+    if (shard[k] != size * (rank * 10 + k)) FAIL("reduce_scatter: element %d is %d", k, shard[k]);
+
+  /* Blocking allgather. */
+  int mine2[2] = {rank, -rank}, all2[MAXR * 2];
+  CHECK(inc_allgather(mine2, all2, 2, INC_I32, comm));
+  for (int r = 0; r < size; ++r)
+    if (all2[2 * r] != r || all2[2 * r + 1] != -r) FAIL("allgather: block %d is %d %d", r, all2[2 * r], all2[2 * r + 1]);
+
+  /* alltoall: rank r sends r*100 + d to rank d. */
+  int to[MAXR], from[MAXR];
+  for (int d = 0; d < size; ++d) to[d] = rank * 100 + d;
+  CHECK(inc_alltoall(to, from, 1, INC_I32, comm));
+  for (int s = 0; s < size; ++s)
+    if (from[s] != s * 100 + rank) FAIL("alltoall: from rank %d got %d", s, from[s]);
+
+  int b = rank == size - 1 ? 77 : 0;
+  CHECK(inc_broadcast(&b, &b, 1, INC_I32, size - 1, comm));
+  if (b != 77) FAIL("broadcast: got %d", b);
+  return 0;
+}
+
+static int nonblocking(inc_comm_t comm, int rank, int size) {
+  /* Every non-blocking call at once, completed in reverse order, some by inc_test. */
+  double mine = rank, all[MAXR];
+  long long x = rank + 1, sum = 0;
+  float rs_in[MAXR], rs_out = 0;
+  int a2a_in[MAXR], a2a_out[MAXR], bc = rank == 0 ? 5 : -1;
+  for (int r = 0; r < size; ++r) rs_in[r] = (float)(r + rank), a2a_in[r] = rank;
+  inc_request_t req[6];
+  CHECK(inc_iallgather(&mine, all, 1, INC_F64, comm, &req[0]));
+  CHECK(inc_iallreduce(&x, &sum, 1, INC_I64, INC_SUM, comm, &req[1]));
+  CHECK(inc_ireduce_scatter(rs_in, &rs_out, 1, INC_F32, INC_MAX, comm, &req[2]));
+  CHECK(inc_ialltoall(a2a_in, a2a_out, 1, INC_I32, comm, &req[3]));
+  CHECK(inc_ibroadcast(&bc, &bc, 1, INC_I32, 0, comm, &req[4]));
+  CHECK(inc_ibarrier(comm, &req[5]));
+  for (int k = 5; k >= 3; --k) CHECK(inc_wait(req[k]));
+  for (int k = 2; k >= 0; --k) {
+    int done = 0;
+    while (!done) CHECK(inc_test(req[k], &done));
+  }
+  /* Completion is idempotent: the requests are still valid and report success again. */
+  for (int k = 0; k < 6; ++k) {
+    int done = 0;
+    CHECK(inc_wait(req[k]));
+    CHECK(inc_test(req[k], &done));
+    if (!done) FAIL("inc_test on a completed request said not done");
+  }
+  for (int r = 0; r < size; ++r)
+    if (all[r] != r) FAIL("iallgather: block %d is %g", r, all[r]);
+  if (sum != (long long)size * (size + 1) / 2) FAIL("iallreduce: %lld", sum);
+  if (rs_out != (float)(rank + size - 1)) FAIL("ireduce_scatter max: %g", rs_out);
+  for (int s = 0; s < size; ++s)
+    if (a2a_out[s] != s) FAIL("ialltoall: from %d got %d", s, a2a_out[s]);
+  if (bc != 5) FAIL("ibroadcast: %d", bc);
+
+  /* Each request keeps its own report; the communicator's last one is some completed call. */
+  inc_report_t rep;
+  CHECK(inc_request_report(req[1], &rep));
+  if (rep.coll != INC_ALLREDUCE || strlen(rep.algorithm) == 0 || rep.in_network != 0 ||
+      strlen(rep.reason) == 0 || rep.seconds < 0)
+    FAIL("iallreduce report: coll %d algorithm '%s' reason '%s'", (int)rep.coll, rep.algorithm, rep.reason);
+  if (size > 1 && rep.bytes_sent == 0) FAIL("iallreduce report: no bytes sent");
+  CHECK(inc_request_report(req[5], &rep));
+  if (rep.coll != INC_BARRIER) FAIL("ibarrier report: coll %d", (int)rep.coll);
+  for (int k = 0; k < 6; ++k) CHECK(inc_request_free(req[k]));
+  CHECK(inc_request_free(NULL));
+
+  /* Per-call algorithm through inc_start / inc_run. */
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = &x;
+  call.recv = &sum;
+  call.count = 1;
+  call.type = INC_I64;
+  call.op = INC_MAX;
+  call.algo = "ring";
+  inc_request_t r;
+  CHECK(inc_start(&call, comm, &r));
+  CHECK(inc_wait(r));
+  CHECK(inc_request_report(r, &rep));
+  CHECK(inc_request_free(r));
+  if (sum != size || strcmp(rep.algorithm, "ring") != 0 || strstr(rep.reason, "ring") == NULL)
+    FAIL("inc_start ring: %lld, algorithm '%s', reason '%s'", sum, rep.algorithm, rep.reason);
+  call.algo = "recursive_doubling";
+  CHECK(inc_run(&call, comm));
+  CHECK(inc_last_report(comm, &rep));
+  if (strcmp(rep.algorithm, "recursive_doubling") != 0) FAIL("inc_run: algorithm '%s'", rep.algorithm);
+  char algo[64];
+  int in_network = -1;
+  CHECK(inc_last_algorithm(comm, algo, sizeof algo, &in_network));
+  if (strcmp(algo, "recursive_doubling") != 0 || in_network != 0)
+    FAIL("last algorithm '%s' in_network %d", algo, in_network);
+  return 0;
+}
+
+static int errors(inc_comm_t comm, int size) {
+  int in[4] = {0}, out[8] = {0};
+  inc_request_t r = NULL;
+  EXPECT_CODE(inc_allreduce(NULL, out, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "null");
+  EXPECT_CODE(inc_broadcast(in, out, 1, INC_I32, size, comm), INC_ERR_INVALID_ARGUMENT, "root");
+  EXPECT_CODE(inc_allreduce(in, out, 1, (inc_datatype_t)42, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "type");
+  EXPECT_CODE(inc_allreduce(out, out + 1, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "overlap");
+  EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, comm, NULL), INC_ERR_INVALID_ARGUMENT, "req");
+  EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, NULL, &r), INC_ERR_INVALID_ARGUMENT, "null");
+  if (r != NULL) FAIL("a failed start left a request");
+  EXPECT_CODE(inc_wait(NULL), INC_ERR_INVALID_ARGUMENT, "null");
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_BARRIER;
+  call.algo = "fastest";
+  EXPECT_CODE(inc_run(&call, comm), INC_ERR_INVALID_ARGUMENT, "fastest");
+  call.coll = (inc_collective_t)17;
+  call.algo = NULL;
+  EXPECT_CODE(inc_start(&call, comm, &r), INC_ERR_INVALID_ARGUMENT, "collective");
+  return 0;
+}
+
+/* A job of its own (`c_abi mismatch`, it ends the job's communication): ranks that disagree
+ * on the count get a mismatch naming both counts, or the peer's abort carrying it. */
+static int mismatch(inc_comm_t comm, int rank, int size) {
+  if (size < 2) return 0;
+  /* The abort of the rank that notices overtakes, on another connection, the last messages of
+   * start-up's collectives to a slower rank: give those time to land (no assertion on time). */
+  usleep(300 * 1000);
+  int v[3] = {1, 2, 3}, w[3];
+  inc_result_t rc = inc_allreduce(v, w, rank == 0 ? 2 : 3, INC_I32, INC_SUM, comm);
+  if (rc != INC_ERR_MISMATCH && rc != INC_ERR_PEER_FAILURE)
+    FAIL("count mismatch gave %d: %s", (int)rc, inc_last_error());
+  if (strstr(inc_last_error(), "2 x i32") == NULL || strstr(inc_last_error(), "3 x i32") == NULL)
+    FAIL("mismatch does not name both counts: %s", inc_last_error());
+  CHECK(inc_comm_free(comm));
+  return 0;
+}
+
+int main(int argc, char** argv) {
   inc_comm_t comm = NULL;
   int rank = -1, size = 0;
   CHECK(inc_init(&comm));
   CHECK(inc_comm_rank(comm, &rank));
   CHECK(inc_comm_size(comm, &size));
-
-  enum { N = 1001 };
-  int in[N], out[N];
-  for (int i = 0; i < N; ++i) in[i] = rank + i;
-  CHECK(inc_allreduce(in, out, N, INC_I32, INC_SUM, comm));
-  for (int i = 0; i < N; ++i)
-    if (out[i] != size * i + size * (size - 1) / 2) {
-      fprintf(stderr, "allreduce: element %d is %d\n", i, out[i]);
-      return 1;
-    }
-
-  double mine = rank, all[64];
-  inc_request_t req;
-  CHECK(inc_iallgather(&mine, all, 1, INC_F64, comm, &req));
-  CHECK(inc_wait(req));
-  for (int r = 0; r < size && r < 64; ++r)
-    if (all[r] != r) {
-      fprintf(stderr, "allgather: block %d is %g\n", r, all[r]);
-      return 1;
-    }
-
-  char algo[64];
-  int in_network = -1;
-  CHECK(inc_last_algorithm(comm, algo, sizeof algo, &in_network));
-  if (strlen(algo) == 0 || in_network != 0) {
-    fprintf(stderr, "last algorithm '%s' in_network %d\n", algo, in_network);
-    return 1;
-  }
-
-  /* Errors are codes plus a message, not crashes. */
-  if (inc_allreduce(NULL, out, 4, INC_I32, INC_SUM, comm) != INC_ERR_INVALID_ARGUMENT ||
-      strstr(inc_last_error(), "null") == NULL) {
-    fprintf(stderr, "null buffer was not reported: %s\n", inc_last_error());
-    return 1;
-  }
-  if (inc_broadcast(in, out, 1, INC_I32, size, comm) != INC_ERR_INVALID_ARGUMENT) {
-    fprintf(stderr, "bad root was not reported\n");
-    return 1;
-  }
+  if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch(comm, rank, size);
+  if (size > MAXR) FAIL("at most %d ranks", MAXR);
+  if (collectives(comm, rank, size) || nonblocking(comm, rank, size) || errors(comm, size)) return 1;
 
   inc_comm_t half = NULL;
   CHECK(inc_comm_split(comm, rank % 2, rank, &half));
-  int hsize = 0;
+  int hsize = 0, hrank = -1;
   CHECK(inc_comm_size(half, &hsize));
+  CHECK(inc_comm_rank(half, &hrank));
+  if (hsize != (size + 1 - rank % 2) / 2 || hrank != rank / 2)
+    FAIL("split: size %d rank %d for world rank %d of %d", hsize, hrank, rank, size);
+  int one = rank, total = 0, expect = 0;
+  for (int r = rank % 2; r < size; r += 2) expect += r;
+  CHECK(inc_allreduce(&one, &total, 1, INC_I32, INC_SUM, half));
+  if (total != expect) FAIL("split allreduce: %d, expected %d", total, expect);
+  inc_comm_t none = (inc_comm_t)&one;
+  CHECK(inc_comm_split(comm, -1, 0, &none));
+  if (none != NULL) FAIL("split with a negative color gave a communicator");
+  inc_comm_t dup = NULL;
+  CHECK(inc_comm_dup(comm, &dup));
+  CHECK(inc_allreduce(&one, &total, 1, INC_I32, INC_SUM, dup));
+  if (total != size * (size - 1) / 2) FAIL("dup allreduce: %d", total);
+  CHECK(inc_comm_free(dup));
   CHECK(inc_barrier(half));
   CHECK(inc_comm_free(half));
   CHECK(inc_barrier(comm));

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -515,6 +517,51 @@ TEST(Arith, Fx32RoundTripAndHeadroom) {
   EXPECT_EQ(fx32_block_exponent(bad, 2), kFxNonFinite);
   float zero[2] = {0.0f, -0.0f};
   EXPECT_EQ(fx32_block_exponent(zero, 2), kFxZeroBlock);
+}
+
+// Issue 10: f32 min/max of +0 and -0 (and NaN) at the switch must not depend on which
+// member's packet arrived first: IEEE 754-2019 maximum/minimum, as on the hosts.
+TEST(Arith, F32MinMaxSignedZeroAndNaNIndependentOfOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float cases[][2] = {{-0.0f, 0.0f}, {0.0f, -0.0f}, {nan, 1.0f}, {1.0f, nan}, {-0.0f, -0.0f}};
+  for (auto [a, b] : cases)
+    for (WireOp op : {WireOp::max, WireOp::min}) {
+      float ab = a, ba = b;
+      std::byte bb[4], ab_[4];
+      std::memcpy(bb, &b, 4);
+      std::memcpy(ab_, &a, 4);
+      combine(ElemType::f32, op, &ab, bb, 1);  // a arrived first
+      combine(ElemType::f32, op, &ba, ab_, 1);  // b arrived first
+      std::uint32_t x, y;
+      std::memcpy(&x, &ab, 4);
+      std::memcpy(&y, &ba, 4);
+      SCOPED_TRACE(::testing::Message() << a << " " << b << " " << proto::name(op));
+      if (a != a || b != b) {
+        EXPECT_TRUE(ab != ab && ba != ba);
+        continue;
+      }
+      EXPECT_EQ(x, y);  // bitwise: the sign of zero too
+      const bool zero_pair = a == 0.0f && b == 0.0f;
+      if (zero_pair && (std::signbit(a) != std::signbit(b))) {
+        EXPECT_EQ(std::signbit(ab), op == WireOp::min);  // max(-0,+0) = +0, min = -0
+      }
+    }
+}
+
+// Fixed point: a block that is -0 on every member sums to -0 (IEEE, as on the hosts); with a
+// +0 anywhere it is +0.
+TEST(Arith, Fx32SumOfNegativeZerosIsNegativeZero) {
+  float neg[3] = {-0.0f, -0.0f, -0.0f}, pos[3] = {-0.0f, 0.0f, -0.0f};
+  const std::int32_t en = fx32_block_exponent(neg, 3), ep = fx32_block_exponent(pos, 3);
+  EXPECT_EQ(en, kFxNegativeZeroBlock);
+  EXPECT_EQ(ep, kFxZeroBlock);
+  std::int32_t q[3];
+  float y[3];
+  fx32_encode(neg, 3, en, 1, q);
+  fx32_decode(q, 3, std::max(en, en), 1, y);  // the switch's max of the members' exponents
+  for (float v : y) EXPECT_TRUE(v == 0.0f && std::signbit(v));
+  fx32_decode(q, 3, std::max(en, ep), 1, y);
+  for (float v : y) EXPECT_TRUE(v == 0.0f && !std::signbit(v));
 }
 
 }  // namespace
