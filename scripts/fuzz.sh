@@ -47,10 +47,12 @@ for t in $targets; do
   if ((grow)); then
     merged=build-fuzz/fuzz-merged/$t
     rm -rf "$merged" && mkdir -p "$merged"
-    build-fuzz/fuzz/${t}_fuzz -merge=1 -timeout=10 -rss_limit_mb=2048 "$merged" "$corpus" "$new" \
+    # Keep one input per new edge (-use_counters=0: hit counts do not count as new), which
+    # keeps the corpus at a few hundred files with the coverage of all of them.
+    build-fuzz/fuzz/${t}_fuzz -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 "$merged" "$corpus" "$new" \
       >build-fuzz/fuzz-merge-"$t".log 2>&1
     rm -rf "$corpus" && mkdir -p "$corpus" && cp "$merged"/* "$corpus"/
-    echo "   merged into $corpus: $(ls "$corpus" | wc -l) files, $(du -sk "$corpus" | cut -f1) KiB"
+    echo "   merged into $corpus: $(ls "$corpus" | wc -l) files, $(cat "$corpus"/* | wc -c) bytes"
   fi
 done
 if ((${#failed[@]})); then
