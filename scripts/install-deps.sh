@@ -11,7 +11,8 @@ packages=(
   libtomlplusplus-dev                            # model and topology files
   libgloo-dev openmpi-bin libopenmpi-dev         # peers measured side by side
   libsimgrid-dev gnuplot-nox                     # simulator validation, plots
-  clang-14 libfuzzer-14-dev libclang-rt-14-dev   # fuzz targets
+  clang clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz targets (scripts/fuzz.sh: clang++ is
+                                                      # clang-14 on Debian 12; -fsanitize=fuzzer)
   clang-format iproute2 time python3
 )
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): install what is missing, build with warnings as
-# errors, run the whole test suite, then rebuild the unit tests with ASan+UBSan and run them.
+# errors, run the whole test suite, fuzz every parser for a few seconds (scripts/fuzz.sh),
+# then rebuild the unit tests with ASan+UBSan and run them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -10,6 +11,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON >/dev/nu
 cmake --build build -j"$jobs"
 echo "== test suite"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+echo "== coverage-guided fuzzing of the parsers (clang, a few seconds per target)"
+scripts/fuzz.sh
 echo "== ASan+UBSan build of the unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINC_WERROR=ON -DINC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" --target unit_tests

@@ -78,7 +78,7 @@ CostTable CostTable::from_json(const std::string& text, const std::string& origi
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw bad(fmt::format("not a tuning file (JSON: {})", e.what()));
   }
   if (!j.is_object() || !j.contains("inc_tuning"))
