@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
   auto add_net = [&](CLI::App* s) {
     s->add_option("--members", net.members, "members (workers)")->check(CLI::Range(1, 64));
     s->add_option("--slots", net.slots, "slots of the job")->check(CLI::Range(1, 4096));
-    s->add_option("--slot-elems", net.slot_elems, "elements per slot (chunk)")->check(CLI::Range(1, 16368));
+    s->add_option("--slot-elems", net.slot_elems, "elements per slot (chunk)")->check(CLI::Range(1, 16358));
   };
   auto* loss = app.add_subcommand("sim-loss", "allreduce under loss on the simulated network");
   add_net(loss);

@@ -246,7 +246,7 @@ int cmd_launch(int argc, char** argv) {
       switch_lanes = static_cast<int>(parse_int_arg("--switch-lanes", lanes_s, 1, proto::kMaxLanes));
     if (given("--switch-slots")) switch_slots = static_cast<int>(parse_int_arg("--switch-slots", slots_s, 1, 0xFFFF));
     if (given("--switch-slot-elements"))
-      slot_elems = static_cast<int>(parse_int_arg("--switch-slot-elements", elems_s, 1, 16368));
+      slot_elems = static_cast<int>(parse_int_arg("--switch-slot-elements", elems_s, 1, 16358));
     switch_flags = given("--switch-lanes") || given("--switch-slots") || given("--switch-slot-elements");
     if (given("--switch-job")) switch_job = parse_int_arg("--switch-job", job_s, 1, 0xffffffffll);
     if (given("--topology") && topology.empty()) throw UsageError{"--topology needs a file"};

@@ -2,6 +2,7 @@
 // call, resolves the algorithm and hands the collective to the executor engine.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -314,8 +315,12 @@ Communicator Communicator::init(const Options& opts) {
   const std::string prefix = fmt::format("inc/{}", generation);
   // Name ranks that disagree on the world size or share a rank now, not at the time-out.
   api::roll_call(*world->store, generation, boot.rank, boot.world_size, timeout);
+  // Random high bits; the low 32 bits are the wall clock in ms, the session of the switch
+  // path (inc_path.cpp): a later run's session is newer (serial-number order).
   std::random_device rd;
-  std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  std::uint64_t mine = (static_cast<std::uint64_t>(rd()) << 32) | static_cast<std::uint32_t>(ms.count());
   world->store->set_if_absent(prefix + "/job_tag", std::to_string(mine));
   std::uint64_t job_tag = std::stoull(world->store->get(prefix + "/job_tag", timeout));
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/topology.hpp"
 #include "src/switch/udp.hpp"
@@ -103,7 +105,26 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     cfg.join_timeout = std::min<sw::Nanos>(deadline, static_cast<sw::Nanos>(s * 1e9));
   }
   cfg.progress_timeout = deadline;
-  cfg.session = static_cast<std::uint32_t>(session ^ (session >> 32)) | 1u;
+  // The low 32 bits are rank 0's wall clock in ms (communicator.cpp): a new run's session
+  // compares as newer than a crashed earlier run's at the switch (serial numbers, 24 days).
+  cfg.session = static_cast<std::uint32_t>(session) | 1u;
+  // Authentication: the job's key from INC_KEY_FILE ("JOB HEX64" lines, mode 600; inc launch
+  // and inc testbed write one per run). Every packet is then sealed and checked.
+  if (auto kf = env("INC_KEY_FILE"); kf && !kf->empty()) {
+    std::string err;
+    auto keys = proto::auth::load_key_file(*kf, err);
+    if (!keys) throw Error(Error::Kind::config, fmt::format("INC_KEY_FILE={}", err));
+    for (const auto& k : *keys)
+      if (k.job == job) cfg.key = k.key;
+    if (!cfg.key)
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_KEY_FILE={} has no key for job {} (INC_SWITCH_JOB)", *kf, job));
+    cfg.instance = proto::auth::random_instance();
+    cfg.seq_base = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::system_clock::now().time_since_epoch())
+                                                   .count());
+    where += ", authenticated";
+  }
   // Fault injection into this worker's outgoing datagrams, for tests on real sockets:
   // INC_FAULT_LOSS / _DUP / _REORDER (probabilities) and INC_FAULT_SEED (the seed is mixed
   // with the rank so that ranks lose different packets).

@@ -31,7 +31,8 @@ std::string_view name(Reason r) noexcept {
       "too_large",   "bad_field",     "unknown_job",     "stale_epoch", "bad_member",
       "bad_slot",    "unsupported",   "not_joined",      "stale_chunk", "out_of_window",
       "mismatch",    "job_failed",    "wrong_source",    "control_refused",
-      "no_slots",    "job_exists",    "unexpected",  "missing"};
+      "no_slots",    "job_exists",    "unexpected",  "missing",
+      "unauthenticated", "replayed"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumReasons);
   auto i = static_cast<unsigned>(r);
   return i < kNumReasons ? names[i] : std::string_view("?");
@@ -139,16 +140,19 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
   h.slot = load_u16(p + 24);
   h.count = load_u16(p + 26);
   h.aux = load_u32(p + 28);
-  std::size_t payload = b.size() - kHeaderBytes;
+  out.sealed = (h.flags & flag::auth) != 0;
+  const std::size_t trailer = out.sealed ? kAuthTrailerBytes : 0;
+  if (b.size() < kHeaderBytes + trailer) return Reason::too_short;
+  std::size_t payload = b.size() - kHeaderBytes - trailer;
   if (payload > kMaxPayloadBytes) return Reason::too_large;
   // Element type `none` has size 0; for control payloads it is raw (1 byte per count).
   if (std::size_t(h.count) * elem_size(h.elem) != payload) return Reason::length_mismatch;
   if (h.elem == ElemType::none && h.count != 0) return Reason::length_mismatch;
-  out.payload = b.subspan(kHeaderBytes);
+  out.payload = b.subspan(kHeaderBytes, payload);
   if (h.type != PacketType::nack && h.reason != Reason::ok) return Reason::bad_field;
 
-  auto allow_flags = [&](std::uint8_t allowed) {
-    return (h.flags & ~allowed) ? Reason::bad_flags : Reason::ok;
+  auto allow_flags = [&](std::uint8_t allowed) {  // auth goes with every type
+    return (h.flags & ~(allowed | flag::auth)) ? Reason::bad_flags : Reason::ok;
   };
   Reason r = Reason::ok;
   switch (h.type) {

@@ -1,4 +1,5 @@
-// INC wire format, version 2: one 32-byte little-endian header followed by a payload.
+// INC wire format, version 3: one 32-byte little-endian header followed by a payload, and for
+// packets of a keyed job a 40-byte authentication trailer (src/proto/auth.hpp).
 // See docs/PROTOCOL.md for the field table, the state machines and the versioning rule.
 //
 // Every byte from the network is untrusted: `decode` checks everything that can be checked
@@ -20,11 +21,11 @@ static_assert(std::endian::native == std::endian::little,
               "payload elements are copied as-is; a big-endian port must byte-swap them");
 
 inline constexpr std::uint32_t kMagic = 0x21434E49;  // bytes 'I' 'N' 'C' '!'
-inline constexpr std::uint8_t kVersion = 2;  // 2: JoinInfo carries lanes (24 bytes)
+inline constexpr std::uint8_t kVersion = 3;  // 2: JoinInfo carries lanes; 3: flag auth + trailer
 inline constexpr std::size_t kHeaderBytes = 32;
 // Largest UDP/IPv4 datagram payload is 65507 bytes; keep payloads a multiple of 4.
-inline constexpr std::size_t kMaxPayloadBytes = 65472;
-inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes;
+inline constexpr std::size_t kMaxPayloadBytes = 65432;  // room for the auth trailer
+inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes + 40;  // 65504
 inline constexpr std::uint16_t kNoMember = 0xFFFF;
 inline constexpr std::size_t kMaxMembers = 64;  // fan-in of one switch (contribution bitmap)
 
@@ -60,7 +61,9 @@ inline constexpr std::uint8_t awaiting_parent = 0x10;  // pending: complete here
 // data: a header-only question about a chunk (with `retransmit`, no element type, count 0):
 // "do you hold my contribution / the result?". Never a contribution, never changes slot state.
 inline constexpr std::uint8_t probe = 0x20;
-inline constexpr std::uint8_t known = 0x3F;
+// any type: a 40-byte authentication trailer follows the payload (src/proto/auth.hpp)
+inline constexpr std::uint8_t auth = 0x40;
+inline constexpr std::uint8_t known = 0x7F;
 }  // namespace flag
 
 // Why a packet was refused. Values are on the wire (NACK) and in metrics: append only.
@@ -92,8 +95,10 @@ enum class Reason : std::uint8_t {
   job_exists,       // admission: job already admitted with another shape
   unexpected,       // valid packet that this side never expects (e.g. a result at a root)
   missing,          // nack: a later chunk of this member arrived while this one is still missing
+  unauthenticated,  // keyed job: no trailer or a wrong tag (never answered)
+  replayed,         // keyed job: sequence number seen before or older than the window
 };
-inline constexpr int kNumReasons = 27;
+inline constexpr int kNumReasons = 29;
 // Detail (aux >> 8, 24 bits) of a `missing` nack: bit 0 is set when the nack answers a probe
 // (else it is the gap signal sent when a later chunk of the member arrived); bit i, 1 <= i <=
 // kMissingSpan, says that chunk - i of the same lane lacks the member's contribution as well
@@ -139,7 +144,9 @@ struct Header {
 struct PacketView {
   Header h;
   std::span<const std::byte> payload;
+  bool sealed = false;  // flag auth: the datagram ends with an auth::kTrailerBytes trailer
 };
+inline constexpr std::size_t kAuthTrailerBytes = 40;  // = auth::kTrailerBytes
 
 // Payloads of the control/handshake types (all little-endian, carried as ElemType::raw).
 struct JoinInfo {  // join_ack, 24 bytes

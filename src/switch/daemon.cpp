@@ -77,6 +77,11 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
   std::fprintf(log, ", offload %s", p0.gso() && p0.gro() ? "gso+gro" : p0.gso() ? "gso" : p0.gro() ? "gro" : "none");
   if (metrics_port >= 0) std::fprintf(log, ", metrics http://%s:%d/metrics", o.metrics_bind.c_str(), metrics_port);
   std::fprintf(log, "\n");
+  for (const auto& j : o.jobs)
+    std::fprintf(log, j.key ? "inc switch %s: job %u is keyed: its packets are authenticated\n"
+                            : "inc switch %s: job %u has no key: anyone who reaches this switch can join it, "
+                              "forge its sums and read them (give it one with --key-file)\n",
+                 o.name.c_str(), j.job);
   std::fflush(log);
   std::atomic<bool> stats_stop{false};
   std::thread stats_thread;

@@ -52,7 +52,7 @@ bool parse_double(const std::string& s, double& v, double lo, double hi) {
 // Every option is read as text by CLI11 and checked by check_values (one message per flag).
 struct RawArgs {
   std::string bind, slots, slot_elems, types, parent, topology, name, control_key, idle_timeout,
-      incarnation, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
+      incarnation, key_file, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
       fault_reorder, fault_delay, fault_jitter, fault_seed;
   std::vector<std::string> jobs;
   bool stats = false;
@@ -71,7 +71,7 @@ void define(CLI::App& app, RawArgs& r) {
   app.add_option("--slots", r.slots, "slots in the whole aggregator pool (default 1024), split evenly over "
                                      "the lanes (each lane gets slots / lanes; the remainder is unused)")->type_name("N");
   app.add_option("--slot-elements", r.slot_elems, "4-byte cells per slot = elements per packet (default 256, "
-                                                  "max 16368)")->type_name("N");
+                                                  "max 16358)")->type_name("N");
   app.add_option("--types", r.types, "element types the switch adds: i32,f32 (default both; raw replication "
                                      "is always available)")->type_name("LIST");
   app.add_option("--parent", r.parent, "ADDR:PORT of the parent switch's lane 0 (this switch is a leaf; "
@@ -84,6 +84,8 @@ void define(CLI::App& app, RawArgs& r) {
                                   "(repeatable); SLOTS is per lane, so the job's window is lanes x SLOTS")->type_name("ID:MEMBERS:SLOTS[:PM]")->allow_extra_args(false);
   app.add_option("--control-key", r.control_key, "accept admit/release control packets carrying this key "
                                                   "(hex 0x.. or decimal, non-zero); without it they are refused")->type_name("KEY");
+  app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
+                                           "packet of a keyed job is authenticated (docs/PROTOCOL.md)")->type_name("FILE");
   app.add_option("--idle-timeout", r.idle_timeout, "release jobs admitted by control packets after SEC idle on "
                                                    "every lane (default 300)")->type_name("SEC");
   app.add_option("--incarnation", r.incarnation, "identity of this start (default: random); workers detect "
@@ -137,7 +139,7 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     o.cfg.slots = std::uint32_t(u);
   }
   if (at("--slot-elements", r.slot_elems)) {
-    if (!parse_uint(r.slot_elems, u, proto::kMaxPayloadBytes / 4) || u == 0) return bad("1..16368");
+    if (!parse_uint(r.slot_elems, u, proto::kMaxPayloadBytes / 4) || u == 0) return bad("1..16358");
     o.cfg.slot_elems = std::uint32_t(u);
   }
   if (at("--types", r.types)) {
@@ -166,7 +168,7 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
         !parse_uint(parts[1], m, proto::kMaxMembers) || m == 0 || !parse_uint(parts[2], s, 0xFFFF) ||
         s == 0 || (parts.size() == 4 && !parse_uint(parts[3], pm, proto::kMaxMembers - 1)))
       return bad("want ID:MEMBERS(1..64):SLOTS(1..65535, per lane)[:PARENT_MEMBER]");
-    o.jobs.push_back({std::uint32_t(id), std::uint16_t(m), std::uint32_t(s), std::uint16_t(pm)});
+    o.jobs.push_back({std::uint32_t(id), std::uint16_t(m), std::uint32_t(s), std::uint16_t(pm), std::nullopt});
   }
   if (at("--control-key", r.control_key)) {
     if (!parse_uint(r.control_key, u, UINT64_MAX) || u == 0) return bad("a non-zero 64-bit number");
@@ -285,6 +287,18 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
   if (std::uint32_t(o.bind.port()) + o.lanes - 1 > 65535)
     return "--lanes " + std::to_string(o.lanes) + " from port " + std::to_string(o.bind.port()) +
            " go beyond port 65535 (lane l serves port + l)";
+  if (given("--key-file")) {
+    std::string err;
+    auto keys = proto::auth::load_key_file(r.key_file, err);
+    if (!keys) return "--key-file " + err;
+    for (const auto& k : *keys) {
+      auto it = std::find_if(o.jobs.begin(), o.jobs.end(), [&](const JobSpec& j) { return j.job == k.job; });
+      if (it == o.jobs.end())
+        return "--key-file " + r.key_file + " has a key for job " + std::to_string(k.job) +
+               ", which is not a static job of this switch (--job or the topology)";
+      it->key = k.key;
+    }
+  }
   const std::uint32_t per_lane = slots_per_lane(o.cfg.slots, o.lanes);
   for (const auto& j : o.jobs) {
     if (j.parent_member != proto::kNoMember && !o.cfg.parent.valid())

@@ -31,6 +31,7 @@ SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
   cells_.assign(std::size_t(cfg_.slots) * 2 * cfg_.slot_elems, 0);
   copies_.assign(std::size_t(cfg_.slots) * 2, Copy{});
   owner_.assign(cfg_.slots, 0);
+  seq_ = cfg_.auth_seq_base;
 }
 
 std::uint32_t SwitchDataPlane::new_epoch() {
@@ -82,6 +83,10 @@ Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
   j.base = base;
   j.epoch = new_epoch();
   j.members.assign(spec.members, Member{});
+  if (spec.key) {
+    j.mac.emplace(*spec.key, cfg_.auth_instance);
+    j.member_auth.resize(spec.members);
+  }
   j.last_active = now;
   init_copies(j);
   ++c_.jobs_admitted;
@@ -129,6 +134,8 @@ std::uint32_t SwitchDataPlane::job_epoch(std::uint32_t job) const {
 // ---- output helpers ---------------------------------------------------------------------------
 
 std::size_t SwitchDataPlane::emit(Job* j, Endpoint to, std::size_t size) {
+  // Every packet of a keyed job is sealed (written at the last reserve: room for the trailer).
+  if (j && j->mac) size = proto::auth::seal(*j->mac, seq_++, out_.reserve(size + proto::kAuthTrailerBytes), size);
   ++c_.packets_out;
   c_.bytes_out += size;
   if (j) {
@@ -338,6 +345,10 @@ void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from,
   PacketView v;
   Reason r = proto::decode(bytes, v);
   if (r != Reason::ok) return drop(nullptr, r);
+  if (v.h.type != PacketType::admit && v.h.type != PacketType::release) {
+    Job* j = find(v.h.job);
+    if (j && !authentic(*j, v, bytes, from)) return;
+  }
   switch (v.h.type) {
     case PacketType::data:
       if (from == cfg_.parent) return drop(nullptr, Reason::wrong_source);
@@ -362,6 +373,38 @@ void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from,
   }
 }
 
+bool SwitchDataPlane::authentic(Job& j, const PacketView& v, std::span<const std::byte> bytes,
+                                Endpoint from) {
+  if (!j.spec.key) {
+    // A sealed packet to an unkeyed job: its sender expects authentication this switch cannot
+    // give (a key for the job at the rank but not here); nothing it would accept comes back.
+    if (v.sealed) {
+      drop(&j, Reason::unauthenticated);
+      return false;
+    }
+    return true;
+  }
+  if (!v.sealed) {
+    drop(&j, Reason::unauthenticated);
+    return false;
+  }
+  PeerAuth* peer = nullptr;
+  if (from == cfg_.parent && j.has_parent()) {
+    peer = &j.parent_auth;
+  } else if (v.h.member < j.member_auth.size()) {
+    peer = &j.member_auth[v.h.member];
+  } else {
+    drop(&j, Reason::bad_member);
+    return false;
+  }
+  switch (proto::auth::open(*j.spec.key, peer->mac, peer->window, bytes)) {
+    case proto::auth::Verdict::ok: return true;
+    case proto::auth::Verdict::bad_tag: drop(&j, Reason::unauthenticated); return false;
+    case proto::auth::Verdict::replayed: drop(&j, Reason::replayed); return false;
+  }
+  return false;
+}
+
 void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
   const Header& h = v.h;
   Job* j = find(h.job);
@@ -384,7 +427,10 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     j->session = h.aux;
     j->session_set = true;
   } else if (h.aux != j->session) {
-    if (proto::chunk_distance(h.aux, j->session) < 0) {
+    // (While nobody of the current session is attached, any other session takes the job.)
+    bool attached = false;
+    for (const auto& m : j->members) attached = attached || (m.joined && !m.left);
+    if (attached && proto::chunk_distance(h.aux, j->session) < 0) {
       drop(j, Reason::stale_epoch);
       return nack(j, from, h, Reason::stale_epoch);
     }

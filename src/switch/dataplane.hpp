@@ -11,12 +11,14 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/common.hpp"
 
@@ -37,6 +39,11 @@ struct SwitchConfig {
   // hands them over (control_events()) instead of applying them, reports "every member left"
   // of a dynamic job instead of releasing it, and never expires jobs on its own.
   bool external_control = false;
+  // Authentication of keyed jobs (docs/PROTOCOL.md "Authentication"): this lane's sender
+  // instance (random per lane and start: the driver draws it) and the first sequence number
+  // (the wall clock in ns). Inputs, as time is, to keep the data plane sans-IO.
+  proto::auth::Instance auth_instance{};
+  std::uint64_t auth_seq_base = 0;
 };
 
 struct JobSpec {
@@ -44,6 +51,9 @@ struct JobSpec {
   std::uint16_t members = 0;  // members attached to this switch (workers or child switches)
   std::uint32_t slots = 0;    // slots of the job, the same at every switch of its tree
   std::uint16_t parent_member = proto::kNoMember;  // member id at the parent; none = root
+  // The job's key: every packet of the job is sealed and checked with it. None: the job is
+  // unauthenticated (anyone who reaches the switch can join, forge and read; PROTOCOL.md).
+  std::optional<proto::auth::Key> key{};
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 
@@ -161,8 +171,17 @@ class SwitchDataPlane {
     std::uint8_t st = 0;        // kComplete | kHasData | kOverflow | kAwaitParent
   };
   static constexpr std::uint8_t kComplete = 1, kHasData = 2, kOverflow = 4, kAwaitParent = 8;
+  // What authenticates one peer of a keyed job (a member, or the parent): the MAC of its last
+  // instance and its replay window. Never reset with the job: sequence numbers only grow.
+  struct PeerAuth {
+    std::optional<proto::auth::Mac> mac;
+    proto::auth::ReplayWindow window;
+  };
   struct Job {
     JobSpec spec;
+    std::optional<proto::auth::Mac> mac;  // keyed: this lane's sender MAC under the job key
+    std::vector<PeerAuth> member_auth;
+    PeerAuth parent_auth;
     bool dynamic = false;
     std::uint32_t epoch = 0;
     std::uint32_t session = 0;
@@ -180,6 +199,10 @@ class SwitchDataPlane {
     bool has_parent() const { return spec.parent_member != proto::kNoMember; }
   };
 
+  // Keyed jobs: the packet is sealed, its tag right and its sequence number fresh (else it is
+  // dropped, counted and not answered).
+  bool authentic(Job& j, const proto::PacketView& v, std::span<const std::byte> bytes,
+                 Endpoint from);
   void handle_join(const proto::PacketView& v, Endpoint from);
   void handle_data(const proto::PacketView& v, Endpoint from);
   void handle_leave(const proto::PacketView& v, Endpoint from);
@@ -226,6 +249,7 @@ class SwitchDataPlane {
   std::vector<std::uint32_t> owner_;   // per slot: job id + 1, or 0 if free (allocation only)
   std::unordered_map<std::uint32_t, Job> jobs_;
   std::uint64_t epochs_issued_ = 0;
+  std::uint64_t seq_ = 0;  // this lane's next sequence number (sealed packets)
   Outbox out_;
   SwitchCounters c_;
   Nanos now_ = 0;

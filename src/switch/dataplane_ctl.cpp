@@ -41,7 +41,7 @@ void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
   }
   if (!j->dynamic) return;
   if (cfg_.external_control) {
-    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0}, {}, {}});
+    control_.push_back({ControlEvent::Kind::all_left, {h.job, 0, 0, proto::kNoMember, std::nullopt}, {}, {}});
     return;
   }
   release(h.job);
@@ -148,7 +148,7 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
     } else {
       auto a = proto::read_admit_info(v.payload);
       e.kind = ControlEvent::Kind::admit;
-      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member};
+      e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member, std::nullopt};
     }
     control_.push_back(e);
     return;
@@ -158,7 +158,7 @@ void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos n
     return send_empty(nullptr, from, PacketType::release_ack, h);
   }
   auto a = proto::read_admit_info(v.payload);
-  JobSpec spec{h.job, a.members, a.slots, a.parent_member};
+  JobSpec spec{h.job, a.members, a.slots, a.parent_member, std::nullopt};
   Reason r = admit(spec, now, true);
   if (r != Reason::ok) {
     drop(nullptr, r);

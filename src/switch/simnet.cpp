@@ -9,6 +9,7 @@ namespace inc::sw {
 
 void SimNetwork::send(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now) {
   ++sent;
+  if (tap) tap(from, to, bytes);
   Delivery base;
   base.from = from;
   base.to = to;
@@ -133,6 +134,7 @@ std::vector<std::size_t> SimCluster::add_switch_lanes(const SwitchConfig& cfg, s
     c.lanes = lanes;
     c.lane = l;
     c.incarnation = cfg.incarnation + 7919ull * l;
+    c.auth_instance[0] ^= std::uint8_t(l + 1);  // every lane seals as a sender of its own
     if (cfg.parent.valid()) c.parent = l < parent_lanes ? lane_endpoint(cfg.parent, l) : Endpoint{};
     idx.push_back(switches_.size());
     Endpoint ep = add_switch(c);

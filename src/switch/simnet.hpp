@@ -82,6 +82,8 @@ class SimNetwork {
   const LinkParams& link_params(LinkId id) const { return links_[id].p; }
 
   std::uint64_t sent = 0, lost = 0, duplicated = 0, reordered = 0, delivered = 0;
+  // Sees every datagram sent, before any fault (an eavesdropper on the wire, for attack tests).
+  std::function<void(Endpoint from, Endpoint to, std::span<const std::byte> bytes)> tap;
 
  private:
   struct Later {

@@ -256,7 +256,7 @@ std::optional<JobPlan> plan_job(const Topology& t, const TopoJob& job, std::stri
     }
     for (std::size_t i = 0; i < d.size(); ++i)
       plan.ranks[d[i]] = {s.name, s.addr, std::uint16_t(i)};
-    plan.specs[s.name] = JobSpec{job.id, std::uint16_t(members), job.slots, proto::kNoMember};
+    plan.specs[s.name] = JobSpec{job.id, std::uint16_t(members), job.slots, proto::kNoMember, std::nullopt};
   }
   for (const auto& [parent, kids] : children) {
     if (!on_tree.count(parent)) continue;

@@ -44,6 +44,21 @@ WorkerProtocol::WorkerProtocol(const WorkerConfig& cfg) : cfg_(cfg) {
   rtt_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
   lat_.configure(cfg_.rto_initial, cfg_.rto_min, cfg_.rto_max);
   clear_recovery();
+  if (cfg_.key) sealer_.emplace(*cfg_.key, cfg_.instance, cfg_.seq_base);
+}
+
+void WorkerProtocol::commit(Endpoint to, std::size_t size) {
+  if (sealer_) size = sealer_->seal(out_.reserve(size + proto::kAuthTrailerBytes), size);
+  out_.commit(to, size);
+}
+
+bool WorkerProtocol::authentic(std::span<const std::byte> bytes, const proto::PacketView& v,
+                               std::size_t lane) {
+  if (!cfg_.key) return true;
+  if (!v.sealed) return false;
+  if (lane_auth_.size() <= lane) lane_auth_.resize(lane + 1);
+  LaneAuth& a = lane_auth_[lane];
+  return proto::auth::open(*cfg_.key, a.mac, a.window, bytes) == proto::auth::Verdict::ok;
 }
 
 // ---- errors and descriptions ------------------------------------------------------------------
@@ -311,6 +326,12 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
     return;
   }
   const auto l = std::size_t(lane);
+  // A keyed job takes only sealed, valid, fresh packets: a forged refusal, result or join_ack
+  // could otherwise end or corrupt the job (docs/PROTOCOL.md, "Authentication").
+  if (!authentic(bytes, v, l)) {
+    ++rep_.unauthenticated;
+    return;
+  }
   count_rx(rep_, bytes.size());
   const Header& h = v.h;
   switch (h.type) {

@@ -25,12 +25,14 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/common.hpp"
 #include "src/switch/worker_cc.hpp"
@@ -100,6 +102,12 @@ struct WorkerConfig {
   bool single_lane = false;
   Nanos progress_timeout = 5 * kSecond;  // no chunk completed for this long: error
   Nanos join_timeout = 5 * kSecond;
+  // Authentication (docs/PROTOCOL.md "Authentication"): with the job's key, every packet is
+  // sealed and only sealed, valid, fresh packets from the switch are taken. `instance` must be
+  // random per worker (the driver draws it), `seq_base` the wall clock in ns (sans-IO: inputs).
+  std::optional<proto::auth::Key> key;
+  proto::auth::Instance instance{};
+  std::uint64_t seq_base = 0;
 };
 
 // The congestion controller's state and counters (for tests, benchmarks and reports).
@@ -154,6 +162,7 @@ struct OpReport {
   std::uint64_t probes = 0;             // header-only probes (a question about a chunk)
   std::uint64_t duplicate_results = 0;  // results for chunks already complete (ignored)
   std::uint64_t foreign = 0;            // undecodable / other job / other epoch (ignored)
+  std::uint64_t unauthenticated = 0;    // keyed job: unsealed, wrong tag or replayed (ignored)
   bool overflow = false;                // i32: some partial sum wrapped (see arith.hpp)
 };
 
@@ -376,6 +385,15 @@ class WorkerProtocol {
     Nanos sent = 0, resend = 0, rto = 0;
     bool retransmitted = false;
   };
+  // Per lane index (kept across resets: the switch lane's sequence numbers only grow).
+  struct LaneAuth {
+    std::optional<proto::auth::Mac> mac;
+    proto::auth::ReplayWindow window;
+  };
+  // Queues the packet written at the last reserve (room for the trailer included when keyed).
+  void commit(Endpoint to, std::size_t size);
+  std::size_t auth_room() const { return sealer_ ? proto::kAuthTrailerBytes : 0; }
+  bool authentic(std::span<const std::byte> bytes, const proto::PacketView& v, std::size_t lane);
   void start_lane_join(std::size_t l, Nanos now);
   void send_join(std::size_t l, Nanos now, bool retransmit);
   void handle_join_ack(const proto::PacketView& v, std::size_t l, Nanos now);
@@ -391,6 +409,8 @@ class WorkerProtocol {
   std::uint32_t lane_of_chunk(std::uint64_t chunk) const { return std::uint32_t(chunk % L()); }
 
   WorkerConfig cfg_;
+  std::optional<proto::auth::Sealer> sealer_;
+  std::vector<LaneAuth> lane_auth_;
   bool failed_ = false;
   bool joining_ = false;
   bool joined_ = false;

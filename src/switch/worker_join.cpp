@@ -58,8 +58,8 @@ void WorkerProtocol::send_join(std::size_t l, Nanos now, bool retransmit) {
   h.job = cfg_.job;
   h.aux = cfg_.session;
   h.chunk = lane.nonce;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-  out_.commit(lane.ep, proto::kHeaderBytes);
+  proto::encode_header(h, out_.reserve(proto::kHeaderBytes + auth_room()));
+  commit(lane.ep, proto::kHeaderBytes);
   count_tx(rep_, proto::kHeaderBytes, retransmit);
   lane.sent = now;
   lane.retransmitted = retransmit;
@@ -140,7 +140,11 @@ void WorkerProtocol::join_tick(Nanos now) {
              " member " + std::to_string(cfg_.member) + " within " +
              std::to_string(double(cfg_.join_timeout) / 1e9) + " s" +
              (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
-                                                   : " (no answer)"),
+              : cfg_.key ? " (no authenticated answer, " + std::to_string(rep_.unauthenticated) +
+                               " unauthenticated packet(s) ignored: the switch must have this job's "
+                               "key, the one in INC_KEY_FILE, in its --key-file)"
+                         : std::string(" (no answer; a switch that holds a key for the job ignores "
+                                       "unauthenticated joins: give the ranks INC_KEY_FILE)")),
          label_for_errors());
     return;
   }
@@ -156,8 +160,8 @@ void WorkerProtocol::leave(Nanos) {
     h.member = cfg_.member;
     h.job = cfg_.job;
     h.epoch = lane.epoch;
-    proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
-    out_.commit(lane.ep, proto::kHeaderBytes);
+    proto::encode_header(h, out_.reserve(proto::kHeaderBytes + auth_room()));
+    commit(lane.ep, proto::kHeaderBytes);
     count_tx(rep_, proto::kHeaderBytes, false);
   }
   joined_ = false;

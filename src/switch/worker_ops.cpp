@@ -179,7 +179,7 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
     h.op = as_f32 ? WireOp::sum : wire_op(kind, op.w.op, c.exponent);
     h.count = std::uint16_t(c.n);
     payload = std::size_t(c.n) * proto::elem_size(h.elem);
-    p = out_.reserve(proto::kHeaderBytes + payload);
+    p = out_.reserve(proto::kHeaderBytes + payload + auth_room());
     std::byte* dst = p + proto::kHeaderBytes;
     const std::uint64_t E = chunk_elems(kind);
     if (c.exponent) {
@@ -202,10 +202,10 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
       std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
     }
   } else {
-    p = out_.reserve(proto::kHeaderBytes);
+    p = out_.reserve(proto::kHeaderBytes + auth_room());
   }
   proto::encode_header(h, p);
-  out_.commit(lane.ep, proto::kHeaderBytes + payload);
+  commit(lane.ep, proto::kHeaderBytes + payload);
   count_tx(rep_, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
   count_tx(op.rep, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
 }

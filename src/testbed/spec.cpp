@@ -151,7 +151,7 @@ std::uint64_t Spec::burst_bytes(std::uint64_t bps) const {
 int slot_elements_for_mtu(int mtu) {
   const int room = (mtu - kUdpIpHeaderBytes - kSwitchHeaderBytes) / 4;
   int e = 1;
-  while (e * 2 <= room && e * 2 <= 16368) e *= 2;
+  while (e * 2 <= room && e * 2 <= 16358) e *= 2;
   return room >= 1 ? e : 0;
 }
 
@@ -218,7 +218,7 @@ SpecInput parse_spec_text(std::string_view text, const std::string& file) {
   int_key(r, "mtu", in.mtu, 576, 65535);
   int_key(r, "switch_port", in.switch_port, 1, 65535);
   int_key(r, "metrics_port", in.metrics_port, 0, 65535);
-  int_key(r, "slot_elements", in.slot_elements, 1, 16368);
+  int_key(r, "slot_elements", in.slot_elements, 1, 16358);
   int_key(r, "job_slots", in.job_slots, 1, 65535);
   text_key("link", in.link, true);
   text_key("uplink", in.uplink, true);
@@ -404,8 +404,8 @@ Spec build_spec(const SpecInput& in) {
   if (in.slot_elements) {
     s.slot_elements = *in.slot_elements;
     s.slot_elements_given = true;
-    if (s.slot_elements < 1 || s.slot_elements > 16368)
-      fail(where("slot_elements", "--slot-elements"), fmt::format("{} is out of range (1..16368)", s.slot_elements));
+    if (s.slot_elements < 1 || s.slot_elements > 16358)
+      fail(where("slot_elements", "--slot-elements"), fmt::format("{} is out of range (1..16358)", s.slot_elements));
   } else {
     s.slot_elements = slot_elements_for_mtu(s.mtu);
   }

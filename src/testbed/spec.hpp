@@ -78,7 +78,7 @@ inline constexpr int kMaxHosts = 256;
 inline constexpr int kMaxRanksPerHost = 64;
 inline constexpr int kMaxLeaves = 64;
 inline constexpr int kUdpIpHeaderBytes = 28;
-inline constexpr int kSwitchHeaderBytes = 32;  // proto::kHeaderBytes
+inline constexpr int kSwitchHeaderBytes = 32 + 40;  // proto::kHeaderBytes + the auth trailer
 
 // Largest power-of-two number of 4-byte elements whose datagram (IP + UDP + switch header +
 // payload) fits the MTU, at most the protocol's limit.

@@ -35,7 +35,7 @@ Header data_header() {
 TEST(Packet, HeaderIsExactly32BytesLittleEndian) {
   auto b = build(data_header(), 16);
   ASSERT_EQ(b.size(), 48u);
-  const unsigned char expect[32] = {'I',  'N',  'C',  '!',  2,    3,    0x03, 2,
+  const unsigned char expect[32] = {'I',  'N',  'C',  '!',  3,    3,    0x03, 2,
                                     1,    0,    3,    0,    0xD4, 0xC3, 0xB2, 0xA1,
                                     0x44, 0x33, 0x22, 0x11, 0x05, 0x03, 0x02, 0x01,
                                     5,    0,    4,    0,    0,    0,    0,    0};
@@ -149,7 +149,9 @@ TEST(Packet, EveryDecodeReason) {
   b = good;
   b[4] = std::byte(1);  // version 1 (16-byte JoinInfo, no lanes) is refused
   EXPECT_EQ(decode_bytes(b), Reason::bad_version);
-  b[4] = std::byte(3);
+  b[4] = std::byte(2);  // version 2 (no authentication) is refused
+  EXPECT_EQ(decode_bytes(b), Reason::bad_version);
+  b[4] = std::byte(4);
   EXPECT_EQ(decode_bytes(b), Reason::bad_version);
   b = good;
   b[5] = std::byte(0);

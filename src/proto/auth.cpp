@@ -1,0 +1,225 @@
+#include "src/proto/auth.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "src/proto/packet.hpp"
+
+namespace inc::proto::auth {
+
+namespace {
+
+void fill_random(std::uint8_t* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t got = getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    }
+    p += got;
+    n -= std::size_t(got);
+  }
+}
+
+constexpr std::string_view kLabel = "INC v3 sender";
+
+}  // namespace
+
+Key random_key() {
+  Key k;
+  fill_random(k.data(), k.size());
+  return k;
+}
+
+Instance random_instance() {
+  Instance i;
+  fill_random(i.data(), i.size());
+  return i;
+}
+
+std::optional<Key> parse_key(std::string_view hex) {
+  if (hex.size() != 2 * kKeyBytes) return std::nullopt;
+  Key k;
+  for (std::size_t i = 0; i < kKeyBytes; ++i) {
+    unsigned v = 0;
+    auto [ptr, ec] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, v, 16);
+    if (ec != std::errc() || ptr != hex.data() + 2 * i + 2) return std::nullopt;
+    k[i] = std::uint8_t(v);
+  }
+  return k;
+}
+
+std::string key_hex(const Key& k) {
+  static constexpr char d[] = "0123456789abcdef";
+  std::string s;
+  for (auto b : k) {
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+std::optional<std::vector<KeyEntry>> parse_key_file(std::string_view text, const std::string& name,
+                                                    std::string& err) {
+  std::vector<KeyEntry> out;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    std::istringstream ls(line);
+    std::string job, hex, extra;
+    if (!(ls >> job)) continue;
+    auto fail = [&](const std::string& why) {
+      err = name + ":" + std::to_string(n) + ": " + why;
+      return std::nullopt;
+    };
+    if (!(ls >> hex) || (ls >> extra)) return fail("want 'JOB KEY' (KEY: 64 hex digits)");
+    std::uint64_t id = 0;
+    auto [ptr, ec] = std::from_chars(job.data(), job.data() + job.size(), id);
+    if (ec != std::errc() || ptr != job.data() + job.size() || id == 0 || id > 0xFFFFFFFFull)
+      return fail("'" + job + "' is not a job id (1..2^32-1)");
+    auto key = parse_key(hex);
+    if (!key) return fail("the key of job " + job + " is not 64 hex digits");
+    for (const auto& e : out)
+      if (e.job == id) return fail("job " + job + " has two keys");
+    out.push_back({std::uint32_t(id), *key});
+  }
+  return out;
+}
+
+std::optional<std::vector<KeyEntry>> load_key_file(const std::string& path, std::string& err) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    err = path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+    err = path + ": readable by group or others (mode " + std::to_string((st.st_mode >> 6) & 7) +
+          std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
+          "); a key file must be private: chmod 600 " + path;
+    return std::nullopt;
+  }
+  std::ifstream f(path);
+  if (!f) {
+    err = path + ": cannot read";
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_key_file(ss.str(), path, err);
+}
+
+// ---- MAC ------------------------------------------------------------------------------------
+
+struct Mac::Impl {
+  EVP_CIPHER_CTX* ctx = nullptr;
+  ~Impl() { EVP_CIPHER_CTX_free(ctx); }
+};
+
+Mac::Mac(const Key& key, const Instance& inst) : impl_(std::make_unique<Impl>()), inst_(inst) {
+  std::uint8_t msg[kLabel.size() + kInstBytes];
+  std::memcpy(msg, kLabel.data(), kLabel.size());
+  std::memcpy(msg + kLabel.size(), inst.data(), kInstBytes);
+  std::uint8_t sub[32];
+  unsigned len = 0;
+  if (!HMAC(EVP_sha256(), key.data(), int(key.size()), msg, sizeof msg, sub, &len) || len != 32)
+    throw std::runtime_error("HMAC-SHA256 failed");
+  impl_->ctx = EVP_CIPHER_CTX_new();
+  if (!impl_->ctx || EVP_EncryptInit_ex(impl_->ctx, EVP_aes_256_gcm(), nullptr, sub, nullptr) != 1)
+    throw std::runtime_error("AES-256-GCM set-up failed");
+  OPENSSL_cleanse(sub, sizeof sub);
+}
+Mac::~Mac() = default;
+Mac::Mac(Mac&&) noexcept = default;
+Mac& Mac::operator=(Mac&&) noexcept = default;
+
+void Mac::tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const {
+  std::uint8_t iv[12] = {};
+  for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
+  EVP_CIPHER_CTX* c = impl_->ctx;
+  int outl = 0;
+  std::uint8_t t[kTagBytes];
+  if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) != 1 ||
+      EVP_EncryptUpdate(c, nullptr, &outl, reinterpret_cast<const unsigned char*>(covered.data()),
+                        int(covered.size())) != 1 ||
+      EVP_EncryptFinal_ex(c, t, &outl) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, int(kTagBytes), t) != 1)
+    throw std::runtime_error("AES-256-GMAC failed");
+  std::memcpy(out, t, kTagBytes);
+}
+
+bool Mac::verify(std::span<const std::byte> covered, std::uint64_t seq, const std::byte* tag) const {
+  std::byte t[kTagBytes];
+  this->tag(covered, seq, t);
+  return CRYPTO_memcmp(t, tag, kTagBytes) == 0;
+}
+
+std::size_t seal(const Mac& mac, std::uint64_t seq, std::byte* pkt, std::size_t size) {
+  pkt[6] |= std::byte(flag::auth);
+  std::byte* t = pkt + size;
+  std::memcpy(t, mac.instance().data(), kInstBytes);
+  store_u64(t + kInstBytes, seq);
+  mac.tag({pkt, size + kInstBytes + 8}, seq, t + kInstBytes + 8);
+  return size + kTrailerBytes;
+}
+
+std::size_t Sealer::seal(std::byte* pkt, std::size_t size) { return auth::seal(mac_, next_++, pkt, size); }
+
+bool ReplayWindow::accept(std::uint64_t seq) {
+  if (!any_ || seq > top_) {
+    const std::uint64_t shift = any_ ? seq - top_ : kBits;
+    if (shift >= kBits) {
+      bits_.fill(0);
+    } else {
+      // Clear the bits of the numbers that enter the window (top_+1 .. seq).
+      for (std::uint64_t s = top_ + 1; s != seq + 1; ++s) bits_[(s / 64) % bits_.size()] &= ~(1ull << (s % 64));
+    }
+    any_ = true;
+    top_ = seq;
+    bits_[(seq / 64) % bits_.size()] |= 1ull << (seq % 64);
+    return true;
+  }
+  if (top_ - seq >= kBits) return false;  // older than the window
+  std::uint64_t& w = bits_[(seq / 64) % bits_.size()];
+  const std::uint64_t bit = 1ull << (seq % 64);
+  if (w & bit) return false;
+  w |= bit;
+  return true;
+}
+
+Trailer read_trailer(std::span<const std::byte> d) {
+  Trailer t;
+  const std::byte* p = d.data() + d.size() - kTrailerBytes;
+  std::memcpy(t.inst.data(), p, kInstBytes);
+  t.seq = load_u64(p + kInstBytes);
+  t.tag = p + kInstBytes + 8;
+  t.covered = d.first(d.size() - kTagBytes);
+  return t;
+}
+
+Verdict open(const Key& key, std::optional<Mac>& cache, ReplayWindow& window,
+             std::span<const std::byte> datagram) {
+  const Trailer t = read_trailer(datagram);
+  if (cache && cache->instance() == t.inst) {
+    if (!cache->verify(t.covered, t.seq, t.tag)) return Verdict::bad_tag;
+  } else {
+    Mac fresh(key, t.inst);
+    if (!fresh.verify(t.covered, t.seq, t.tag)) return Verdict::bad_tag;
+    cache.emplace(std::move(fresh));
+  }
+  return window.accept(t.seq) ? Verdict::ok : Verdict::replayed;
+}
+
+}  // namespace inc::proto::auth
