@@ -44,6 +44,7 @@ struct Args {
   std::vector<std::uint32_t> elems = {64, 256, 1024, 4096};
   std::vector<std::uint16_t> lanes = {1, 2};
   std::string offload = "both";  // on | off | both
+  bool auth = false;             // UDP: keyed job (authenticated packets)
   int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
   std::string json;
 };
@@ -281,6 +282,8 @@ bool run_lane_worker(UdpPort& port, std::vector<std::unique_ptr<WorkerProtocol>>
 
 // INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E.
 int g_batch = 64;
+// --auth: the job is keyed (every packet sealed by its sender, checked by its receiver).
+std::optional<proto::auth::Key> g_key;
 
 UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
   LanesConfig lc;
@@ -292,7 +295,7 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
   lc.offload = off;
   SwitchLanes sw(lc);
   std::uint16_t refused = 0;
-  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K)}, 0, refused) != proto::Reason::ok) {
+  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K), proto::kNoMember, g_key}, 0, refused) != proto::Reason::ok) {
     std::fprintf(stderr, "udp inc bench: admission refused\n");
     std::exit(1);
   }
@@ -319,6 +322,11 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
         c.single_lane = true;  // this bench stripes over the lanes itself
         c.rto_initial = 20 * kMillisecond;
         c.progress_timeout = 30 * kSecond;
+        if (g_key) {
+          c.key = g_key;
+          c.instance = proto::auth::random_instance();
+          c.seq_base = 1;
+        }
         lanes.push_back(std::make_unique<WorkerProtocol>(c));
       }
       std::vector<std::int32_t> in(count, r + 1), out(count);
@@ -448,10 +456,11 @@ UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uin
 }
 
 void bench_udp(const Args& a) {
-  std::printf("\n# UDP loopback end to end: %d workers x %llu i32 (%.1f MiB each), %d slots per lane;"
+  std::printf("\n# UDP loopback end to end%s: %d workers x %llu i32 (%.1f MiB each), %d slots per lane;"
               " algbw = bytes per worker / time; sw-in = W x bytes / time; cpu = switch (or echo)"
               " thread CPU seconds per second of run; dgram/call = datagrams per recvmmsg call\n",
-              a.workers, (unsigned long long)a.count, double(a.count * 4) / (1 << 20), a.slots);
+              a.auth ? " (keyed job: authenticated packets)" : "", a.workers, (unsigned long long)a.count,
+              double(a.count * 4) / (1 << 20), a.slots);
   std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
               "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
               "ns/dgram", "inc/echo");
@@ -488,11 +497,11 @@ void bench_udp(const Args& a) {
                     me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, echo_ns, inc_alg / echo_alg);
         char buf[768];
         std::snprintf(buf, sizeof buf,
-                      "{\"bench\":\"udp\",\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,\"count\":%llu,"
+                      "{\"bench\":\"udp\",\"auth\":%s,\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,\"count\":%llu,"
                       "\"inc_algbw_GBps\":%.4f,\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f,"
                       "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f,"
                       "\"inc_switch_ns_per_datagram\":%.1f,\"echo_ns_per_datagram\":%.1f}",
-                      E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
+                      a.auth ? "true" : "false", E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
                       median(te), mi.switch_cpu / mi.seconds,
                       mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
                       me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
@@ -519,10 +528,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, std::uint32_t(proto::kMaxPayloadBytes / 4)));
   app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
+  app.add_flag("--auth", a.auth, "udp: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
   app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--json", a.json, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   g_batch = a.batch;
+  if (a.auth) g_key = proto::auth::random_key();
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);

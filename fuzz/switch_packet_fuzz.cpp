@@ -1,5 +1,7 @@
 // libFuzzer target for the switch's packet handling (and the worker's, on the same bytes).
 //
+// Job 3 is keyed: whatever the bytes, no member joins it, nothing is aggregated or answered
+// (nobody here holds its key; the fuzzer cannot forge a tag).
 // Input: a sequence of records [mode:1][len:2 LE][bytes:len]. mode & 3 picks the sender
 // (a joined member, the parent switch, a stranger, a controller); mode & 4 "repairs" the
 // header (magic, version, job, epoch of a live job, slot of the chunk) so that mutations reach
@@ -12,10 +14,12 @@
 // linked with standalone_main.cpp under gcc so CI runs a corpus + random inputs every time.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/dataplane.hpp"
 #include "src/switch/worker.hpp"
@@ -25,8 +29,8 @@ namespace {
 using inc::sw::Endpoint;
 
 [[noreturn]] void invariant_failed(const char* what) {
+  std::fprintf(stderr, "invariant failed: %s\n", what);
   __builtin_trap();
-  (void)what;
 }
 
 void check_outbox(inc::sw::Outbox& out) {
@@ -55,6 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   inc::sw::SwitchDataPlane sw(cfg);
   sw.admit({1, 3, 4}, 0);                                 // root job, 3 members
   sw.admit({2, 2, 2, 0}, 0);                              // leaf job under the parent
+  inc::proto::auth::Key key{};
+  key[0] = 1;
+  sw.admit({3, 2, 2, inc::proto::kNoMember, key}, 0);    // keyed: every packet is checked
   const Endpoint members[3] = {Endpoint::node(1), Endpoint::node(2), Endpoint::node(3)};
   for (std::uint16_t m = 0; m < 3; ++m) {
     std::byte b[inc::proto::kHeaderBytes];
@@ -116,7 +123,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if ((mode & 4) && pkt.size() >= inc::proto::kHeaderBytes) {
       inc::proto::store_u32(pkt.data(), inc::proto::kMagic);
       pkt[4] = std::byte(inc::proto::kVersion);
-      const std::uint32_t job = (std::uint8_t(pkt[12]) & 1) ? 1 : 2;
+      const std::uint8_t jb = std::uint8_t(pkt[12]);
+      const std::uint32_t job = (jb & 2) ? 3 : (jb & 1) ? 1 : 2;
       inc::proto::store_u32(pkt.data() + 12, job);
       if (mode & 8) inc::proto::store_u32(pkt.data() + 16, sw.job_epoch(job));
       const std::uint32_t chunk = inc::proto::load_u32(pkt.data() + 20) % 64;
@@ -143,5 +151,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto& c = sw.counters();
   if (c.packets_in != fed + 5) invariant_failed("packets_in does not count every input");
   if (c.drops > c.packets_in) invariant_failed("more drops than packets");
+  // Nothing without the key gets into the keyed job: no member joined, nothing aggregated (the
+  // controller, holding the control key, may release it and admit an unkeyed job 3 instead).
+  for (const auto& j : sw.snapshot().jobs)
+    if (j.spec.job == 3 && j.spec.key && (j.counters.aggregations != 0 || j.joined != 0))
+      invariant_failed("an unauthenticated packet joined or contributed to the keyed job");
   return 0;
 }

@@ -14,12 +14,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <cerrno>
+#include <cstring>
 
 #include <climits>
 #include <cstdlib>
 
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/lanes.hpp"
 #include "src/switch/topology.hpp"
@@ -122,9 +126,36 @@ int free_udp_ports(int lanes) {
   throw Error(Error::Kind::network, fmt::format("cannot find {} consecutive free UDP ports for the switch", lanes));
 }
 
+// A fresh key for the job in a private directory (0700, file 0600), removed when the launch
+// ends: the switches get --key-file, the ranks INC_KEY_FILE, and every packet is authenticated.
+struct KeyDir {
+  std::string dir, file;
+  KeyDir(const KeyDir&) = delete;
+  KeyDir& operator=(const KeyDir&) = delete;
+  KeyDir() = default;
+  ~KeyDir() {
+    if (!file.empty()) ::unlink(file.c_str());
+    if (!dir.empty()) ::rmdir(dir.c_str());
+  }
+  void create(long long job) {
+    std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
+                       "/inc-launch-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw Error(Error::Kind::config, fmt::format("mkdtemp {}: {}", tmpl, std::strerror(errno)));
+    dir = tmpl;
+    const std::string path = dir + "/keys";
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) throw Error(Error::Kind::config, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+    file = path;
+    const std::string text = fmt::format("{} {}\n", job, proto::auth::key_hex(proto::auth::random_key()));
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!ok) throw Error(Error::Kind::config, fmt::format("cannot write {}", path));
+  }
+};
+
 // Sidecars and rank environment for --switch / --topology.
 void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slots, int slot_elems,
-                  const std::string& topo_path, long long job_id) {
+                  const std::string& topo_path, long long job_id, KeyDir& keys) {
   const std::string exe = self_exe();
   if (single) {
     if (lanes <= 0) lanes = sw::default_lanes();
@@ -138,9 +169,12 @@ void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slot
     sc.argv = {exe, "switch", "--bind", fmt::format("127.0.0.1:{}", port), "--lanes", std::to_string(lanes),
                "--slots", std::to_string(slots * lanes), "--job", fmt::format("1:{}:{}", n, slots),
                "--slot-elements", std::to_string(slot_elems)};
+    keys.create(1);
+    sc.argv.insert(sc.argv.end(), {"--key-file", keys.file});
     o.sidecars.push_back(std::move(sc));
     o.env.emplace_back("INC_SWITCH", fmt::format("127.0.0.1:{}", port));
     o.env.emplace_back("INC_SWITCH_JOB", "1");
+    o.env.emplace_back("INC_KEY_FILE", keys.file);
     return;
   }
   std::string err;
@@ -160,14 +194,19 @@ void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slot
                                  job->id, job->nranks, n)};
   char abs[PATH_MAX];
   std::string path = ::realpath(topo_path.c_str(), abs) ? std::string(abs) : topo_path;
+  auto plan = sw::plan_job(*topo, *job, err);
+  if (!plan) throw UsageError{fmt::format("--topology {}: {}", topo_path, err)};
+  keys.create(job->id);
   for (const auto& s : topo->switches) {
     api::SidecarSpec sc;
     sc.name = s.name;
     sc.argv = {exe, "switch", "--topology", path, "--name", s.name};
+    if (plan->specs.count(s.name)) sc.argv.insert(sc.argv.end(), {"--key-file", keys.file});
     o.sidecars.push_back(std::move(sc));
   }
   o.env.emplace_back("INC_TOPOLOGY", path);
   o.env.emplace_back("INC_SWITCH_JOB", std::to_string(job->id));
+  o.env.emplace_back("INC_KEY_FILE", keys.file);
 }
 
 long long parse_int_arg(std::string_view flag, std::string_view v, long long lo, long long hi) {
@@ -190,6 +229,7 @@ std::chrono::milliseconds parse_seconds_arg(std::string_view flag, std::string_v
 }  // namespace
 
 int cmd_launch(int argc, char** argv) {
+  KeyDir keys;  // outlives the ranks and switches
   api::LaunchOptions o;
   o.forward_signals = true;
   int n = -1;
@@ -263,7 +303,8 @@ int cmd_launch(int argc, char** argv) {
                                    proto::kMaxMembers, n)};
     if (!with_switch && topology.empty() && !switch_args.empty())
       throw UsageError{"--switch-args goes with --switch or --topology"};
-    if (with_switch || !topology.empty()) add_switches(o, n, with_switch, switch_lanes, switch_slots, slot_elems, topology, switch_job);
+    if (with_switch || !topology.empty())
+      add_switches(o, n, with_switch, switch_lanes, switch_slots, slot_elems, topology, switch_job, keys);
     for (auto& sc : o.sidecars)
       for (const auto& a : switch_args) {
         std::size_t i = 0;

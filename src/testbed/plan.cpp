@@ -152,7 +152,7 @@ Plan make_plan(const Spec& spec, const Identity& id) {
     p.ranks.push_back({r / spec.ranks_per_host, r % spec.ranks_per_host});
   p.store_ns = p.hosts.front().ns;
   p.store_addr = p.hosts.front().addr;
-  p.rank_unset = {"INC_SWITCH", "INC_TOPOLOGY", "INC_SWITCH_JOB", "INC_HOST", "INC_IFACE"};
+  p.rank_unset = {"INC_SWITCH", "INC_TOPOLOGY", "INC_SWITCH_JOB", "INC_KEY_FILE", "INC_HOST", "INC_IFACE"};
 
   // Switches.
   if (!spec.with_switch) return p;
@@ -165,15 +165,18 @@ Plan make_plan(const Spec& spec, const Identity& id) {
     s.argv.insert(s.argv.end(), spec.switch_args.begin(), spec.switch_args.end());
   };
   const std::string ep_port = std::to_string(spec.switch_port);
+  // Every packet of the job is authenticated: write_state puts a fresh key there (mode 600).
+  p.key_path = state_dir(id) + "/keys";
+  p.key_job = kJobId;
   if (!two) {
     SwitchPlan s{"switch", p.leaves[0].ns, p.leaves[0].addr, spec.switch_port, {}};
     s.argv = {id.inc_exe, "switch", "--bind", s.addr + ":" + ep_port, "--slot-elements",
               std::to_string(spec.slot_elements), "--job",
-              fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots)};
+              fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots), "--key-file", p.key_path};
     common(s);
     p.switches.push_back(std::move(s));
     p.rank_env = {{"INC_SWITCH", p.leaves[0].addr + ":" + ep_port},
-                  {"INC_SWITCH_JOB", std::to_string(kJobId)}};
+                  {"INC_SWITCH_JOB", std::to_string(kJobId)}, {"INC_KEY_FILE", p.key_path}};
     return p;
   }
   p.topology_path = state_dir(id) + "/topology";
@@ -192,13 +195,14 @@ Plan make_plan(const Spec& spec, const Identity& id) {
   t += "\n";
   auto topo_switch = [&](const std::string& name, const std::string& ns, const std::string& addr) {
     SwitchPlan s{name, ns, addr, spec.switch_port,
-                 {id.inc_exe, "switch", "--topology", p.topology_path, "--name", name}};
+                 {id.inc_exe, "switch", "--topology", p.topology_path, "--name", name, "--key-file", p.key_path}};
     common(s);
     p.switches.push_back(std::move(s));
   };
   topo_switch("spine", p.spine_ns, p.spine_addr);
   for (const auto& l : p.leaves) topo_switch(l.name, l.ns, l.addr);
-  p.rank_env = {{"INC_TOPOLOGY", p.topology_path}, {"INC_SWITCH_JOB", std::to_string(kJobId)}};
+  p.rank_env = {{"INC_TOPOLOGY", p.topology_path}, {"INC_SWITCH_JOB", std::to_string(kJobId)},
+                {"INC_KEY_FILE", p.key_path}};
   return p;
 }
 

@@ -75,10 +75,13 @@ TEST(TestbedPlan, OneLevel) {
   const auto& sw = p.switches[0];
   EXPECT_EQ(sw.ns, "inctb-4242-sw");
   EXPECT_EQ(shell_join(sw.argv),
-            "/opt/inc switch --bind 10.99.0.1:7710 --slot-elements 2048 --job 1:6:32 --stats "
-            "--metrics-port 9100 --metrics-bind 10.99.0.1");
+            "/opt/inc switch --bind 10.99.0.1:7710 --slot-elements 2048 --job 1:6:32 --key-file "
+            "/run/inc-testbed/inctb-4242/keys --stats --metrics-port 9100 --metrics-bind 10.99.0.1");
+  // The job is keyed: the switch and the ranks read one key file (written per run, mode 600).
   EXPECT_EQ(p.rank_env, (std::vector<std::pair<std::string, std::string>>{
-                            {"INC_SWITCH", "10.99.0.1:7710"}, {"INC_SWITCH_JOB", "1"}}));
+                            {"INC_SWITCH", "10.99.0.1:7710"},
+                            {"INC_SWITCH_JOB", "1"},
+                            {"INC_KEY_FILE", "/run/inc-testbed/inctb-4242/keys"}}));
   EXPECT_TRUE(p.topology_text.empty());
 }
 
