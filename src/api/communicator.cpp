@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -277,6 +278,11 @@ void probe_switch(detail::CommState& st) {
   if (!all[0]) {
     st.no_inc_reason = fmt::format("the switch tree did not answer at start-up (rank {}{}{})", all[1],
                                    why.empty() ? "" : ": ", why);
+    // Said once, by the rank that knows why, not only in the reports: a job that silently
+    // runs on the hosts is slower without a reason the user can read.
+    if (all[1] == st.rank)
+      std::fprintf(stderr, "inc: rank %d: the in-network path is unavailable, collectives run on the hosts: %s\n",
+                   st.rank, st.no_inc_reason.c_str());
     engine.detach_switch(st.comm_id);
     st.inc.reset();
   }
@@ -381,9 +387,12 @@ Communicator Communicator::init(const Options& opts) {
   }
   if (st->algo == Algorithm::inc && !st->inc)
     throw Error(Error::Kind::config,
-                fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
-                            "or run under `inc launch --switch`",
-                            st->algo_source));
+                st->switch_configured
+                    ? fmt::format("{} needs the in-network path, which is unavailable: {}", st->algo_source,
+                                  st->no_inc_reason)
+                    : fmt::format("{} needs a Core-INC switch: set INC_SWITCH=host:port or INC_TOPOLOGY, "
+                                  "or run under `inc launch --switch`",
+                                  st->algo_source));
   return Communicator(std::move(st));
 }
 
