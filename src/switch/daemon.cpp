@@ -51,13 +51,26 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
   std::thread http_thread;
   int metrics_port = -1;
   if (o.metrics_port >= 0) {
+    // No SO_REUSEPORT (httplib's default): a second switch on the same port must fail to
+    // bind, not share it (scrapes would alternate between the two). Slow or idle clients hold
+    // a worker thread at most a few seconds, and 8 of them cannot take all the workers.
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    http.new_task_queue = [] { return new httplib::ThreadPool(32); };
+    http.set_read_timeout(2, 0);
+    http.set_write_timeout(2, 0);
+    http.set_keep_alive_timeout(2);
+    http.set_keep_alive_max_count(8);
     http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
       res.set_content(render_prometheus(lanes->snapshot(), o.name), "text/plain; version=0.0.4");
     });
     metrics_port = o.metrics_port == 0 ? http.bind_to_any_port(o.metrics_bind)
                                        : (http.bind_to_port(o.metrics_bind, o.metrics_port) ? o.metrics_port : -1);
     if (metrics_port < 0) {
-      std::fprintf(log, "inc switch: cannot serve metrics on %s:%d\n", o.metrics_bind.c_str(), o.metrics_port);
+      std::fprintf(log, "inc switch: cannot serve metrics on %s:%d (in use by another process, or not a local address)\n",
+                   o.metrics_bind.c_str(), o.metrics_port);
       return 1;
     }
     http_thread = std::thread([&] { http.listen_after_bind(); });
