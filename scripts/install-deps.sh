@@ -14,6 +14,7 @@ packages=(
   clang clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz targets (scripts/fuzz.sh: clang++ is
                                                       # clang-14 on Debian 12; -fsanitize=fuzzer)
   libssl-dev                                     # packet authentication (AES-GMAC, HMAC-SHA256)
+  libsodium-dev                                  # the MAC it was measured against (switch_bench auth)
   clang-format iproute2 time python3
 )
 missing=()

@@ -43,7 +43,8 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && [ -x /usr/bin/python
 fi
 attack=$("${run_as[@]}" "$dir/attacker.py" 127.0.0.1 $port 1 2>&1) || { echo "FAIL: attacker: $attack"; exit 1; }
 echo "attacker: $attack"
-kill -0 $job 2>/dev/null || { cat "$dir/job"; echo "FAIL: the job ended before the attack did (not an overlap)"; exit 1; }
+running=1
+kill -0 $job 2>/dev/null || running=0
 wait $job
 rc=$?
 job=
@@ -51,6 +52,7 @@ kill -INT $sw; wait $sw; sw=
 cat "$dir/job" | grep -vE "^\[[0-9]\] #" | head -8
 grep -E "drops|job 1" "$dir/sw" | tail -3
 [ $rc -eq 0 ] || { cat "$dir/job"; echo "FAIL: the job failed under attack"; exit 1; }
+[ $running -eq 1 ] || { echo "FAIL: the job ended before the attack did (not an overlap)"; exit 1; }
 grep -q WRONG "$dir/job" && { echo "FAIL: a wrong result under attack"; exit 1; }
 grep -qE "allreduce +65536 .* inc\* .* OK" "$dir/job" || { echo "FAIL: the allreduces did not run through the switch"; exit 1; }
 sent=$(echo "$attack" | awk '{print $2}')
