@@ -285,6 +285,9 @@ class WorkerProtocol {
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
+    // The outbox generation in which a transmission of it last referenced the op's input
+    // (0: never): its result must not overwrite that input before the outbox let go of it.
+    std::uint64_t ref_gen = 0;
   };
   struct Group {
     std::vector<std::int32_t> exps;  // agreed exponents, one per block
