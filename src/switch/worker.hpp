@@ -46,6 +46,9 @@ enum class NumKind : std::uint8_t {
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
+// The buffers belong to the worker until the op completes (or fails, or reset()): chunks and
+// their retransmissions are sent from `in` without a copy (Outbox::commit_ref), results are
+// written into `out` as they arrive.
 struct Segment {
   std::uint64_t elems = 0;              // elements (bytes for raw)
   std::span<const std::byte> in;        // this member's contribution; empty: contributes nothing
