@@ -157,7 +157,10 @@ std::size_t SwitchDataPlane::emit_cells(Job* j, Endpoint to, std::uint32_t idx,
 std::byte* SwitchDataPlane::writable_cells(std::uint32_t idx) {
   // Results or partials of this copy's previous use (or of this one, resent) that are still
   // queued go out as copies: the cells are about to change.
-  if (ref_gen_[idx] == out_.generation()) out_.materialize(idx);
+  if (ref_gen_[idx] == out_.generation()) {
+    out_.materialize(idx);
+    ref_gen_[idx] = 0;
+  }
   return cells(idx);
 }
 
