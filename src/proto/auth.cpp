@@ -146,15 +146,21 @@ Mac::Mac(Mac&&) noexcept = default;
 Mac& Mac::operator=(Mac&&) noexcept = default;
 
 void Mac::tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const {
+  const std::span<const std::byte> one[1] = {covered};
+  tag(std::span<const std::span<const std::byte>>(one), seq, out);
+}
+
+void Mac::tag(std::span<const std::span<const std::byte>> parts, std::uint64_t seq, std::byte* out) const {
   std::uint8_t iv[12] = {};
   for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
   EVP_CIPHER_CTX* c = impl_->ctx;
   int outl = 0;
   std::uint8_t t[kTagBytes];
-  if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) != 1 ||
-      EVP_EncryptUpdate(c, nullptr, &outl, reinterpret_cast<const unsigned char*>(covered.data()),
-                        int(covered.size())) != 1 ||
-      EVP_EncryptFinal_ex(c, t, &outl) != 1 ||
+  bool ok = EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1;
+  for (const auto& part : parts)  // AAD may come in several pieces (before any ciphertext)
+    ok = ok && (part.empty() || EVP_EncryptUpdate(c, nullptr, &outl, reinterpret_cast<const unsigned char*>(part.data()),
+                                                  int(part.size())) == 1);
+  if (!ok || EVP_EncryptFinal_ex(c, t, &outl) != 1 ||
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, int(kTagBytes), t) != 1)
     throw std::runtime_error("AES-256-GMAC failed");
   std::memcpy(out, t, kTagBytes);
@@ -175,7 +181,20 @@ std::size_t seal(const Mac& mac, std::uint64_t seq, std::byte* pkt, std::size_t 
   return size + kTrailerBytes;
 }
 
+void seal_parts(const Mac& mac, std::uint64_t seq, std::byte* head, std::size_t head_size,
+                std::span<const std::byte> payload, std::byte* trailer) {
+  head[6] |= std::byte(flag::auth);
+  std::memcpy(trailer, mac.instance().data(), kInstBytes);
+  store_u64(trailer + kInstBytes, seq);
+  const std::span<const std::byte> parts[3] = {{head, head_size}, payload, {trailer, kInstBytes + 8}};
+  mac.tag(std::span<const std::span<const std::byte>>(parts), seq, trailer + kInstBytes + 8);
+}
+
 std::size_t Sealer::seal(std::byte* pkt, std::size_t size) { return auth::seal(mac_, next_++, pkt, size); }
+void Sealer::seal_parts(std::byte* head, std::size_t head_size, std::span<const std::byte> payload,
+                        std::byte* trailer) {
+  auth::seal_parts(mac_, next_++, head, head_size, payload, trailer);
+}
 
 bool ReplayWindow::accept(std::uint64_t seq) {
   if (!any_ || seq > top_) {

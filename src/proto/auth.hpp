@@ -64,6 +64,8 @@ class Mac {
   const Instance& instance() const { return inst_; }
   // Tag over `covered` (everything before the tag) with sequence number `seq`.
   void tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const;
+  // The same over the concatenation of `parts` (a header, a payload read where it lies, ...).
+  void tag(std::span<const std::span<const std::byte>> parts, std::uint64_t seq, std::byte* out) const;
   bool verify(std::span<const std::byte> covered, std::uint64_t seq, const std::byte* tag) const;
 
  private:
@@ -75,6 +77,10 @@ class Mac {
 // Appends the trailer of sequence number `seq` to the `size` bytes of header + payload at
 // `pkt` (room for kTrailerBytes more) and sets the header's auth flag; returns the new size.
 std::size_t seal(const Mac& mac, std::uint64_t seq, std::byte* pkt, std::size_t size);
+// The same for a datagram sent as a head, a payload kept elsewhere and a trailer: sets the
+// auth flag in `head` and writes the kTrailerBytes trailer at `trailer`.
+void seal_parts(const Mac& mac, std::uint64_t seq, std::byte* head, std::size_t head_size,
+                std::span<const std::byte> payload, std::byte* trailer);
 
 // The sending side of one sender instance: appends trailers.
 class Sealer {
@@ -84,6 +90,8 @@ class Sealer {
   // `pkt` holds `size` bytes of header + payload and room for kTrailerBytes more: sets the
   // header's auth flag, appends the trailer; returns size + kTrailerBytes.
   std::size_t seal(std::byte* pkt, std::size_t size);
+  void seal_parts(std::byte* head, std::size_t head_size, std::span<const std::byte> payload,
+                  std::byte* trailer);
   std::uint64_t next_seq() const { return next_; }
 
  private:

@@ -30,6 +30,7 @@ SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
   cfg_.slot_elems = std::clamp<std::uint32_t>(cfg_.slot_elems, 1, proto::kMaxPayloadBytes / 4);
   cells_.assign(std::size_t(cfg_.slots) * 2 * cfg_.slot_elems, 0);
   copies_.assign(std::size_t(cfg_.slots) * 2, Copy{});
+  ref_gen_.assign(std::size_t(cfg_.slots) * 2, 0);
   owner_.assign(cfg_.slots, 0);
   seq_ = cfg_.auth_seq_base;
 }
@@ -145,6 +146,39 @@ std::size_t SwitchDataPlane::emit(Job* j, Endpoint to, std::size_t size) {
   return out_.commit(to, size);
 }
 
+// The header written at the last reserve(), followed by `payload` bytes of copy idx's cells,
+// which the outbox references instead of copying: writable_cells(idx) keeps them unchanged
+// until the driver sent them.
+std::size_t SwitchDataPlane::emit_cells(Job* j, Endpoint to, std::uint32_t idx,
+                                        std::size_t payload) {
+  // A keyed job's packet is sealed over header + the slot's cells: the trailer follows the
+  // referenced payload on the wire (written after the header, at the last reserve).
+  const std::size_t tail = j && j->mac ? proto::kAuthTrailerBytes : 0;
+  if (tail) {
+    std::byte* head = out_.reserve(proto::kHeaderBytes + tail);
+    proto::auth::seal_parts(*j->mac, seq_++, head, proto::kHeaderBytes, {cells(idx), payload},
+                            head + proto::kHeaderBytes);
+  }
+  ++c_.packets_out;
+  c_.bytes_out += proto::kHeaderBytes + payload + tail;
+  if (j) {
+    ++j->c.packets_out;
+    j->c.bytes_out += proto::kHeaderBytes + payload + tail;
+  }
+  if (payload) ref_gen_[idx] = out_.generation();
+  return out_.commit_ref(to, proto::kHeaderBytes, {cells(idx), payload}, idx, tail);
+}
+
+std::byte* SwitchDataPlane::writable_cells(std::uint32_t idx) {
+  // Results or partials of this copy's previous use (or of this one, resent) that are still
+  // queued go out as copies: the cells are about to change.
+  if (ref_gen_[idx] == out_.generation()) {
+    out_.materialize(idx);
+    ref_gen_[idx] = 0;
+  }
+  return cells(idx);
+}
+
 void SwitchDataPlane::drop(Job* j, Reason r) {
   ++c_.drops;
   ++c_.drops_by_reason[static_cast<unsigned>(r)];
@@ -251,10 +285,8 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
   } else if (cp.elem != ElemType::none) {
     h.flags |= proto::flag::elided;
   }
-  std::byte* p = out_.reserve(proto::kHeaderBytes + payload);
-  proto::encode_header(h, p);
-  if (payload) std::memcpy(p + proto::kHeaderBytes, cells(idx), payload);
-  emit(&j, to, proto::kHeaderBytes + payload);
+  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  emit_cells(&j, to, idx, payload);
 }
 
 void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
@@ -271,9 +303,9 @@ void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
       out_.repeat(e, to);
       const auto& ent = out_.entries()[e];
       ++c_.packets_out;
-      c_.bytes_out += ent.size;
+      c_.bytes_out += ent.total();
       ++j.c.packets_out;
-      j.c.bytes_out += ent.size;
+      j.c.bytes_out += ent.total();
     }
   }
 }
@@ -296,10 +328,8 @@ void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool
     h.count = cp.count;
     payload = std::size_t(cp.count) * proto::elem_size(cp.elem);
   }
-  std::byte* p = out_.reserve(proto::kHeaderBytes + payload);
-  proto::encode_header(h, p);
-  if (payload) std::memcpy(p + proto::kHeaderBytes, cells(idx), payload);
-  emit(&j, cfg_.parent, proto::kHeaderBytes + payload);
+  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  emit_cells(&j, cfg_.parent, idx, payload);
   if (resend) {
     ++c_.upstream_resent;
     ++j.c.upstream_resent;
@@ -541,9 +571,9 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
                     std::uint32_t(cp.count) | std::uint32_t(cp.elem) << 16 |
                         std::uint32_t(cp.op) << 20);
       }
-      if (combine(h.elem, h.op, cells(idx), v.payload.data(), h.count)) cp.st |= kOverflow;
+      if (combine(h.elem, h.op, writable_cells(idx), v.payload.data(), h.count)) cp.st |= kOverflow;
     } else {
-      std::memcpy(cells(idx), v.payload.data(), v.payload.size());
+      std::memcpy(writable_cells(idx), v.payload.data(), v.payload.size());
       cp.elem = h.elem;
       cp.op = h.op;
       cp.count = h.count;

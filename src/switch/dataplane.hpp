@@ -229,6 +229,7 @@ class SwitchDataPlane {
             std::uint32_t detail = 0);
   void send_empty(Job* j, Endpoint to, proto::PacketType t, const proto::Header& req);
   std::size_t emit(Job* j, Endpoint to, std::size_t size);
+  std::size_t emit_cells(Job* j, Endpoint to, std::uint32_t idx, std::size_t payload);
   void drop(Job* j, proto::Reason r);
   void fail_job(Job& j, proto::Reason r);
   void reset_job(Job& j);
@@ -238,6 +239,8 @@ class SwitchDataPlane {
   std::byte* cells(std::uint32_t idx) {
     return reinterpret_cast<std::byte*>(cells_.data() + std::size_t(idx) * cfg_.slot_elems);
   }
+  // The cells of copy idx, to change them: first lets go of queued packets that reference them.
+  std::byte* writable_cells(std::uint32_t idx);
   Job* find(std::uint32_t job) {
     auto it = jobs_.find(job);
     return it == jobs_.end() ? nullptr : &it->second;
@@ -246,6 +249,10 @@ class SwitchDataPlane {
   SwitchConfig cfg_;
   std::vector<std::uint32_t> cells_;   // slots x 2 copies x slot_elems
   std::vector<Copy> copies_;           // slots x 2
+  // Per copy: the outbox generation in which a queued packet last referenced its cells (results
+  // and partials are sent from the slot, not copied; see writable_cells). Kept apart from Copy
+  // so that resetting a job's copies does not forget a reference still queued.
+  std::vector<std::uint64_t> ref_gen_;
   std::vector<std::uint32_t> owner_;   // per slot: job id + 1, or 0 if free (allocation only)
   std::unordered_map<std::uint32_t, Job> jobs_;
   std::uint64_t epochs_issued_ = 0;

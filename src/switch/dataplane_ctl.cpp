@@ -90,7 +90,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if (h.flags & proto::flag::elided) {
         cp.st &= std::uint8_t(~kHasData);
       } else if (h.elem != ElemType::none) {
-        std::memcpy(cells(idx), v.payload.data(), v.payload.size());
+        std::memcpy(writable_cells(idx), v.payload.data(), v.payload.size());
         cp.elem = h.elem;
         cp.op = h.op;
         cp.count = h.count;

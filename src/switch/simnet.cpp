@@ -161,16 +161,31 @@ void SimCluster::inject(Endpoint from, Endpoint to, std::span<const std::byte> b
 }
 
 void SimCluster::flush_switch(std::size_t i) {
+  if (batch_ > 0) return defer_flush();
   Outbox& o = switches_[i]->outbox();
   for (const auto& e : o.entries()) net_.send(switch_ep_[i], e.to, o.bytes(e), now_);
   o.clear();
 }
 
 void SimCluster::flush_worker(std::size_t i) {
+  if (batch_ > 0) return defer_flush();
   Outbox& o = workers_[i]->outbox();
   if (!dead_[i])
     for (const auto& e : o.entries()) net_.send(worker_ep_[i], e.to, o.bytes(e), now_);
   o.clear();
+}
+
+void SimCluster::defer_flush() {
+  if (next_flush_ == std::numeric_limits<Nanos>::max()) next_flush_ = now_ + batch_;
+}
+
+void SimCluster::flush_all() {
+  const Nanos batch = batch_;
+  batch_ = 0;
+  next_flush_ = std::numeric_limits<Nanos>::max();
+  for (std::size_t i = 0; i < switches_.size(); ++i) flush_switch(i);
+  for (std::size_t i = 0; i < workers_.size(); ++i) flush_worker(i);
+  batch_ = batch;
 }
 
 bool SimCluster::run_until(const std::function<bool()>& stop, Nanos limit) {
@@ -189,16 +204,20 @@ bool SimCluster::run_until(const std::function<bool()>& stop, Nanos limit) {
         wi = i;
       }
     }
-    if (t_net == kNever && t_worker == kNever) {
+    if (t_net == kNever && t_worker == kNever && next_flush_ == kNever) {
       now_ = std::max(now_, limit);
       return false;
     }
-    Nanos t = std::min({t_net, t_worker, next_switch_tick_});
+    Nanos t = std::min({t_net, t_worker, next_switch_tick_, next_flush_});
     if (t > limit) {
       now_ = std::max(now_, limit);
       return false;
     }
     now_ = std::max(now_, t);
+    if (t == next_flush_) {  // batched sending: everything queued since the last flush leaves
+      flush_all();
+      continue;
+    }
     if (t == next_switch_tick_ && t < t_net && t < t_worker) {
       for (std::size_t i = 0; i < switches_.size(); ++i) {
         switches_[i]->on_tick(now_);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <queue>
 #include <random>
@@ -152,6 +153,14 @@ class SimCluster {
   // Deliver packets sent by anyone (e.g. hand-made) through the network.
   void inject(Endpoint from, Endpoint to, std::span<const std::byte> bytes);
 
+  // Batched sending, as the UDP loops do (they send what a recvmmsg batch produced after the
+  // whole batch): with `window` > 0 the state machines' outboxes are sent every `window` of
+  // simulated time instead of after each event, so packets wait in an outbox while later
+  // events change the state they were queued from: payloads an outbox references (a worker's
+  // buffers, a switch's slots) must survive that (docs/ARCHITECTURE.md, "The data path").
+  // 0 (default): after every event.
+  void set_batch(Nanos window) { batch_ = window; }
+
   // Run events until `stop()` holds (true) or nothing is left to do / `limit` passes (false;
   // simulated time then stands at `limit`).
   bool run_until(const std::function<bool()>& stop, Nanos limit);
@@ -173,6 +182,8 @@ class SimCluster {
   };
   void flush_switch(std::size_t i);
   void flush_worker(std::size_t i);
+  void defer_flush();
+  void flush_all();
   SimNetwork net_;
   std::vector<Node> nodes_;
   std::vector<std::unique_ptr<SwitchDataPlane>> switches_;
@@ -182,6 +193,8 @@ class SimCluster {
   std::vector<bool> dead_;
   Nanos now_ = 0;
   Nanos next_switch_tick_ = 0;
+  Nanos batch_ = 0;
+  Nanos next_flush_ = std::numeric_limits<Nanos>::max();
 };
 
 }  // namespace inc::sw

@@ -235,36 +235,50 @@ bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& r
   const auto& ents = out.entries();
   const std::size_t n = ents.size();
   tx_msgs_.resize(n);
-  tx_iov_.resize(n);
+  tx_iov_.resize(3 * n);  // a head and, for a referencing entry, its payload and trailer
   tx_addrs_.resize(n);
   tx_cmsg_.resize(n);
   tx_first_.resize(n);
-  std::size_t m = 0;
+  tx_count_.resize(n);
+  std::size_t m = 0, niov = 0;
   for (std::size_t i = first; i < n;) {
     const auto& e = ents[order_[i]];
-    const std::size_t size = e.size;
+    const std::size_t size = e.total();
     std::size_t k = 1;
     if (gso_ && size > 0 && size <= gso_max_size_) {
       const std::size_t max_seg = std::min(kGsoMaxSegments, kGsoMaxBytes / size);
       while (i + k < n && k < max_seg) {
         const auto& f = ents[order_[i + k]];
-        if (f.to != e.to || f.size > size) break;
+        if (f.to != e.to || f.total() > size) break;
         ++k;
-        if (f.size < size) break;  // a shorter datagram can only end a run
+        if (f.total() < size) break;  // a shorter datagram can only end a run
       }
     }
+    // The kernel segments a GSO send by size over the concatenation of its iovecs, so a
+    // datagram may be a header iovec and a payload iovec (the payload read where it lies).
+    iovec* iov = &tx_iov_[niov];
     for (std::size_t j = 0; j < k; ++j) {
-      auto b = out.bytes(ents[order_[i + j]]);
-      tx_iov_[i + j].iov_base = const_cast<std::byte*>(b.data());
-      tx_iov_[i + j].iov_len = b.size();
+      const auto& f = ents[order_[i + j]];
+      auto h = out.head(f);
+      tx_iov_[niov].iov_base = const_cast<std::byte*>(h.data());
+      tx_iov_[niov++].iov_len = h.size();
+      if (f.ref_size) {
+        tx_iov_[niov].iov_base = const_cast<std::byte*>(f.ref);
+        tx_iov_[niov++].iov_len = f.ref_size;
+      }
+      if (f.tail_size) {  // the authentication trailer of a referencing datagram
+        auto t = out.tail(f);
+        tx_iov_[niov].iov_base = const_cast<std::byte*>(t.data());
+        tx_iov_[niov++].iov_len = t.size();
+      }
     }
     tx_addrs_[m] = to_sockaddr(e.to);
     mmsghdr& mh = tx_msgs_[m];
     // memset, not `mh = {}`: with the aggregate clear, GCC 12 at -O3 emitted the clear after the
     // field stores here (every datagram went out without address or iovec).
     std::memset(&mh, 0, sizeof(mh));
-    mh.msg_hdr.msg_iov = &tx_iov_[i];
-    mh.msg_hdr.msg_iovlen = k;
+    mh.msg_hdr.msg_iov = iov;
+    mh.msg_hdr.msg_iovlen = std::size_t(&tx_iov_[0] + niov - iov);
     mh.msg_hdr.msg_name = &tx_addrs_[m];
     mh.msg_hdr.msg_namelen = sizeof(sockaddr_in);
     if (k > 1) {
@@ -278,6 +292,7 @@ bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& r
       std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
     }
     tx_first_[m] = std::uint32_t(i);
+    tx_count_[m] = std::uint32_t(k);
     ++m;
     i += k;
   }
@@ -287,14 +302,14 @@ bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& r
     int r = ::sendmmsg(fd_, tx_msgs_.data() + done, unsigned(std::min<std::size_t>(m - done, 1024)), 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      const std::size_t segs = tx_msgs_[done].msg_hdr.msg_iovlen;
+      const std::size_t segs = tx_count_[done];
       if (segs > 1 && (errno == EIO || errno == EINVAL || errno == EMSGSIZE || errno == EOPNOTSUPP ||
                        errno == ENOPROTOOPT)) {
         // EMSGSIZE/EINVAL: segments larger than the path's MTU allows (they need IP
         // fragmentation, which GSO does not do): no GSO for this size and larger. Otherwise
         // this kernel or device cannot segment UDP (EIO: no checksum offload): plain datagrams
         // from now on.
-        const std::size_t size = tx_iov_[tx_first_[done]].iov_len;
+        const std::size_t size = ents[order_[tx_first_[done]]].total();
         if ((errno == EINVAL || errno == EMSGSIZE) && size > 1) gso_max_size_ = size - 1;
         else gso_ = false;
         ++gso_refusals;
@@ -307,7 +322,7 @@ bool UdpPort::send_messages(const Outbox& out, std::size_t first, std::size_t& r
       continue;
     }
     for (int j = 0; j < r; ++j) {
-      const std::size_t segs = tx_msgs_[done + std::size_t(j)].msg_hdr.msg_iovlen;
+      const std::size_t segs = tx_count_[done + std::size_t(j)];
       sent_datagrams += segs;
       if (segs > 1) ++gso_sends;
     }

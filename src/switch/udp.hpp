@@ -143,6 +143,7 @@ class UdpPort {
   std::vector<sockaddr_in> tx_addrs_;
   std::vector<Cmsg> tx_cmsg_;
   std::vector<std::uint32_t> tx_first_;  // per message: its first position in order_
+  std::vector<std::uint32_t> tx_count_;  // per message: its datagrams
   Outbox held_;  // scratch for injector releases
 };
 

@@ -69,7 +69,9 @@ void WorkerProtocol::fail(WorkerErrorKind k, std::string msg, std::string_view l
   joining_ = false;
   err_.kind = k;
   err_.message = std::string(label) + ": " + msg;
-  // Every queued op fails with it; completions already reported stay pollable.
+  // Every queued op fails with it; completions already reported stay pollable. The caller
+  // owns the ops' buffers again: packets still queued stop referencing them.
+  out_.materialize_all();
   ops_.clear();
   for (auto& e : ring_) e = Entry{};
   inflight_ = 0;
@@ -204,6 +206,7 @@ void WorkerProtocol::start(WorkerOp op, Nanos now) {
 }
 
 void WorkerProtocol::reset() {
+  out_.materialize_all();  // the ops are dropped: their buffers are the caller's again
   failed_ = false;
   joining_ = false;
   joined_ = false;
@@ -425,6 +428,10 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
   const NumKind kind = op.w.kind;
   const std::uint64_t E = chunk_elems(kind);
   const bool as_f32 = carries_f32(op, c);
+  // A retransmission of this chunk queued in the same batch still reads its input, which the
+  // result may be about to overwrite (in place) and which the caller owns again once the op
+  // completed: it goes out with a copy instead. (Rare: a repair crossing its result.)
+  if (e.ref_gen == out_.generation()) out_.materialize(e.chunk);
   if (c.want && c.n > 0 && !c.sync) {
     const ElemType we = as_f32 ? ElemType::f32 : wire_elem(kind);
     const WireOp wo = as_f32 ? WireOp::sum : wire_op(kind, op.w.op, c.exponent);

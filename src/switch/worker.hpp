@@ -48,6 +48,9 @@ enum class NumKind : std::uint8_t {
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
+// The buffers belong to the worker until the op completes (or fails, or reset()): chunks and
+// their retransmissions are sent from `in` without a copy (Outbox::commit_ref), results are
+// written into `out` as they arrive.
 struct Segment {
   std::uint64_t elems = 0;              // elements (bytes for raw)
   std::span<const std::byte> in;        // this member's contribution; empty: contributes nothing
@@ -273,6 +276,7 @@ class WorkerProtocol {
     std::uint32_t data_tries = 0;   // of those, with the data (not probes)
     std::uint32_t polls_answered = 0;  // `pending` answers to polls while held
     std::int32_t prev = -1, next = -1;  // in the transmission-order list (the pipe)
+    std::int32_t lprev = -1, lnext = -1;  // in its lane's part of that list (RACK's walk)
     bool in_net = false;   // in that list: sent and neither completed nor deemed lost
     bool lost = false;     // deemed lost, waiting for the window to retransmit it
     // Its last transmission was a probe, not answered yet: out of the pipe (a header loads no
@@ -294,6 +298,9 @@ class WorkerProtocol {
     bool awaiting_parent = false;
     std::uint64_t contributed = 0;
     std::uint32_t members = 0;
+    // The outbox generation in which a transmission of it last referenced the op's input
+    // (0: never): its result must not overwrite that input before the outbox let go of it.
+    std::uint64_t ref_gen = 0;
   };
   struct Group {
     std::vector<std::int32_t> exps;  // agreed exponents, one per block
@@ -447,6 +454,19 @@ class WorkerProtocol {
     Nanos rtt = 0;
   };
   std::vector<Rack> rack_;
+  // The transmission-order list per lane (the same entries, linked again): RACK judges a chunk
+  // only by its own lane's deliveries, so it walks each lane's list only as far as that lane's
+  // newest delivered transmission, not past every chunk of a lane that lags.
+  struct LaneList {
+    std::int32_t head = -1, tail = -1;
+  };
+  std::vector<LaneList> lane_net_;
+  std::vector<std::int32_t> rack_cursor_;  // rack_detect's scratch, one per lane
+  LaneList& lane_list(const Entry& e) {
+    const std::size_t n = lanes_.empty() ? 1 : lanes_.size();
+    if (lane_net_.size() < n) lane_net_.resize(n);
+    return lane_net_[std::size_t(e.chunk % n)];
+  }
   Rack& rack_of(std::uint64_t chunk) {
     const std::size_t n = lanes_.empty() ? 1 : lanes_.size();
     if (rack_.size() < n) rack_.resize(n);

@@ -172,6 +172,7 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
   if (c.want && (tx != Tx::probe || e.fetch)) h.flags |= proto::flag::want_result;
   std::size_t payload = 0;
   std::byte* p = nullptr;
+  std::span<const std::byte> ref;  // a payload sent from the op's input, not copied
   if (c.has_in && !c.sync && tx != Tx::probe) {
     const Segment& seg = op.w.segments[c.seg];
     const bool as_f32 = carries_f32(op, c);
@@ -179,10 +180,16 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
     h.op = as_f32 ? WireOp::sum : wire_op(kind, op.w.op, c.exponent);
     h.count = std::uint16_t(c.n);
     payload = std::size_t(c.n) * proto::elem_size(h.elem);
-    p = out_.reserve(proto::kHeaderBytes + payload + auth_room());
-    std::byte* dst = p + proto::kHeaderBytes;
     const std::uint64_t E = chunk_elems(kind);
-    if (c.exponent) {
+    const bool staged = c.exponent || (kind == NumKind::fx32 && !as_f32);
+    // Payloads sent as they are in the input are referenced (the outbox reads them when the
+    // driver sends); fx32 values and block exponents are computed, so they are staged in the
+    // outbox's arena. A retransmission reads the input again: it is the op's until it completes.
+    p = out_.reserve(proto::kHeaderBytes + (staged ? payload : 0) + auth_room());
+    std::byte* dst = p + proto::kHeaderBytes;
+    if (!staged) {
+      ref = seg.in.subspan(c.off * WorkerOp::elem_bytes(kind), payload);
+    } else if (c.exponent) {
       for (std::uint32_t b = 0; b < c.n; ++b) {
         const std::uint64_t first = c.off + b * E;
         const std::uint64_t len = std::min<std::uint64_t>(E, seg.elems - first);
@@ -198,14 +205,19 @@ void WorkerProtocol::send_chunk(Entry& e, Tx tx) {
       scratch_.resize(c.n);
       fx32_encode(fscratch_.data(), c.n, ex, op.headroom, scratch_.data());
       std::memcpy(dst, scratch_.data(), payload);
-    } else {
-      std::memcpy(dst, seg.in.data() + c.off * WorkerOp::elem_bytes(kind), payload);
     }
   } else {
     p = out_.reserve(proto::kHeaderBytes + auth_room());
   }
   proto::encode_header(h, p);
-  commit(lane.ep, proto::kHeaderBytes + payload);
+  if (!ref.empty()) {
+    // Sealed over header + the referenced input; the trailer follows it on the wire.
+    if (sealer_) sealer_->seal_parts(p, proto::kHeaderBytes, ref, p + proto::kHeaderBytes);
+    out_.commit_ref(lane.ep, proto::kHeaderBytes, ref, e.chunk, auth_room());
+    e.ref_gen = out_.generation();
+  } else {
+    commit(lane.ep, proto::kHeaderBytes + payload);
+  }
   count_tx(rep_, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
   count_tx(op.rep, proto::kHeaderBytes + payload, retransmit, tx == Tx::probe);
 }

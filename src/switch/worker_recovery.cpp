@@ -55,6 +55,7 @@ WorkerCcStats WorkerProtocol::cc_stats() const {
 
 void WorkerProtocol::clear_recovery() {
   net_head_ = net_tail_ = -1;
+  lane_net_.clear();
   pipe_ = listed_ = probing_ = 0;
   lost_q_.clear();
   rto_deadline_ = probe_deadline_ = reo_deadline_ = poll_deadline_ = kNever;
@@ -78,6 +79,12 @@ void WorkerProtocol::net_unlink(Entry& e) {
   if (e.next >= 0) ring_[std::size_t(e.next)].prev = e.prev;
   else net_tail_ = e.prev;
   e.prev = e.next = -1;
+  LaneList& ll = lane_list(e);
+  if (e.lprev >= 0) ring_[std::size_t(e.lprev)].lnext = e.lnext;
+  else ll.head = e.lnext;
+  if (e.lnext >= 0) ring_[std::size_t(e.lnext)].lprev = e.lprev;
+  else ll.tail = e.lprev;
+  e.lprev = e.lnext = -1;
   e.in_net = false;
   --listed_;
   if (loads_pipe(e)) --pipe_;
@@ -91,6 +98,12 @@ void WorkerProtocol::net_append(Entry& e) {
   if (net_tail_ >= 0) ring_[std::size_t(net_tail_)].next = i;
   else net_head_ = i;
   net_tail_ = i;
+  LaneList& ll = lane_list(e);
+  e.lprev = ll.tail;
+  e.lnext = -1;
+  if (ll.tail >= 0) ring_[std::size_t(ll.tail)].lnext = i;
+  else ll.head = i;
+  ll.tail = i;
   e.in_net = true;
   ++listed_;
   if (loads_pipe(e)) ++pipe_;
@@ -109,6 +122,16 @@ void WorkerProtocol::net_insert_sorted(Entry& e) {
   else net_tail_ = i;
   if (after >= 0) ring_[std::size_t(after)].next = i;
   else net_head_ = i;
+  LaneList& ll = lane_list(e);
+  std::int32_t lafter = ll.tail;
+  while (lafter >= 0 && ring_[std::size_t(lafter)].xmit_seq > e.xmit_seq)
+    lafter = ring_[std::size_t(lafter)].lprev;
+  e.lprev = lafter;
+  e.lnext = lafter >= 0 ? ring_[std::size_t(lafter)].lnext : ll.head;
+  if (e.lnext >= 0) ring_[std::size_t(e.lnext)].lprev = i;
+  else ll.tail = i;
+  if (lafter >= 0) ring_[std::size_t(lafter)].lnext = i;
+  else ll.head = i;
   e.in_net = true;
   ++listed_;
   if (loads_pipe(e)) ++pipe_;
@@ -524,27 +547,39 @@ void WorkerProtocol::mark_lost(Entry& e, bool loss_event) {
 
 void WorkerProtocol::rack_detect(Nanos now) {
   reo_deadline_ = kNever;
-  std::uint64_t newest = 0;  // the newest delivered transmission over all lanes
-  for (const Rack& r : rack_) newest = std::max(newest, r.seq);
-  if (newest == 0) return;
+  // The chunks sent before their lane's newest delivered transmission, in transmission order
+  // over all lanes (a merge of the lanes' lists, each walked only that far): without loss and
+  // reordering within a lane there are none, so a result costs O(lanes), not a walk past
+  // every chunk of a lane that lags behind another.
+  const std::size_t n = lane_net_.size();
+  rack_cursor_.resize(n);
+  for (std::size_t l = 0; l < n; ++l) rack_cursor_[l] = lane_net_[l].head;
   const Nanos reo = reorder_window();
-  std::int32_t i = net_head_;
-  while (i >= 0) {
+  for (;;) {
+    std::int32_t i = -1;
+    std::size_t lane = 0;
+    for (std::size_t l = 0; l < n; ++l) {
+      const std::int32_t k = rack_cursor_[l];
+      if (k < 0 || l >= rack_.size() || ring_[std::size_t(k)].xmit_seq >= rack_[l].seq) continue;
+      if (i < 0 || ring_[std::size_t(k)].xmit_seq < ring_[std::size_t(i)].xmit_seq) {
+        i = k;
+        lane = l;
+      }
+    }
+    if (i < 0) break;
     Entry& e = ring_[std::size_t(i)];
-    const std::int32_t next = e.next;
-    if (e.xmit_seq >= newest) break;  // sent after every lane's newest delivered: no verdict
-    const Rack& r = rack_of(e.chunk);
+    rack_cursor_[lane] = e.lnext;
+    const Rack& r = rack_[lane];
     // Only a later transmission of the same lane delivered is a verdict; the switch holds our
     // part of held chunks (only polls retry them). A gap may be any member's loss: ask the
     // switch (a probe). A probe unanswered by then was lost, or its answer: a loss on our path.
-    if (!e.held && e.xmit_seq < r.seq) {
+    if (!e.held) {
       const Nanos deadline = e.last_sent + r.rtt + reo;
       if (now < deadline) reo_deadline_ = std::min(reo_deadline_, deadline);
       else if (e.fetch) send_probe(e, now, false);  // complete there: ask for the payload
       else if (e.probing) mark_lost(e, true);
       else send_probe(e, now, true);  // (these move it to the tail: after every verdict)
     }
-    i = next;
   }
 }
 

@@ -33,6 +33,7 @@ struct StreamOp {
   std::uint16_t root = 0;
   std::vector<std::vector<std::byte>> in, out, expect;  // per member
   std::uint64_t chunks = 0;                              // expected chunks of the op
+  bool inplace = false;  // the output buffer is the input (allreduce)
 };
 
 template <class T>
@@ -43,7 +44,7 @@ std::vector<std::byte> to_bytes(const std::vector<T>& v) {
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
-StreamOp make_op(std::mt19937_64& rng, std::uint16_t n, std::uint32_t E) {
+StreamOp make_op(std::mt19937_64& rng, std::uint16_t n, std::uint32_t E, bool inplace_ok = false) {
   StreamOp o;
   o.kind = StreamOp::Kind(rng() % StreamOp::kinds);
   const std::uint64_t count = rng() % 4 == 0 ? rng() % 3 : rng() % (6 * E);
@@ -149,12 +150,16 @@ StreamOp make_op(std::mt19937_64& rng, std::uint16_t n, std::uint32_t E) {
   for (std::uint16_t r = 0; r < n; ++r)
     o.out[r].assign(o.expect[r].size(), std::byte{0x5A});
   if (o.kind == StreamOp::broadcast) o.out[o.root] = o.in[o.root];  // broadcast works in place
+  if (inplace_ok && (o.kind == StreamOp::i32sum || o.kind == StreamOp::f32sum) && rng() % 2) {
+    o.inplace = true;  // results overwrite the input that repairs of later chunks still read
+    for (std::uint16_t r = 0; r < n; ++r) o.out[r] = o.in[r];
+  }
   return o;
 }
 
 WorkerOp worker_op(StreamOp& o, std::uint16_t r, std::uint16_t n) {
-  auto in = std::span<const std::byte>(o.in[r]);
   auto out = std::span<std::byte>(o.out[r]);
+  auto in = o.inplace ? std::span<const std::byte>(out) : std::span<const std::byte>(o.in[r]);
   switch (o.kind) {
     case StreamOp::i32sum: return WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, in, out, o.count, n);
     case StreamOp::i32max: return WorkerOp::allreduce(NumKind::i32, ReduceKind::max, in, out, o.count, n);
@@ -275,6 +280,43 @@ TEST_P(SimStream, ManyMixedOpsQueuedAtOnceByEveryMember) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Loss, SimStream, ::testing::Values(0.0, 0.05, 0.20));
+
+// The same with batched sending (SimCluster::set_batch): packets wait in the outboxes for up to
+// 30 us of simulated time while results, gap signals and timers of later events arrive, and
+// some allreduces run in place. Payloads are referenced, not copied (docs/ARCHITECTURE.md,
+// "The data path"): a repair still queued when its chunk's result overwrites the input, a
+// result resent from a slot that takes its next chunk, an op finishing with packets of it
+// queued: every result must still be exact.
+class SimStreamBatched : public ::testing::TestWithParam<double> {};
+
+TEST_P(SimStreamBatched, ReferencedPayloadsSurvivePacketsHeldInTheOutbox) {
+  const double loss = GetParam();
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    std::mt19937_64 rng(seed * 104729 + std::uint64_t(loss * 1000));
+    const bool hier = rng() % 3 == 0;
+    const std::uint32_t slots = std::uint32_t(1 + rng() % 8), E = std::uint32_t(8 * (1 + rng() % 4));
+    Topo t;
+    std::uint16_t n;
+    if (hier) {
+      std::vector<std::uint16_t> per = {std::uint16_t(1 + rng() % 3), std::uint16_t(1 + rng() % 3)};
+      n = std::uint16_t(per[0] + per[1]);
+      t = two_level(seed, faults_for(loss), per, slots, E);
+    } else {
+      n = std::uint16_t(1 + rng() % 6);
+      t = flat(seed, faults_for(loss), n, slots, E);
+    }
+    t.c->set_batch(Nanos(1 + rng() % 30'000));
+    std::vector<StreamOp> ops;
+    const std::size_t k = 10 + rng() % 20;
+    for (std::size_t i = 0; i < k; ++i) ops.push_back(make_op(rng, n, E, true));
+    std::vector<Nanos> stagger(n, 0);
+    std::string err = run_stream(t, n, ops, stagger);
+    ASSERT_TRUE(err.empty()) << "seed " << seed << " loss " << loss << (hier ? " two-level" : " flat")
+                             << " n " << n << " slots " << slots << " E " << E << ": " << err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Loss, SimStreamBatched, ::testing::Values(0.0, 0.05, 0.20));
 
 // Ops are pipelined: the next op's chunks go out while the previous op's are in flight.
 TEST(SimStreamPipeline, NextOpStartsBeforeThePreviousFinished) {

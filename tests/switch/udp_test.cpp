@@ -358,22 +358,34 @@ TEST(Daemon, MetricsEndpointAndStats) {
 }
 
 // GSO groups runs of equal-size datagrams per destination, GRO coalesces them on receive:
-// whatever the kernel does, every datagram arrives whole, once, in its sender's order.
+// whatever the kernel does, every datagram arrives whole, once, in its sender's order. With
+// `refs`, some datagrams are a header in the outbox and a payload referenced elsewhere (two
+// iovecs), mixed with whole ones in the same GSO runs.
 TEST(UdpOffloads, DatagramsSurviveGroupingSegmentationAndCoalescing) {
-  for (bool offload : {true, false}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool offload = variant % 2 == 0, refs = variant >= 2;
     const UdpOffload off = offload ? UdpOffload{} : UdpOffload::none();
     UdpPort tx(kLoopback0, 8, off), a(kLoopback0, 8, off), b(kLoopback0, 8, off);
     Outbox o;
     // Interleaved destinations, runs of equal sizes, a shorter datagram ending a run, one large.
     std::vector<std::vector<std::byte>> want_a, want_b;
-    std::mt19937_64 rng(offload ? 1 : 2);
+    std::vector<std::vector<std::byte>> payloads;  // referenced: must outlive the send
+    payloads.reserve(300);
+    std::mt19937_64 rng(std::uint64_t(variant) + 1);
     for (int i = 0; i < 300; ++i) {
       const bool to_a = (i % 3) != 1;
       std::size_t len = (i % 50 == 49) ? 100 : (i % 97 == 0 ? 40000 : 1056);
       std::vector<std::byte> d(len);
       for (auto& x : d) x = std::byte(rng());
-      std::memcpy(o.reserve(len), d.data(), len);
-      o.commit(to_a ? a.local() : b.local(), len);
+      if (refs && i % 4 != 3) {
+        const std::size_t head = 32;
+        std::memcpy(o.reserve(head), d.data(), head);
+        payloads.emplace_back(d.begin() + head, d.end());
+        o.commit_ref(to_a ? a.local() : b.local(), head, payloads.back(), std::uint64_t(i));
+      } else {
+        std::memcpy(o.reserve(len), d.data(), len);
+        o.commit(to_a ? a.local() : b.local(), len);
+      }
       (to_a ? want_a : want_b).push_back(std::move(d));
     }
     tx.send_all(o, nullptr, 0);
