@@ -32,7 +32,8 @@ typedef enum {
 } inc_result_t;
 
 /* Join the job described by the environment (INC_RANK/INC_WORLD_SIZE/INC_STORE, mpirun,
- * Slurm or torchrun variables). */
+ * Slurm or torchrun variables). A bad variable is INC_ERR_CONFIG naming it and its value.
+ * inc_init, inc_comm_split and inc_comm_dup set *comm / *out to NULL when they fail. */
 inc_result_t inc_init(inc_comm_t* comm);
 inc_result_t inc_comm_free(inc_comm_t comm);
 inc_result_t inc_comm_rank(inc_comm_t comm, int* rank);

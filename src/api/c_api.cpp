@@ -108,6 +108,7 @@ extern "C" {
 
 inc_result_t inc_init(inc_comm_t* comm) {
   if (!comm) return null_arg("inc_init: comm");
+  *comm = nullptr;  // on failure the caller holds no communicator to free
   return guarded([&] { *comm = new inc_comm_s{inc::Communicator::init()}; });
 }
 
@@ -128,6 +129,7 @@ inc_result_t inc_comm_size(inc_comm_t comm, int* size) {
 
 inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out) {
   if (!out) return null_arg("inc_comm_split: out");
+  *out = nullptr;
   return guarded([&] {
     auto c = comm_of(comm).split(color, key);
     *out = c.valid() ? new inc_comm_s{std::move(c)} : nullptr;
@@ -136,6 +138,7 @@ inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out
 
 inc_result_t inc_comm_dup(inc_comm_t comm, inc_comm_t* out) {
   if (!out) return null_arg("inc_comm_dup: out");
+  *out = nullptr;
   return guarded([&] { *out = new inc_comm_s{comm_of(comm).dup()}; });
 }
 
