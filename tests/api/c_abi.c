@@ -150,6 +150,10 @@ static int errors(inc_comm_t comm, int size) {
   EXPECT_CODE(inc_allreduce(NULL, out, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "null");
   EXPECT_CODE(inc_broadcast(in, out, 1, INC_I32, size, comm), INC_ERR_INVALID_ARGUMENT, "root");
   EXPECT_CODE(inc_allreduce(in, out, 1, (inc_datatype_t)42, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "type");
+  /* Not taken modulo 256 for INC_I32 / INC_SUM: the C ABI checks the whole int. */
+  EXPECT_CODE(inc_allreduce(in, out, 1, (inc_datatype_t)(256 + INC_I32), INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "262");
+  EXPECT_CODE(inc_allreduce(in, out, 1, INC_I32, (inc_op_t)(256 + INC_SUM), comm), INC_ERR_INVALID_ARGUMENT, "256");
+  EXPECT_CODE(inc_iallgather(in, out, 1, (inc_datatype_t)-1, comm, &r), INC_ERR_INVALID_ARGUMENT, "-1");
   EXPECT_CODE(inc_allreduce(out, out + 1, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "overlap");
   EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, comm, NULL), INC_ERR_INVALID_ARGUMENT, "req");
   EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, NULL, &r), INC_ERR_INVALID_ARGUMENT, "null");
