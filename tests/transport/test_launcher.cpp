@@ -248,7 +248,12 @@ TEST(Launcher, SidecarFailingWhenStoppedFailsTheJob) {
   Job job(2, sh("echo rank $INC_RANK done"));
   SidecarSpec side;
   side.name = "switch";
-  side.argv = sh("trap 'echo leaked >&2; exit 23' TERM; while :; do sleep 0.05; done");
+  // Ready (the ranks start) only once the trap is set, or the SIGTERM could come first.
+  side.argv = {"/bin/sh", "-c",
+               "trap 'echo leaked >&2; exit 23' TERM; \"$0\" set switch/ready 1; "
+               "while :; do sleep 0.05; done",
+               INC_STORE_PROBE};
+  side.ready_key = "switch/ready";
   job.opts.sidecars.push_back(side);
   auto r = job.run();
   EXPECT_EQ(r.exit_code, 23) << r.failure;
