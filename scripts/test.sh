@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): install what is missing, build with warnings as
 # errors, run the whole test suite, fuzz every parser for a few seconds (scripts/fuzz.sh),
-# then rebuild the unit tests with ASan+UBSan and run them.
+# then rebuild the unit tests and a reduced set of the multi-process tests (label asan_mp)
+# with ASan+UBSan and run them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -14,7 +15,15 @@ echo "== test suite"
 echo "== coverage-guided fuzzing of the parsers (clang, a few seconds per target)"
 scripts/fuzz.sh
 echo "== ASan+UBSan build of the unit tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINC_WERROR=ON -DINC_SANITIZE=ON >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINC_WERROR=ON -DINC_SANITIZE=ON \
+  "${launcher[@]}" >/dev/null
 cmake --build build-asan -j"$jobs" --target unit_tests
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j"$jobs" -L unit --timeout 600)
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+(cd build-asan && ctest --output-on-failure -j"$jobs" -L unit --timeout 600)
+echo "== ASan+UBSan: multi-process tests (real processes and switch daemons, label asan_mp)"
+cmake --build build-asan -j"$jobs" --target asan_mp_tests
+(cd build-asan && ctest --output-on-failure -j"$jobs" -L asan_mp --timeout 600)

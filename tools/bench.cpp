@@ -231,7 +231,9 @@ int cmd_bench(int argc, char** argv) {
                      {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us},
                      {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"correct", r.correct},
                      {"wrong_elements", r.wrong_elements}, {"reason", r.reason},
-                     {"bytes_sent", r.bytes_sent}, {"iters", r.c.iters}, {"warmup", r.c.warmup}});
+                     {"bytes_sent", r.bytes_sent}, {"messages_sent", r.messages_sent},
+                     {"switch_operations", r.switch_operations}, {"iters", r.c.iters},
+                     {"warmup", r.c.warmup}});
       return j.dump(2);
     };
     if (format == "csv") csv(stdout);

@@ -179,6 +179,8 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   res.algorithm = rep.algorithm;
   res.reason = rep.reason;
   res.bytes_sent = rep.bytes_sent;
+  res.messages_sent = rep.messages_sent;
+  res.switch_operations = rep.switch_operations;
   res.in_network = rep.in_network;
   res.time_us = slowest;
   double seconds = slowest * 1e-6;

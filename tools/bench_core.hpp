@@ -35,6 +35,8 @@ struct BenchResult {
   double busbw = 0;         // GB/s
   int correct = -1;         // 1 verified, 0 wrong, -1 not checked
   std::uint64_t bytes_sent = 0;  // payload this rank sent in one run (its report)
+  std::uint64_t messages_sent = 0;      // its point-to-point messages in one run (its report)
+  std::uint64_t switch_operations = 0;  // its switch operations in one run (its report)
   std::uint64_t wrong_elements = 0;
 };
 

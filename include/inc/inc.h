@@ -14,13 +14,22 @@ extern "C" {
 typedef struct inc_comm_s* inc_comm_t;
 typedef struct inc_request_s* inc_request_t;
 
-typedef enum {
+/* The enumerations are ints on both sides: in C++ (the library) with int as their fixed
+ * underlying type, so that any int a caller passes is a value the library may read and then
+ * refuse (INC_ERR_INVALID_ARGUMENT) rather than undefined behaviour. */
+#ifdef __cplusplus
+#define INC_ENUM_INT : int
+#else
+#define INC_ENUM_INT
+#endif
+
+typedef enum INC_ENUM_INT {
   INC_F64 = 0, INC_F32, INC_F16, INC_BF16, INC_I8, INC_U8, INC_I32, INC_U32, INC_I64, INC_U64
 } inc_datatype_t;
 
-typedef enum { INC_SUM = 0, INC_PROD, INC_MIN, INC_MAX, INC_AVG } inc_op_t;
+typedef enum INC_ENUM_INT { INC_SUM = 0, INC_PROD, INC_MIN, INC_MAX, INC_AVG } inc_op_t;
 
-typedef enum {
+typedef enum INC_ENUM_INT {
   INC_SUCCESS = 0,
   INC_ERR_INVALID_ARGUMENT = 1,
   INC_ERR_CONFIG = 2,
@@ -32,7 +41,8 @@ typedef enum {
 } inc_result_t;
 
 /* Join the job described by the environment (INC_RANK/INC_WORLD_SIZE/INC_STORE, mpirun,
- * Slurm or torchrun variables). */
+ * Slurm or torchrun variables). A bad variable is INC_ERR_CONFIG naming it and its value.
+ * inc_init, inc_comm_split and inc_comm_dup set *comm / *out to NULL when they fail. */
 inc_result_t inc_init(inc_comm_t* comm);
 inc_result_t inc_comm_free(inc_comm_t comm);
 inc_result_t inc_comm_rank(inc_comm_t comm, int* rank);
@@ -81,9 +91,10 @@ inc_result_t inc_request_free(inc_request_t req);
  * (inc_run, blocking). `algo` overrides the communicator's algorithm for this call only:
  * "auto", "ring", "recursive_doubling", "rabenseifner", "binomial_tree", "pipelined_chain",
  * "pairwise", "dissemination", "inc"; NULL or "" keeps the communicator's. */
-typedef enum {
+typedef enum INC_ENUM_INT {
   INC_ALLREDUCE = 0, INC_REDUCE_SCATTER, INC_ALLGATHER, INC_BROADCAST, INC_ALLTOALL, INC_BARRIER
 } inc_collective_t;
+#undef INC_ENUM_INT
 
 typedef struct {
   inc_collective_t coll;

@@ -61,6 +61,11 @@ struct Report {
   double seconds = 0;             // from start to completion as seen by this rank
   bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
+  // The segmentation this call actually used: point-to-point messages this rank sent, and
+  // switch operations it took part in; each carries at most the segment size
+  // (Options::segment_bytes / INC_SEGMENT_BYTES, else the algorithm's default).
+  std::uint64_t messages_sent = 0;
+  std::uint64_t switch_operations = 0;
   // Automatic selection with a tuning file (INC_TUNING, written by `inc tune`): every path it
   // weighed and its predicted time in microseconds, cheapest (the chosen one) first. Empty when
   // the algorithm was given, or no tuning applied (`reason` says why).

@@ -57,6 +57,27 @@ inc::Communicator& comm_of(inc_comm_t c) {
   return c->comm;
 }
 
+// A C caller may pass any int as an enumeration (inc.h makes them int-based in C++, so reading
+// one is defined): values outside the enumeration are refused here, before the conversion to the
+// uint8_t-based C++ enums, which would take them modulo 256 (262 would be INC_I32).
+inc::DataType data_type_of(inc_datatype_t t, const char* fn) {
+  const int v = static_cast<int>(t);
+  if (v < 0 || v >= inc::kNumDataTypes)
+    throw inc::Error(inc::Error::Kind::invalid_argument,
+                     std::string(fn) + ": invalid data type " + std::to_string(v) + " (inc_datatype_t is 0.." +
+                         std::to_string(inc::kNumDataTypes - 1) + ")");
+  return static_cast<inc::DataType>(v);
+}
+
+inc::ReduceOp reduce_op_of(inc_op_t op, const char* fn) {
+  const int v = static_cast<int>(op);
+  if (v < 0 || v >= inc::kNumReduceOps)
+    throw inc::Error(inc::Error::Kind::invalid_argument,
+                     std::string(fn) + ": invalid reduction op " + std::to_string(v) + " (inc_op_t is 0.." +
+                         std::to_string(inc::kNumReduceOps - 1) + ")");
+  return static_cast<inc::ReduceOp>(v);
+}
+
 void copy_string(const std::string& s, char* buf, std::size_t len) {
   if (!buf || len == 0) return;
   std::size_t n = std::min(len - 1, s.size());
@@ -78,18 +99,19 @@ void fill_report(const inc::Report& r, inc_report_t& out) {
   out.seconds = r.seconds;
 }
 
-inc::Request start_request(const inc_call_t& c, inc_comm_t comm) {
+inc::Request start_request(const inc_call_t& c, inc_comm_t comm, const char* fn) {
   auto& cm = comm_of(comm);
-  const auto t = static_cast<inc::DataType>(c.type);
-  const auto op = static_cast<inc::ReduceOp>(c.op);
   inc::CallOptions o;
   if (c.algo) o.algo = c.algo;
+  // Only the fields the collective uses are read (and checked).
   switch (c.coll) {
-    case INC_ALLREDUCE: return cm.iallreduce(c.send, c.recv, c.count, t, op, o);
-    case INC_REDUCE_SCATTER: return cm.ireduce_scatter(c.send, c.recv, c.count, t, op, o);
-    case INC_ALLGATHER: return cm.iallgather(c.send, c.recv, c.count, t, o);
-    case INC_BROADCAST: return cm.ibroadcast(c.send, c.recv, c.count, t, c.root, o);
-    case INC_ALLTOALL: return cm.ialltoall(c.send, c.recv, c.count, t, o);
+    case INC_ALLREDUCE:
+      return cm.iallreduce(c.send, c.recv, c.count, data_type_of(c.type, fn), reduce_op_of(c.op, fn), o);
+    case INC_REDUCE_SCATTER:
+      return cm.ireduce_scatter(c.send, c.recv, c.count, data_type_of(c.type, fn), reduce_op_of(c.op, fn), o);
+    case INC_ALLGATHER: return cm.iallgather(c.send, c.recv, c.count, data_type_of(c.type, fn), o);
+    case INC_BROADCAST: return cm.ibroadcast(c.send, c.recv, c.count, data_type_of(c.type, fn), c.root, o);
+    case INC_ALLTOALL: return cm.ialltoall(c.send, c.recv, c.count, data_type_of(c.type, fn), o);
     case INC_BARRIER: return cm.ibarrier(o);
   }
   throw inc::Error(inc::Error::Kind::invalid_argument,
@@ -99,7 +121,7 @@ inc::Request start_request(const inc_call_t& c, inc_comm_t comm) {
 inc_result_t start_call(const inc_call_t& c, inc_comm_t comm, inc_request_t* req, const char* fn) {
   if (!req) return null_arg((std::string(fn) + ": req").c_str());
   *req = nullptr;
-  return guarded([&] { *req = new inc_request_s{start_request(c, comm)}; });
+  return guarded([&] { *req = new inc_request_s{start_request(c, comm, fn)}; });
 }
 
 }  // namespace
@@ -108,6 +130,7 @@ extern "C" {
 
 inc_result_t inc_init(inc_comm_t* comm) {
   if (!comm) return null_arg("inc_init: comm");
+  *comm = nullptr;  // on failure the caller holds no communicator to free
   return guarded([&] { *comm = new inc_comm_s{inc::Communicator::init()}; });
 }
 
@@ -128,6 +151,7 @@ inc_result_t inc_comm_size(inc_comm_t comm, int* size) {
 
 inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out) {
   if (!out) return null_arg("inc_comm_split: out");
+  *out = nullptr;
   return guarded([&] {
     auto c = comm_of(comm).split(color, key);
     *out = c.valid() ? new inc_comm_s{std::move(c)} : nullptr;
@@ -136,42 +160,43 @@ inc_result_t inc_comm_split(inc_comm_t comm, int color, int key, inc_comm_t* out
 
 inc_result_t inc_comm_dup(inc_comm_t comm, inc_comm_t* out) {
   if (!out) return null_arg("inc_comm_dup: out");
+  *out = nullptr;
   return guarded([&] { *out = new inc_comm_s{comm_of(comm).dup()}; });
 }
 
 inc_result_t inc_allreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
                            inc_op_t op, inc_comm_t comm) {
   return guarded([&] {
-    comm_of(comm).allreduce(send, recv, count, static_cast<inc::DataType>(type),
-                            static_cast<inc::ReduceOp>(op));
+    comm_of(comm).allreduce(send, recv, count, data_type_of(type, "inc_allreduce"),
+                            reduce_op_of(op, "inc_allreduce"));
   });
 }
 
 inc_result_t inc_reduce_scatter(const void* send, void* recv, size_t recv_count,
                                 inc_datatype_t type, inc_op_t op, inc_comm_t comm) {
   return guarded([&] {
-    comm_of(comm).reduce_scatter(send, recv, recv_count, static_cast<inc::DataType>(type),
-                                 static_cast<inc::ReduceOp>(op));
+    comm_of(comm).reduce_scatter(send, recv, recv_count, data_type_of(type, "inc_reduce_scatter"),
+                                 reduce_op_of(op, "inc_reduce_scatter"));
   });
 }
 
 inc_result_t inc_allgather(const void* send, void* recv, size_t send_count, inc_datatype_t type,
                            inc_comm_t comm) {
   return guarded(
-      [&] { comm_of(comm).allgather(send, recv, send_count, static_cast<inc::DataType>(type)); });
+      [&] { comm_of(comm).allgather(send, recv, send_count, data_type_of(type, "inc_allgather")); });
 }
 
 inc_result_t inc_broadcast(const void* send, void* recv, size_t count, inc_datatype_t type,
                            int root, inc_comm_t comm) {
   return guarded([&] {
-    comm_of(comm).ibroadcast(send, recv, count, static_cast<inc::DataType>(type), root).wait();
+    comm_of(comm).ibroadcast(send, recv, count, data_type_of(type, "inc_broadcast"), root).wait();
   });
 }
 
 inc_result_t inc_alltoall(const void* send, void* recv, size_t count, inc_datatype_t type,
                           inc_comm_t comm) {
   return guarded(
-      [&] { comm_of(comm).alltoall(send, recv, count, static_cast<inc::DataType>(type)); });
+      [&] { comm_of(comm).alltoall(send, recv, count, data_type_of(type, "inc_alltoall")); });
 }
 
 inc_result_t inc_barrier(inc_comm_t comm) {
@@ -220,7 +245,7 @@ inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* r
 
 inc_result_t inc_run(const inc_call_t* call, inc_comm_t comm) {
   if (!call) return null_arg("inc_run: call");
-  return guarded([&] { start_request(*call, comm).wait(); });
+  return guarded([&] { start_request(*call, comm, "inc_run").wait(); });
 }
 
 inc_result_t inc_wait(inc_request_t req) {

@@ -180,6 +180,8 @@ struct RequestState {
     report.bytes_sent = info.bytes_sent;
     report.bytes_received = info.bytes_received;
     report.retransmissions = info.retransmissions;
+    report.messages_sent = info.messages_sent;
+    report.switch_operations = info.switch_operations;
     report.overflow = info.overflow;
     report.seconds = info.seconds;
     report.predicted_us = predicted_us;

@@ -338,6 +338,19 @@ void Launcher::on_exit(Child& c) {
                      : c.status.signal                     ? std::min(128 + c.status.signal, 255)
                                                            : 1;
     begin_stop(res_.failure);
+  } else if (ranks_done_stop_ && res_.exit_code == 0) {
+    // The ranks finished and the sidecar was told to stop: it must exit 0 or die of the SIGTERM
+    // (or, after the grace period, the SIGKILL) it was sent. An error code or another signal --
+    // a crash on the way out, a sanitizer's report at exit (a leak) -- fails the job; otherwise a
+    // switch that breaks while stopping would go unnoticed by every test that launches one.
+    const bool clean = c.status.exited ? c.status.code == 0
+                                       : c.status.signal == SIGTERM || c.status.signal == SIGKILL;
+    if (!clean) {
+      res_.failure = fmt::format("{} {} when stopped after the ranks finished", c.status.name,
+                                 c.status.describe());
+      res_.exit_code = c.status.exited ? std::clamp(c.status.code, 1, 255)
+                                       : std::min(128 + c.status.signal, 255);
+    }
   }
 }
 

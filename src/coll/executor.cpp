@@ -188,6 +188,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
     if (o.kind == OpKind::send) {
       op->msg_index[i] = sends_to[o.peer]++;
       op->info_.bytes_sent += o.src.bytes;
+      ++op->info_.messages_sent;
     } else if (is_recv(o.kind)) {
       op->msg_index[i] = static_cast<std::uint32_t>(op->recv_by_peer[o.peer].size());
       op->recv_by_peer[o.peer].push_back(i);
@@ -196,6 +197,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
       op->inc_ops.push_back(i);
     }
   }
+  op->info_.switch_operations = op->inc_ops.size();
   if (!op->inc_ops.empty()) {
     auto lit = links_.find(comm_id);
     op->link = lit == links_.end() ? nullptr : lit->second.get();

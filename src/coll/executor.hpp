@@ -38,6 +38,10 @@ struct RunInfo {
   std::uint64_t bytes_sent = 0;  // payload bytes this rank sent / received in this collective
   std::uint64_t bytes_received = 0;  // (in the network: datagrams with their headers)
   std::uint64_t retransmissions = 0;  // in the network: datagrams this rank sent again
+  // Segmentation actually used: point-to-point messages this rank sent, and the switch
+  // operations it took part in (each at most the segment size, INC_SEGMENT_BYTES).
+  std::uint64_t messages_sent = 0;
+  std::uint64_t switch_operations = 0;
   bool overflow = false;              // in the network: an i32 partial sum wrapped around
   double seconds = 0;
 };

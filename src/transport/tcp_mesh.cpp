@@ -234,6 +234,16 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
       if (n) std::memcpy(p.target.dst + p.payload_done, src, n);  // dst may be null at 0 bytes
     } else if (p.target.mode == RecvTarget::Mode::reduce && n) {
       std::size_t esz = size_of(p.target.dtype);
+      // The kernels read typed elements, so the operand must be aligned to one; after a message
+      // of odd length in the same read it is not. Move the unread bytes to the front of the
+      // buffer (allocated by operator new: aligned for any element); payload_done stays a
+      // multiple of esz, so the rest of this message is then aligned too.
+      if (reinterpret_cast<std::uintptr_t>(src) % esz != 0) {
+        std::memmove(p.rx.data(), src, avail);
+        p.rx_begin = 0;
+        p.rx_end = avail;
+        src = p.rx.data();
+      }
       n -= n % esz;  // whole elements only; the rest waits for more bytes
       numerics::reduce(p.target.dtype, p.target.op, p.target.dst + p.payload_done,
                        p.target.operand + p.payload_done, src, n / esz);

@@ -1,6 +1,7 @@
 /* The C ABI from a C program: run by `inc launch` (see CMakeLists.txt). Exits non-zero on
  * the first wrong result, printing what went wrong. Every collective is called, blocking and
- * not, and several distinct error codes are checked. */
+ * not, and several distinct error codes are checked (invalid argument, config, mismatch or
+ * peer failure), on the hosts and through a switch (`c_abi switch`, `c_abi mismatch inc`). */
 #include <inc/inc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,10 @@ static int errors(inc_comm_t comm, int size) {
   EXPECT_CODE(inc_allreduce(NULL, out, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "null");
   EXPECT_CODE(inc_broadcast(in, out, 1, INC_I32, size, comm), INC_ERR_INVALID_ARGUMENT, "root");
   EXPECT_CODE(inc_allreduce(in, out, 1, (inc_datatype_t)42, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "type");
+  /* Not taken modulo 256 for INC_I32 / INC_SUM: the C ABI checks the whole int. */
+  EXPECT_CODE(inc_allreduce(in, out, 1, (inc_datatype_t)(256 + INC_I32), INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "262");
+  EXPECT_CODE(inc_allreduce(in, out, 1, INC_I32, (inc_op_t)(256 + INC_SUM), comm), INC_ERR_INVALID_ARGUMENT, "256");
+  EXPECT_CODE(inc_iallgather(in, out, 1, (inc_datatype_t)-1, comm, &r), INC_ERR_INVALID_ARGUMENT, "-1");
   EXPECT_CODE(inc_allreduce(out, out + 1, 4, INC_I32, INC_SUM, comm), INC_ERR_INVALID_ARGUMENT, "overlap");
   EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, comm, NULL), INC_ERR_INVALID_ARGUMENT, "req");
   EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, NULL, &r), INC_ERR_INVALID_ARGUMENT, "null");
@@ -165,6 +170,85 @@ static int errors(inc_comm_t comm, int size) {
   return 0;
 }
 
+/* Through a Core-INC switch (`c_abi switch`, under `inc launch --switch`): calls that name
+ * "inc" run in the network, blocking and not (completed by inc_test), with their results and
+ * reports; a type the switch cannot add (i64) runs on the hosts saying why; a bad call is
+ * refused on this path as on the hosts. */
+static int switch_path(inc_comm_t comm, int rank, int size) {
+  static int in[N], out[N];
+  for (int i = 0; i < N; ++i) in[i] = rank - i;
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = in;
+  call.recv = out;
+  call.count = N;
+  call.type = INC_I32;
+  call.op = INC_SUM;
+  call.algo = "inc";
+  CHECK(inc_run(&call, comm));
+  for (int i = 0; i < N; ++i)
+    if (out[i] != size * (size - 1) / 2 - size * i) FAIL("switch allreduce: element %d is %d", i, out[i]);
+  inc_report_t rep;
+  CHECK(inc_last_report(comm, &rep));
+  if (!rep.in_network || strcmp(rep.algorithm, "inc") != 0 || rep.bytes_sent == 0)
+    FAIL("switch allreduce report: algorithm '%s' in_network %d bytes %llu reason '%s'", rep.algorithm,
+         rep.in_network, (unsigned long long)rep.bytes_sent, rep.reason);
+
+  /* reduce_scatter (max) and allgather of f32 at once, non-blocking. */
+  float rs_in[MAXR * 3], rs_out[3], ag_in[2] = {rank + 0.5f, (float)-rank}, ag_out[MAXR * 2];
+  for (int r = 0; r < size; ++r)
+    for (int k = 0; k < 3; ++k) rs_in[r * 3 + k] = (float)(rank * 7 + r * 3 + k);
+  inc_request_t req[2];
+  call.coll = INC_REDUCE_SCATTER;
+  call.send = rs_in;
+  call.recv = rs_out;
+  call.count = 3;
+  call.type = INC_F32;
+  call.op = INC_MAX;
+  CHECK(inc_start(&call, comm, &req[0]));
+  call.coll = INC_ALLGATHER;
+  call.send = ag_in;
+  call.recv = ag_out;
+  call.count = 2;
+  CHECK(inc_start(&call, comm, &req[1]));
+  for (int k = 1; k >= 0; --k) {
+    int done = 0;
+    while (!done) CHECK(inc_test(req[k], &done));
+    CHECK(inc_request_report(req[k], &rep));
+    if (!rep.in_network || strcmp(rep.algorithm, "inc") != 0)
+      FAIL("switch %s: algorithm '%s' in_network %d reason '%s'", k ? "iallgather" : "ireduce_scatter",
+           rep.algorithm, rep.in_network, rep.reason);
+    CHECK(inc_request_free(req[k]));
+  }
+  for (int k = 0; k < 3; ++k)
+    if (rs_out[k] != (float)((size - 1) * 7 + rank * 3 + k)) FAIL("switch reduce_scatter max: element %d is %g", k, rs_out[k]);
+  for (int r = 0; r < size; ++r)
+    if (ag_out[2 * r] != r + 0.5f || ag_out[2 * r + 1] != (float)-r)
+      FAIL("switch allgather: block %d is %g %g", r, ag_out[2 * r], ag_out[2 * r + 1]);
+
+  /* The switch adds i32 and f32 only: i64 runs on the hosts, and the report says why. */
+  long long x = rank + 1, sum = 0;
+  call.coll = INC_ALLREDUCE;
+  call.send = &x;
+  call.recv = &sum;
+  call.count = 1;
+  call.type = INC_I64;
+  call.op = INC_SUM;
+  CHECK(inc_run(&call, comm));
+  CHECK(inc_last_report(comm, &rep));
+  if (sum != (long long)size * (size + 1) / 2 || rep.in_network || strstr(rep.reason, "i64") == NULL)
+    FAIL("switch i64 allreduce: %lld, in_network %d, reason '%s'", sum, rep.in_network, rep.reason);
+
+  /* Refused before anything is sent, on this path too. */
+  call.send = out;
+  call.recv = out + 1;
+  call.count = 4;
+  call.type = INC_I32;
+  EXPECT_CODE(inc_run(&call, comm), INC_ERR_INVALID_ARGUMENT, "overlap");
+  return 0;
+}
+
 static int mismatch_error(inc_result_t rc) {
   if (rc != INC_ERR_MISMATCH && rc != INC_ERR_PEER_FAILURE)
     FAIL("count mismatch gave %d: %s", (int)rc, inc_last_error());
@@ -173,20 +257,39 @@ static int mismatch_error(inc_result_t rc) {
   return 0;
 }
 
-/* A job of its own (`c_abi mismatch`, it ends the job's communication): ranks that disagree
- * on the count get a mismatch naming both counts, or the peer's abort carrying it. */
-static int mismatch(inc_comm_t comm, int rank, int size) {
+/* A job of its own (`c_abi mismatch [ALGO]`, it ends the job's communication): ranks that
+ * disagree on the count get a mismatch naming both counts, or the peer's abort carrying it. */
+static int mismatch(inc_comm_t comm, int rank, int size, const char* algo) {
   if (size < 2) return 0;
   int v[3] = {1, 2, 3}, w[3];
-  inc_result_t rc = inc_allreduce(v, w, rank == 0 ? 2 : 3, INC_I32, INC_SUM, comm);
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = v;
+  call.recv = w;
+  call.count = rank == 0 ? 2 : 3;
+  call.type = INC_I32;
+  call.op = INC_SUM;
+  call.algo = algo;
+  inc_result_t rc = inc_run(&call, comm);
   if (mismatch_error(rc)) return 1;
   CHECK(inc_comm_free(comm));
+  return 0;
+}
+
+/* `c_abi config TEXT`: the environment is wrong; inc_init must fail with INC_ERR_CONFIG
+ * naming it (TEXT), and leave no communicator. */
+static int config_error(const char* text) {
+  inc_comm_t comm = (inc_comm_t)&text;
+  EXPECT_CODE(inc_init(&comm), INC_ERR_CONFIG, text);
+  if (comm != NULL) FAIL("a failed inc_init left a communicator");
   return 0;
 }
 
 int main(int argc, char** argv) {
   inc_comm_t comm = NULL;
   int rank = -1, size = 0;
+  if (argc > 2 && strcmp(argv[1], "config") == 0) return config_error(argv[2]);
   if (argc > 1 && strcmp(argv[1], "mismatch") == 0) {
     /* The rank that notices aborts the job at once; a slower rank may still be in start-up's
      * own collectives (the abort overtakes their last messages on another connection) and gets
@@ -198,9 +301,10 @@ int main(int argc, char** argv) {
   }
   CHECK(inc_comm_rank(comm, &rank));
   CHECK(inc_comm_size(comm, &size));
-  if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch(comm, rank, size);
+  if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch(comm, rank, size, argc > 2 ? argv[2] : NULL);
   if (size > MAXR) FAIL("at most %d ranks", MAXR);
   if (collectives(comm, rank, size) || nonblocking(comm, rank, size) || errors(comm, size)) return 1;
+  if (argc > 1 && strcmp(argv[1], "switch") == 0 && switch_path(comm, rank, size)) return 1;
 
   inc_comm_t half = NULL;
   CHECK(inc_comm_split(comm, rank % 2, rank, &half));

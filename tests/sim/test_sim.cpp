@@ -1,10 +1,12 @@
 // Tests of the analytical model and the simulator (issue 4). Small sizes; no timing assertions.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "sim/analytical.hpp"
@@ -216,6 +218,191 @@ TEST(Simulator, FailedCableCarriesNothing) {
   TopoSpec bad = ts;
   bad.failed_links = {"leaf0-spine7"};
   EXPECT_THROW(Topology{bad}, Error);
+}
+
+// ---- fat_tree3 and rail: shape, routes, aggregation trees ------------------------------------
+
+// A route from host a to host b is a walk over the topology's links through switches only,
+// every up link before every down link (valley-free), no link twice.
+void expect_walk(const Topology& t, int a, int b, const std::vector<std::uint32_t>& r) {
+  const std::string what = fmt::format("route h{} -> h{}", a, b);
+  ASSERT_FALSE(r.empty()) << what;
+  EXPECT_EQ(t.link(r.front()).from, static_cast<std::uint32_t>(a)) << what;
+  EXPECT_EQ(t.link(r.back()).to, static_cast<std::uint32_t>(b)) << what;
+  bool down = false;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (i > 0) {
+      EXPECT_EQ(t.link(r[i - 1]).to, t.link(r[i]).from) << what << ": link " << i << " does not continue the walk";
+      EXPECT_TRUE(t.is_switch(t.link(r[i]).from)) << what << " passes through a host";
+    }
+    if (!t.link(r[i]).up) {
+      down = true;
+    } else {
+      EXPECT_FALSE(down) << what << ": up again after going down at " << t.link_name(r[i]);
+    }
+    EXPECT_EQ(std::count(r.begin(), r.end(), r[i]), 1) << what << " uses " << t.link_name(r[i]) << " twice";
+  }
+}
+
+std::string apex(const Topology& t, const std::vector<std::uint32_t>& r) {  // highest switch
+  return t.node_name(t.link(r[r.size() / 2 - 1]).to);
+}
+
+TEST(Topology, FatTree3ShapeRoutesAndTrees) {
+  // Radix 4 at 1:1: edges of 2 hosts and 2 up ports, 2 edges per pod, 2 aggregation switches
+  // per pod with 2 core ports each: 16 hosts -> 8 edges, 4 pods, 8 aggs, 4 cores.
+  TopoSpec ts;
+  ts.kind = TopoKind::fat_tree3;
+  ts.hosts = 16;
+  ts.radix = 4;
+  const Topology t(ts);
+  EXPECT_EQ(t.num_nodes(), 16 + 8 + 8 + 4);
+  EXPECT_EQ(t.links().size(), 2u * (16 + 8 * 2 + 8 * 2));  // host, edge-agg, agg-core cables
+  std::set<std::uint32_t> core_links;
+  for (int a = 0; a < 16; ++a)
+    for (int b = 0; b < 16; ++b) {
+      if (a == b) continue;
+      std::vector<std::uint32_t> r;
+      ASSERT_TRUE(t.route(a, b, r));
+      expect_walk(t, a, b, r);
+      const std::size_t hops = a / 2 == b / 2 ? 2 : a / 4 == b / 4 ? 4 : 6;  // edge, pod, across
+      ASSERT_EQ(r.size(), hops) << "h" << a << " -> h" << b;
+      EXPECT_NEAR(t.path_latency(r), hops * 0.6e-6, 1e-15);
+      const std::string top = apex(t, r);
+      const std::string want = hops == 2 ? fmt::format("edge{}", a / 2)
+                               : hops == 4 ? fmt::format("agg{}.", a / 4)
+                                           : std::string("core");
+      EXPECT_EQ(top.rfind(want, 0), 0u) << "h" << a << " -> h" << b << " tops at " << top;
+      for (auto l : r)
+        if (t.link(l).tier == Tier::core) core_links.insert(l);
+    }
+  // ECMP over (agg, core) pairs: every agg-core cable carries traffic in both directions.
+  EXPECT_EQ(core_links.size(), 2u * 16);
+
+  // A failed cable is avoided by every route, and every pair still has one.
+  TopoSpec fs = ts;
+  fs.failed_links = {"agg0.0-core0.0", "edge3-agg1.1"};
+  const Topology f(fs);
+  for (int a = 0; a < 16; ++a)
+    for (int b = 0; b < 16; ++b) {
+      if (a == b) continue;
+      std::vector<std::uint32_t> r;
+      ASSERT_TRUE(f.route(a, b, r)) << "h" << a << " -> h" << b;
+      for (auto l : r) EXPECT_FALSE(f.link(l).failed) << f.link_name(l);
+    }
+
+  // Aggregation trees at the lowest common level: an edge, a pod's agg, a core.
+  struct Case {
+    std::vector<int> members;
+    std::string root;
+    int depth, switches;
+  };
+  std::vector<int> all(16);
+  for (int i = 0; i < 16; ++i) all[i] = i;
+  for (const Case& c : {Case{{0, 1}, "edge0", 1, 1}, Case{{0, 1, 2, 3}, "agg0.", 2, 3},
+                        Case{{5, 9}, "core", 3, 5}, Case{all, "core", 3, 8 + 4 + 1}}) {
+    const AggTree tree = t.build_tree(c.members, 1);
+    const std::string root = t.node_name(tree.nodes[0].node);
+    EXPECT_EQ(root.rfind(c.root, 0), 0u) << root;
+    EXPECT_EQ(tree.depth, c.depth) << root;
+    EXPECT_EQ(tree.switch_count(), c.switches) << root;
+    // Every member reaches the root in `depth` steps, each over a cable of the topology.
+    for (std::size_t m = 0; m < c.members.size(); ++m) {
+      int n = tree.member_node[m], steps = 0;
+      EXPECT_EQ(tree.nodes[n].node, static_cast<std::uint32_t>(c.members[m]));
+      for (; tree.nodes[n].parent >= 0; n = tree.nodes[n].parent, ++steps) {
+        const Link& up = t.link(tree.nodes[n].up_link);
+        EXPECT_EQ(up.from, tree.nodes[n].node);
+        EXPECT_EQ(up.to, tree.nodes[tree.nodes[n].parent].node);
+      }
+      EXPECT_EQ(n, 0);
+      EXPECT_EQ(steps, c.depth) << "member " << m << " under " << root;
+    }
+  }
+}
+
+TEST(Topology, RailShapeRoutesAndTrees) {
+  // 8 servers of 4 GPUs; radix 8 at 1:1: rail leaves of 4 servers (4 down, 4 up), so 2 groups
+  // x 4 rails = 8 leaves and 4 spines; one NVLink switch per server.
+  TopoSpec ts;
+  ts.kind = TopoKind::rail;
+  ts.hosts = 32;
+  ts.gpus_per_server = 4;
+  ts.radix = 8;
+  const Topology t(ts);
+  EXPECT_EQ(t.num_nodes(), 32 + 8 + 8 + 4);
+  EXPECT_EQ(t.links().size(), 2u * (32 + 32 + 8 * 4));  // rail, NVLink, leaf-spine cables
+  for (int a = 0; a < 32; ++a)
+    for (int b = 0; b < 32; ++b) {
+      if (a == b) continue;
+      std::vector<std::uint32_t> r;
+      ASSERT_TRUE(t.route(a, b, r));
+      expect_walk(t, a, b, r);
+      const std::string what = fmt::format("h{} -> h{}", a, b);
+      if (a / 4 == b / 4) {  // same server: NVLink only
+        ASSERT_EQ(r.size(), 2u) << what;
+        EXPECT_EQ(apex(t, r), fmt::format("nv{}", a / 4)) << what;
+        for (auto l : r) EXPECT_EQ(t.link(l).tier, Tier::nvlink) << what;
+        EXPECT_NEAR(t.path_latency(r), 2 * 0.3e-6, 1e-15);
+        continue;
+      }
+      // Leaving the server: on the GPU's own rail leaf ("rail<gpu>.<group of 4 servers>").
+      EXPECT_EQ(t.node_name(t.link(r[0]).to), fmt::format("rail{}.{}", a % 4, a / 16)) << what;
+      EXPECT_EQ(t.node_name(t.link(r.back()).from), fmt::format("rail{}.{}", b % 4, b / 16)) << what;
+      if (a % 4 == b % 4 && a / 16 == b / 16) {  // same rail leaf
+        EXPECT_EQ(r.size(), 2u) << what;
+      } else {  // another rail or group: through a spine
+        ASSERT_EQ(r.size(), 4u) << what;
+        EXPECT_EQ(apex(t, r).rfind("spine", 0), 0u) << what;
+      }
+      for (auto l : r) EXPECT_NE(t.link(l).tier, Tier::nvlink) << what;
+    }
+  // Core-INC trees: one rail within a group is one leaf; one rail across groups needs a spine.
+  const AggTree one_leaf = t.build_tree({0, 4, 8, 12}, 1);
+  EXPECT_EQ(t.node_name(one_leaf.nodes[0].node), "rail0.0");
+  EXPECT_EQ(one_leaf.depth, 1);
+  EXPECT_EQ(one_leaf.switch_count(), 1);
+  const AggTree rail0 = t.build_tree({0, 4, 8, 12, 16, 20, 24, 28}, 1);
+  EXPECT_EQ(t.node_name(rail0.nodes[0].node).rfind("spine", 0), 0u);
+  EXPECT_EQ(rail0.depth, 2);
+  EXPECT_EQ(rail0.switch_count(), 3);  // rail0.0, rail0.1, a spine
+
+  // A ring inside one server moves nothing over the rails; across servers it does.
+  auto ring = [&](std::vector<int> hosts) {
+    Simulator sim(t, SimOptions{});
+    JobSpec j = job(Collective::allreduce, Algorithm::ring, static_cast<int>(hosts.size()), 1 << 20);
+    j.hosts = std::move(hosts);
+    sim.add_job(j);
+    return sim.run().jobs[0];
+  };
+  const JobResult in_server = ring({0, 1, 2, 3});
+  EXPECT_EQ(in_server.tier_bytes[static_cast<int>(Tier::host)], 0.0);
+  EXPECT_EQ(in_server.tier_bytes[static_cast<int>(Tier::edge_up)], 0.0);
+  EXPECT_GT(in_server.tier_bytes[static_cast<int>(Tier::nvlink)], 0.0);
+  const JobResult on_rail = ring({0, 4, 8, 12});
+  EXPECT_GT(on_rail.tier_bytes[static_cast<int>(Tier::host)], 0.0);
+  EXPECT_EQ(on_rail.tier_bytes[static_cast<int>(Tier::edge_up)], 0.0);  // one rail leaf
+  EXPECT_EQ(on_rail.tier_bytes[static_cast<int>(Tier::nvlink)], 0.0);
+}
+
+TEST(Simulator, IncHalvesHostTrafficOfRingOnFatTree3) {
+  const int p = 16;
+  TopoSpec ts;
+  ts.kind = TopoKind::fat_tree3;
+  ts.hosts = p;
+  ts.radix = 4;
+  Topology topo(ts);
+  JobResult r[2];
+  int k = 0;
+  for (Algorithm a : {Algorithm::ring, Algorithm::inc}) {
+    Simulator sim(topo, SimOptions{});
+    sim.add_job(job(Collective::allreduce, a, p, 1 << 20));
+    r[k++] = sim.run().jobs[0];
+  }
+  EXPECT_NEAR(r[0].tier_bytes[0] / r[1].tier_bytes[0], 2.0 * (p - 1) / p, 1e-9);
+  EXPECT_EQ(r[1].tree_depth, 3);
+  EXPECT_EQ(r[1].tree_switches, 8 + 4 + 1);  // every edge, one agg per pod, one core
+  EXPECT_LT(r[1].time_s(), r[0].time_s());
 }
 
 TEST(Simulator, EdgeOffloadRelievesHostMemory) {

@@ -243,6 +243,26 @@ TEST(Launcher, SidecarRunsAlongsideAndIsStoppedAfterwards) {
       << job.out.text();
 }
 
+TEST(Launcher, SidecarFailingWhenStoppedFailsTheJob) {
+  // As a switch whose leak check fails at exit: the ranks are fine, the job is not.
+  Job job(2, sh("echo rank $INC_RANK done"));
+  SidecarSpec side;
+  side.name = "switch";
+  // Ready (the ranks start) only once the trap is set, or the SIGTERM could come first.
+  side.argv = {"/bin/sh", "-c",
+               "trap 'echo leaked >&2; exit 23' TERM; \"$0\" set switch/ready 1; "
+               "while :; do sleep 0.05; done",
+               INC_STORE_PROBE};
+  side.ready_key = "switch/ready";
+  job.opts.sidecars.push_back(side);
+  auto r = job.run();
+  EXPECT_EQ(r.exit_code, 23) << r.failure;
+  EXPECT_TRUE(contains(r.failure, "switch exited with code 23 when stopped after the ranks finished"))
+      << r.failure;
+  for (auto& p : r.ranks) EXPECT_TRUE(p.ok()) << p.describe();
+  EXPECT_TRUE(contains(job.err.text(), "[switch] leaked")) << job.err.text();
+}
+
 TEST(Launcher, SidecarReadyKeyGatesTheRanks) {
   Job job(2, {INC_STORE_PROBE, "get", "switch/addr"});
   SidecarSpec side;

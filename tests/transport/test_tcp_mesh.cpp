@@ -99,6 +99,73 @@ TEST(TcpMesh, TinyReadBudgetStillDeliversEverything) {
   EXPECT_EQ(p.rb.got[1], small);
 }
 
+// A streaming reduce whose payload follows a message of odd length in the same read sits at an
+// odd offset of the receive buffer: the kernels read typed elements, so the mesh must hand them
+// an aligned operand (under UBSan: "load of misaligned address ... for type 'const double'",
+// found by env_segment_bytes in the multi-process tests under ASan+UBSan).
+TEST(TcpMesh, ReduceAfterAnOddLengthMessageReadsAlignedElements) {
+  struct Reducer : Recorder {
+    std::vector<double> operand64, out64;
+    std::vector<float> operand32, out32;
+    RecvTarget on_header(int peer, const WireHeader& h) override {
+      if (h.seq == 0) return Recorder::on_header(peer, h);
+      got.emplace_back();
+      RecvTarget t;
+      t.mode = RecvTarget::Mode::reduce;
+      t.op = ReduceOp::sum;
+      if (h.seq == 1) {
+        t.dtype = DataType::f64;
+        t.dst = reinterpret_cast<std::byte*>(out64.data());
+        t.operand = reinterpret_cast<const std::byte*>(operand64.data());
+      } else {
+        t.dtype = DataType::f32;
+        t.dst = reinterpret_cast<std::byte*>(out32.data());
+        t.operand = reinterpret_cast<const std::byte*>(operand32.data());
+      }
+      return t;
+    }
+  };
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  TcpMesh a(0, std::vector<int>{-1, sv[0]}), b(1, std::vector<int>{sv[1], -1});
+  Recorder ra;
+  Reducer rb;
+  a.set_sink(&ra);
+  b.set_sink(&rb);
+  const std::size_t n64 = 1001, n32 = 333;
+  std::vector<double> x64(n64);
+  std::vector<float> x32(n32);
+  rb.operand64.resize(n64);
+  rb.out64.assign(n64, -1);
+  rb.operand32.resize(n32);
+  rb.out32.assign(n32, -1);
+  for (std::size_t i = 0; i < n64; ++i) x64[i] = 2.0 * i + 1, rb.operand64[i] = 0.5 * i;
+  for (std::size_t i = 0; i < n32; ++i) x32[i] = static_cast<float>(i), rb.operand32[i] = 3.0f;
+  auto odd = pattern(3, 1), odd2 = pattern(5, 2);
+  WireHeader h;
+  h.bytes = odd.size();
+  a.send(1, h, odd.data(), 0);  // payload at offset 64, the next at 64 + 3 + 64 = 131
+  h.seq = 1;
+  h.bytes = n64 * sizeof(double);
+  a.send(1, h, x64.data(), 1);
+  h.seq = 0;
+  h.bytes = odd2.size();
+  a.send(1, h, odd2.data(), 2);
+  h.seq = 2;
+  h.bytes = n32 * sizeof(float);
+  a.send(1, h, x32.data(), 3);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // bounds a hang
+  while (rb.complete < 4 && std::chrono::steady_clock::now() < until) {
+    a.poll(0);
+    b.poll(1);
+  }
+  ASSERT_EQ(rb.complete, 4) << rb.failure;
+  EXPECT_EQ(rb.got[0], odd);
+  EXPECT_EQ(rb.got[2], odd2);
+  for (std::size_t i = 0; i < n64; ++i) ASSERT_EQ(rb.out64[i], 2.5 * i + 1) << i;
+  for (std::size_t i = 0; i < n32; ++i) ASSERT_EQ(rb.out32[i], static_cast<float>(i) + 3.0f) << i;
+}
+
 TEST(TcpMesh, ClosedPeerIsReportedWithItsRank) {
   Pair p;
   p.a->set_sink(nullptr);
