@@ -93,6 +93,9 @@ int cmd_testbed(int argc, char** argv) {
   auto* o_queue = app.add_option("--queue", queue, "shaper queue per direction: bytes (512KiB), time at the rate (4ms) or auto [auto]");
   auto* o_burst = app.add_option("--burst", burst, "token bucket: bytes, time at the rate or auto [auto]");
   auto* o_noswitch = app.add_flag("--no-switch", no_switch, "no switches: collectives run on the hosts");
+  bool no_auth = false;
+  auto* o_noauth = app.add_flag("--no-auth", no_auth, "the switch job without a key: packets unauthenticated "
+                                                       "(default: a fresh key per run, docs/PROTOCOL.md)");
   auto* o_port = app.add_option("--switch-port", switch_port, "UDP port of every switch [7710]");
   auto* o_metrics = app.add_option("--metrics-port", metrics_port, "Prometheus port of every switch, 0 = none [9100]");
   auto* o_slot = app.add_option("--slot-elements", slot_elems, "elements per switch slot = per datagram [from the MTU]");
@@ -151,6 +154,7 @@ int cmd_testbed(int argc, char** argv) {
     set(o_jslots, flags.job_slots, job_slots, "job_slots");
     set(o_prefix, flags.prefix, prefix, "prefix");
     if (o_noswitch->count()) flags.with_switch = false;
+    if (o_noauth->count()) flags.auth = false;
     if (o_sargs->count()) {
       std::vector<std::string> words;
       for (const auto& a : switch_args)

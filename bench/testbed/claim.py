@@ -214,6 +214,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--host-algos", default="ring,rabenseifner")
     ap.add_argument("--testbed-args", default="", help="extra inc testbed flags, e.g. '--mtu 65000'")
+    ap.add_argument("--auth", choices=["on", "off"], default="off",
+                    help="the switch job keyed (every packet authenticated, inc testbed's default) or not "
+                         "[off: this claim is about the links; on a few cores the testbed concentrates the "
+                         "MAC work of every emulated host and the switch, docs/TESTBED.md]")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per testbed run")
     ap.add_argument("--inc-chunk", default="8KiB", help="switch slot payload for the model/sim (MTU 9000: 2048 x f32)")
     ap.add_argument("--switch-memory", default="512KiB", help="the job's switch memory for the model/sim (slots x lanes x chunk)")
@@ -225,12 +229,15 @@ def main():
     rates = [float(x) for x in args.rates.split(",")]
     sizes = [parse_size(x) for x in args.sizes.split(",")]
     extra = args.testbed_args.split() if args.testbed_args else []
+    if args.auth == "off":
+        extra = ["--no-auth"] + extra
     theory = 2 * (args.hosts - 1) / args.hosts
     results = []
     shape = (f"{args.hosts} hosts, one switch" if args.leaves <= 1 else
              f"{args.hosts} hosts under {args.leaves} leaves + spine, uplinks {args.oversubscription:g}:1")
     print(f"# Allreduce f32 on inc testbed: {shape}; host links shaped both ways; "
-          f"medians of {args.iters} calls; theory (ring/INC) = 2(p-1)/p = {theory:.2f}")
+          f"medians of {args.iters} calls; theory (ring/INC) = 2(p-1)/p = {theory:.2f}; "
+          f"switch job {'keyed (authenticated packets)' if args.auth == 'on' else 'unauthenticated (--auth on to key it)'}")
     print(f"# {'link':>8} {'size':>8} {'ring':>10} {'best host':>24} {'INC':>10} {'speed-up':>9} "
           f"{'model ring/INC':>17} {'sim ring/INC':>17} {'INC/model':>9} {'retx':>6} {'switch cpu/lane':>16} "
           f"{'cores':>6} {'limit':>9}")

@@ -166,17 +166,26 @@ Plan make_plan(const Spec& spec, const Identity& id) {
   };
   const std::string ep_port = std::to_string(spec.switch_port);
   // Every packet of the job is authenticated: write_state puts a fresh key there (mode 600).
-  p.key_path = state_dir(id) + "/keys";
-  p.key_job = kJobId;
+  if (spec.auth) {
+    p.key_path = state_dir(id) + "/keys";
+    p.key_job = kJobId;
+  }
+  // --key-file and INC_KEY_FILE when keyed.
+  auto keyed = [&](std::vector<std::string> argv) {
+    if (spec.auth) argv.insert(argv.end(), {"--key-file", p.key_path});
+    return argv;
+  };
   if (!two) {
     SwitchPlan s{"switch", p.leaves[0].ns, p.leaves[0].addr, spec.switch_port, {}};
     s.argv = {id.inc_exe, "switch", "--bind", s.addr + ":" + ep_port, "--slot-elements",
               std::to_string(spec.slot_elements), "--job",
-              fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots), "--key-file", p.key_path};
+              fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots)};
+    s.argv = keyed(s.argv);
     common(s);
     p.switches.push_back(std::move(s));
     p.rank_env = {{"INC_SWITCH", p.leaves[0].addr + ":" + ep_port},
-                  {"INC_SWITCH_JOB", std::to_string(kJobId)}, {"INC_KEY_FILE", p.key_path}};
+                  {"INC_SWITCH_JOB", std::to_string(kJobId)}};
+    if (spec.auth) p.rank_env.emplace_back("INC_KEY_FILE", p.key_path);
     return p;
   }
   p.topology_path = state_dir(id) + "/topology";
@@ -195,14 +204,14 @@ Plan make_plan(const Spec& spec, const Identity& id) {
   t += "\n";
   auto topo_switch = [&](const std::string& name, const std::string& ns, const std::string& addr) {
     SwitchPlan s{name, ns, addr, spec.switch_port,
-                 {id.inc_exe, "switch", "--topology", p.topology_path, "--name", name, "--key-file", p.key_path}};
+                 keyed({id.inc_exe, "switch", "--topology", p.topology_path, "--name", name})};
     common(s);
     p.switches.push_back(std::move(s));
   };
   topo_switch("spine", p.spine_ns, p.spine_addr);
   for (const auto& l : p.leaves) topo_switch(l.name, l.ns, l.addr);
-  p.rank_env = {{"INC_TOPOLOGY", p.topology_path}, {"INC_SWITCH_JOB", std::to_string(kJobId)},
-                {"INC_KEY_FILE", p.key_path}};
+  p.rank_env = {{"INC_TOPOLOGY", p.topology_path}, {"INC_SWITCH_JOB", std::to_string(kJobId)}};
+  if (spec.auth) p.rank_env.emplace_back("INC_KEY_FILE", p.key_path);
   return p;
 }
 
@@ -217,6 +226,9 @@ std::string describe_plan(const Plan& p, bool commands) {
                                  : std::string("one level: hosts on one bridge"),
                    s.mtu, name(s.shaper));
   o += fmt::format("namespaces: {}* ({}), state {}\n", pfx, p.namespaces.size(), state_dir(p.id));
+  if (s.with_switch)
+    o += s.auth ? fmt::format("switch job: keyed, every packet authenticated (a fresh key per run in {})\n", p.key_path)
+                : std::string("switch job: unauthenticated (--no-auth)\n");
   o += fmt::format("\n{:<14} {:<12} {:<22} {:>14} {:>10} {:>10}\n", "link", "address", "between",
                    "rate each way", "queue", "burst");
   for (std::size_t i = 0; i < p.links.size(); ++i) {

@@ -175,6 +175,7 @@ void SpecInput::merge(const SpecInput& o) {
   take(prefix, o.prefix);
   take(oversubscription, o.oversubscription);
   take(with_switch, o.with_switch);
+  take(auth, o.auth);
   take(switch_args, o.switch_args);
   if (!o.leaf_tables.empty()) leaf_tables = o.leaf_tables;
   for (const auto& [k, v] : o.where) where[k] = v;
@@ -239,6 +240,10 @@ SpecInput parse_spec_text(std::string_view text, const std::string& file) {
   if (r.has("switch")) {
     in.with_switch = r.get_bool("switch", true);
     in.where["switch"] = at(r, "switch");
+  }
+  if (r.has("auth")) {
+    in.auth = r.get_bool("auth", true);
+    in.where["auth"] = at(r, "auth");
   }
   if (r.has("switch_args")) {
     in.switch_args = r.get_string_list("switch_args");
@@ -306,6 +311,7 @@ Spec build_spec(const SpecInput& in) {
   s.metrics_port = in.metrics_port.value_or(9100);
   s.job_slots = in.job_slots.value_or(32);
   s.with_switch = in.with_switch.value_or(true);
+  s.auth = in.auth.value_or(true);
   if (in.switch_args) s.switch_args = *in.switch_args;
   if (in.shaper) {
     if (*in.shaper == "tbf") s.shaper = Shaper::tbf;

@@ -47,6 +47,10 @@ struct Spec {
   Amount queue;  // per shaped direction: bytes the queue holds (tbf limit / bfifo limit)
   Amount burst;  // token bucket size
   bool with_switch = true;
+  // The job is keyed (a fresh key per run): every packet authenticated. Off, the switch path
+  // runs unauthenticated (measuring the protocol without the MAC work of every emulated host
+  // and switch concentrated on this machine's cores).
+  bool auth = true;
   int switch_port = 7710;
   int metrics_port = 9100;  // 0: no Prometheus endpoint
   int slot_elements = 0;    // resolved by build_spec (from the MTU unless given)
@@ -90,7 +94,7 @@ struct SpecInput {
       job_slots;
   std::optional<std::string> link, uplink, shaper, queue, burst, prefix;
   std::optional<double> oversubscription;
-  std::optional<bool> with_switch;
+  std::optional<bool> with_switch, auth;
   std::optional<std::vector<std::string>> switch_args;
   struct Leaf {
     std::optional<int> hosts;

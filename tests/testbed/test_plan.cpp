@@ -149,6 +149,26 @@ TEST(TestbedPlan, NoSwitchAndUnshaped) {
   EXPECT_NE(d.find("unshaped"), std::string::npos) << d;
 }
 
+TEST(TestbedPlan, KeyedByDefaultAndNoAuthOnRequest) {
+  for (int leaves : {1, 2}) {
+    SpecInput in;
+    in.hosts = 4;
+    in.leaves = leaves;
+    if (leaves > 1) in.oversubscription = 2.0;
+    Plan keyed = make_plan(build_spec(in), test_id());
+    for (const auto& sw : keyed.switches)
+      EXPECT_NE(shell_join(sw.argv).find("--key-file " + keyed.key_path), std::string::npos) << sw.name;
+    EXPECT_EQ(keyed.rank_env.back(), (std::pair<std::string, std::string>{"INC_KEY_FILE", keyed.key_path}));
+    EXPECT_NE(describe_plan(keyed, false).find("switch job: keyed"), std::string::npos);
+    in.auth = false;
+    Plan plain = make_plan(build_spec(in), test_id());
+    EXPECT_TRUE(plain.key_path.empty());
+    for (const auto& sw : plain.switches) EXPECT_EQ(shell_join(sw.argv).find("--key-file"), std::string::npos);
+    for (const auto& [k, v] : plain.rank_env) EXPECT_NE(k, "INC_KEY_FILE");
+    EXPECT_NE(describe_plan(plain, false).find("unauthenticated (--no-auth)"), std::string::npos);
+  }
+}
+
 TEST(TestbedPlan, TbfCommandCarriesRateBurstAndLimit) {
   Plan p = plan_for(1, 1, 1);
   const Argv* tbf = nullptr;
