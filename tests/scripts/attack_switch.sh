@@ -15,14 +15,7 @@ dir=$(mktemp -d)
 chmod 755 "$dir"
 sw= job=
 trap 'kill -9 $sw $job 2>/dev/null; rm -rf "$dir"' EXIT
-wait_for() {  # wait_for FILE REGEX WHAT (60 s bound a hang)
-  local i
-  for ((i = 0; i < 1200; ++i)); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "FAIL: no $3 after 60 s:"; cat "$1"; exit 1
-}
+source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
 key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 (umask 077; echo "1 $key" >"$dir/keys")
 "$inc" switch --bind 127.0.0.1:$port --lanes 1 --job 1:4:16 --key-file "$dir/keys" --stats-interval 0.1 >"$dir/sw" 2>&1 &

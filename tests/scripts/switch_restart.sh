@@ -15,15 +15,7 @@ dir=$(mktemp -d)
 sw1= sw2= job=
 trap 'kill -9 $sw1 $sw2 $job 2>/dev/null; rm -rf "$dir"' EXIT
 
-# wait_for FILE REGEX WHAT: until a line of FILE matches REGEX (polled; 60 s bound a hang).
-wait_for() {
-  local i
-  for ((i = 0; i < 1200; ++i)); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "FAIL: no $3 after 60 s:"; cat "$1"; exit 1
-}
+source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
 start_switch() {  # start_switch LOG: a switch printing its counters every 0.1 s
   "$inc" switch --bind 127.0.0.1:$port --job 1:4:16 --slot-elements 4096 --stats-interval 0.1 >"$1" 2>&1 &
 }

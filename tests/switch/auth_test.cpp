@@ -17,13 +17,7 @@ namespace auth = proto::auth;
 
 constexpr std::uint32_t kJob = 7;
 
-SimFaults faults(double loss) {
-  SimFaults f;
-  f.loss = loss;
-  f.dup = loss / 2;
-  f.reorder = loss > 0 ? 0.1 : 0.02;
-  return f;
-}
+SimFaults faults(double loss) { return faults_for(loss); }
 
 auth::Instance instance_for(std::uint64_t n) {
   auth::Instance i{};

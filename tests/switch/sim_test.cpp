@@ -16,13 +16,6 @@ namespace {
 
 using namespace inc::sw::testing;
 
-SimFaults faults_for(double loss) {
-  SimFaults f;
-  f.loss = loss;
-  f.dup = loss / 2;
-  f.reorder = loss > 0 ? 0.1 : 0.02;
-  return f;
-}
 
 // One seeded run: n workers, a random i32 allreduce then a random reduce_scatter, on a flat or
 // two-level tree. Returns a failure description (empty on success).

@@ -15,6 +15,15 @@
 
 namespace inc::sw::testing {
 
+// Loss, duplication at half the loss rate, and reordering.
+inline SimFaults faults_for(double loss) {
+  SimFaults f;
+  f.loss = loss;
+  f.dup = loss / 2;
+  f.reorder = loss > 0 ? 0.1 : 0.02;
+  return f;
+}
+
 inline WorkerConfig worker_cfg(std::uint32_t job, std::uint16_t member, Endpoint sw) {
   WorkerConfig w;
   w.job = job;
