@@ -116,6 +116,12 @@ std::uint16_t SwitchDataPlane::joined_members(std::uint32_t job) const {
                                      [](const Member& m) { return m.joined && !m.left; }));
 }
 
+bool SwitchDataPlane::departed(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  return it != jobs_.end() && std::all_of(it->second.members.begin(), it->second.members.end(),
+                                          [](const Member& m) { return m.joined && m.left; });
+}
+
 void SwitchDataPlane::reset_job(Job& j) {
   j.epoch = new_epoch();
   for (auto& m : j.members) m = Member{};

@@ -131,6 +131,8 @@ class SwitchDataPlane {
   bool has_job(std::uint32_t job) const { return jobs_.count(job) != 0; }
   // Members of `job` joined and not left (0 if the job is unknown).
   std::uint16_t joined_members(std::uint32_t job) const;
+  // Every member of `job` joined and then left (false if the job is unknown).
+  bool departed(std::uint32_t job) const;
 
   // external_control: requests and events for the daemon, in arrival order; the daemon clears
   // them and answers a request with answer_control (admit_ack/release_ack, or a nack).

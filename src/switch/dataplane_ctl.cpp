@@ -27,9 +27,9 @@ void SwitchDataPlane::handle_leave(const PacketView& v, Endpoint from) {
   if (!m.joined || m.ep != from) return drop(j, Reason::not_joined);
   m.left = true;
   send_empty(j, from, PacketType::leave_ack, h);
-  bool all_left = std::all_of(j->members.begin(), j->members.end(),
-                              [](const Member& x) { return !x.joined || x.left; });
-  if (!all_left) return;
+  // Every member joined and left (a member that has not joined yet may still come: releasing
+  // the job then would refuse it as unknown).
+  if (!departed(h.job)) return;
   if (j->has_parent() && j->parent_joined) {
     Header up;
     up.type = PacketType::leave;

@@ -177,9 +177,11 @@ void SwitchLanes::handle(const Pending& p) {
   } else if (e.kind == Kind::release) {
     every_lane<bool>([job](SwitchDataPlane& dp) { return dp.release(job); });
   } else {
-    // Every member of a dynamic job left one lane: release it once no lane has a member.
-    auto joined = every_lane<int>([job](SwitchDataPlane& dp) { return int(dp.joined_members(job)); });
-    if (joined && std::all_of(joined->begin(), joined->end(), [](int n) { return n == 0; }))
+    // Every member of a dynamic job joined and left one lane: release it once every lane saw
+    // the same (a lane its members have not reached yet keeps it; idling releases a job whose
+    // members never come).
+    auto gone = every_lane<int>([job](SwitchDataPlane& dp) { return int(dp.departed(job)); });
+    if (gone && std::all_of(gone->begin(), gone->end(), [](int n) { return n == 1; }))
       every_lane<bool>([job](SwitchDataPlane& dp) { return dp.release(job); });
     return;
   }

@@ -435,6 +435,34 @@ TEST_F(DP, ExternalControlIsHandedToTheDaemon) {
   EXPECT_FALSE(sw->has_job(5));
 }
 
+// A dynamic job is released when every member joined and left, not when the members that
+// joined so far left: a member that is slow to join must still find the job (Lanes test flake:
+// "the switch does not know the job").
+TEST_F(DP, DynamicJobWaitsForMembersNotYetJoined) {
+  auto c = cfg();
+  c.idle_timeout = kSecond;
+  make(c);
+  ASSERT_EQ(sw->admit({5, 2, 2}, now, true), Reason::ok);
+  send(Endpoint::node(1), join(5, 0));
+  drain();
+  Header l;
+  l.type = PacketType::leave;
+  l.job = 5;
+  l.epoch = sw->job_epoch(5);
+  l.member = 0;
+  send(Endpoint::node(1), l);
+  EXPECT_TRUE(sw->has_job(5)) << "released before member 1 joined";
+  EXPECT_FALSE(sw->departed(5));
+  send(Endpoint::node(2), join(5, 1));
+  auto out = drain();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back().h.type, PacketType::join_ack);
+  l.member = 1;
+  send(Endpoint::node(2), l);
+  EXPECT_TRUE(sw->departed(5) || !sw->has_job(5));
+  EXPECT_FALSE(sw->has_job(5)) << "every member joined and left: released";
+}
+
 TEST_F(DP, NewerSessionResetsJobOlderIsRefused) {
   setup(2, 2);
   auto e1 = sw->job_epoch(7);
