@@ -142,14 +142,10 @@ struct KeyDir {
                        "/inc-launch-XXXXXX";
     if (!::mkdtemp(tmpl.data())) throw Error(Error::Kind::config, fmt::format("mkdtemp {}: {}", tmpl, std::strerror(errno)));
     dir = tmpl;
-    const std::string path = dir + "/keys";
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) throw Error(Error::Kind::config, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-    file = path;
-    const std::string text = fmt::format("{} {}\n", job, proto::auth::key_hex(proto::auth::random_key()));
-    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    if (!ok) throw Error(Error::Kind::config, fmt::format("cannot write {}", path));
+    file = dir + "/keys";
+    std::string err;
+    if (!proto::auth::write_key_file(file, std::uint32_t(job), proto::auth::random_key(), err))
+      throw Error(Error::Kind::config, "cannot write the job's key: " + err);
   }
 };
 

@@ -120,9 +120,7 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
       throw Error(Error::Kind::config,
                   fmt::format("INC_KEY_FILE={} has no key for job {} (INC_SWITCH_JOB)", *kf, job));
     cfg.instance = proto::auth::random_instance();
-    cfg.seq_base = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::system_clock::now().time_since_epoch())
-                                                   .count());
+    cfg.seq_base = proto::auth::clock_seq_base();
     where += ", authenticated";
   }
   // Fault injection into this worker's outgoing datagrams, for tests on real sockets:

@@ -4,10 +4,13 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/random.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -33,7 +36,31 @@ void fill_random(std::uint8_t* p, std::size_t n) {
 
 constexpr std::string_view kLabel = "INC v3 sender";
 
+// The trailer of a sealed datagram (auth flag set, decoded).
+struct Trailer {
+  Instance inst{};
+  std::uint64_t seq = 0;
+  const std::byte* tag = nullptr;
+  std::span<const std::byte> covered;  // header + payload + inst + seq
+};
+
+Trailer read_trailer(std::span<const std::byte> d) {
+  Trailer t;
+  const std::byte* p = d.data() + d.size() - kTrailerBytes;
+  std::memcpy(t.inst.data(), p, kInstBytes);
+  t.seq = load_u64(p + kInstBytes);
+  t.tag = p + kInstBytes + 8;
+  t.covered = d.first(d.size() - kTagBytes);
+  return t;
+}
+
 }  // namespace
+
+std::uint64_t clock_seq_base() {
+  return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
+}
 
 Key random_key() {
   Key k;
@@ -121,6 +148,17 @@ std::optional<std::vector<KeyEntry>> load_key_file(const std::string& path, std:
   return parse_key_file(ss.str(), path, err);
 }
 
+bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, std::string& err) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const std::string text = std::to_string(job) + " " + key_hex(key) + "\n";
+  // fchmod: an existing file keeps its mode through O_TRUNC.
+  const bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                  ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  if (!ok) err = path + ": " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
 // ---- MAC ------------------------------------------------------------------------------------
 
 struct Mac::Impl {
@@ -172,15 +210,6 @@ bool Mac::verify(std::span<const std::byte> covered, std::uint64_t seq, const st
   return CRYPTO_memcmp(t, tag, kTagBytes) == 0;
 }
 
-std::size_t seal(const Mac& mac, std::uint64_t seq, std::byte* pkt, std::size_t size) {
-  pkt[6] |= std::byte(flag::auth);
-  std::byte* t = pkt + size;
-  std::memcpy(t, mac.instance().data(), kInstBytes);
-  store_u64(t + kInstBytes, seq);
-  mac.tag({pkt, size + kInstBytes + 8}, seq, t + kInstBytes + 8);
-  return size + kTrailerBytes;
-}
-
 void seal_parts(const Mac& mac, std::uint64_t seq, std::byte* head, std::size_t head_size,
                 std::span<const std::byte> payload, std::byte* trailer) {
   head[6] |= std::byte(flag::auth);
@@ -188,6 +217,11 @@ void seal_parts(const Mac& mac, std::uint64_t seq, std::byte* head, std::size_t 
   store_u64(trailer + kInstBytes, seq);
   const std::span<const std::byte> parts[3] = {{head, head_size}, payload, {trailer, kInstBytes + 8}};
   mac.tag(std::span<const std::span<const std::byte>>(parts), seq, trailer + kInstBytes + 8);
+}
+
+std::size_t seal(const Mac& mac, std::uint64_t seq, std::byte* pkt, std::size_t size) {
+  seal_parts(mac, seq, pkt, size, {}, pkt + size);  // the trailer right after the payload
+  return size + kTrailerBytes;
 }
 
 std::size_t Sealer::seal(std::byte* pkt, std::size_t size) { return auth::seal(mac_, next_++, pkt, size); }
@@ -216,16 +250,6 @@ bool ReplayWindow::accept(std::uint64_t seq) {
   if (w & bit) return false;
   w |= bit;
   return true;
-}
-
-Trailer read_trailer(std::span<const std::byte> d) {
-  Trailer t;
-  const std::byte* p = d.data() + d.size() - kTrailerBytes;
-  std::memcpy(t.inst.data(), p, kInstBytes);
-  t.seq = load_u64(p + kInstBytes);
-  t.tag = p + kInstBytes + 8;
-  t.covered = d.first(d.size() - kTagBytes);
-  return t;
 }
 
 Verdict open(const Key& key, std::optional<Mac>& cache, ReplayWindow& window,

@@ -26,12 +26,15 @@
 #include <string_view>
 #include <vector>
 
+#include "src/proto/packet.hpp"
+
 namespace inc::proto::auth {
 
 inline constexpr std::size_t kKeyBytes = 32;
 inline constexpr std::size_t kInstBytes = 16;
 inline constexpr std::size_t kTagBytes = 16;
 inline constexpr std::size_t kTrailerBytes = kInstBytes + 8 + kTagBytes;  // 40
+static_assert(kTrailerBytes == kAuthTrailerBytes);
 
 using Key = std::array<std::uint8_t, kKeyBytes>;
 using Instance = std::array<std::uint8_t, kInstBytes>;
@@ -39,6 +42,10 @@ using Instance = std::array<std::uint8_t, kInstBytes>;
 // Fresh random bytes from the kernel (getrandom); throws std::runtime_error if it fails.
 Key random_key();
 Instance random_instance();
+
+// The first sequence number of a new sender: the wall clock in ns, so that a sender that
+// restarts (a new instance) keeps counting upwards for its peers' replay windows.
+std::uint64_t clock_seq_base();
 
 // "64 hex digits" -> key (nullopt otherwise).
 std::optional<Key> parse_key(std::string_view hex);
@@ -53,6 +60,8 @@ struct KeyEntry {
 std::optional<std::vector<KeyEntry>> load_key_file(const std::string& path, std::string& err);
 std::optional<std::vector<KeyEntry>> parse_key_file(std::string_view text, const std::string& name,
                                                     std::string& err);
+// Writes a key file of one job (mode 600, replacing the file); false + `err` on failure.
+bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, std::string& err);
 
 // One sender instance's MAC state under one job key (its subkey, expanded once).
 class Mac {
@@ -92,7 +101,6 @@ class Sealer {
   std::size_t seal(std::byte* pkt, std::size_t size);
   void seal_parts(std::byte* head, std::size_t head_size, std::span<const std::byte> payload,
                   std::byte* trailer);
-  std::uint64_t next_seq() const { return next_; }
 
  private:
   Mac mac_;
@@ -113,15 +121,6 @@ class ReplayWindow {
   bool any_ = false;
   std::array<std::uint64_t, kBits / 64> bits_{};
 };
-
-// The trailer of a sealed packet (bytes = the whole datagram, auth flag set, decoded).
-struct Trailer {
-  Instance inst{};
-  std::uint64_t seq = 0;
-  const std::byte* tag = nullptr;
-  std::span<const std::byte> covered;  // header + payload + inst + seq
-};
-Trailer read_trailer(std::span<const std::byte> datagram);
 
 // Checks a sealed datagram from one sender slot (a member at a switch, a lane at a worker):
 // the tag under the subkey of the trailer's instance (`cache` holds the MAC of the last

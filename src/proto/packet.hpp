@@ -25,7 +25,8 @@ inline constexpr std::uint8_t kVersion = 3;  // 2: JoinInfo carries lanes; 3: fl
 inline constexpr std::size_t kHeaderBytes = 32;
 // Largest UDP/IPv4 datagram payload is 65507 bytes; keep payloads a multiple of 4.
 inline constexpr std::size_t kMaxPayloadBytes = 65432;  // room for the auth trailer
-inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes + 40;  // 65504
+inline constexpr std::size_t kAuthTrailerBytes = 40;  // flag auth: src/proto/auth.hpp
+inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes + kAuthTrailerBytes;  // 65504
 inline constexpr std::uint16_t kNoMember = 0xFFFF;
 inline constexpr std::size_t kMaxMembers = 64;  // fan-in of one switch (contribution bitmap)
 
@@ -144,9 +145,8 @@ struct Header {
 struct PacketView {
   Header h;
   std::span<const std::byte> payload;
-  bool sealed = false;  // flag auth: the datagram ends with an auth::kTrailerBytes trailer
+  bool sealed = false;  // flag auth: the datagram ends with a kAuthTrailerBytes trailer
 };
-inline constexpr std::size_t kAuthTrailerBytes = 40;  // = auth::kTrailerBytes
 
 // Payloads of the control/handshake types (all little-endian, carried as ElemType::raw).
 struct JoinInfo {  // join_ack, 24 bytes

@@ -411,19 +411,13 @@ void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from,
 
 bool SwitchDataPlane::authentic(Job& j, const PacketView& v, std::span<const std::byte> bytes,
                                 Endpoint from) {
-  if (!j.spec.key) {
-    // A sealed packet to an unkeyed job: its sender expects authentication this switch cannot
-    // give (a key for the job at the rank but not here); nothing it would accept comes back.
-    if (v.sealed) {
-      drop(&j, Reason::unauthenticated);
-      return false;
-    }
-    return true;
-  }
-  if (!v.sealed) {
+  // Unsealed to a keyed job; or sealed to an unkeyed one, whose sender expects authentication
+  // this switch cannot give (a key for the job at the rank but not here).
+  if (v.sealed != j.spec.key.has_value()) {
     drop(&j, Reason::unauthenticated);
     return false;
   }
+  if (!j.spec.key) return true;
   PeerAuth* peer = nullptr;
   if (from == cfg_.parent && j.has_parent()) {
     peer = &j.parent_auth;
@@ -464,9 +458,7 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     j->session_set = true;
   } else if (h.aux != j->session) {
     // (While nobody of the current session is attached, any other session takes the job.)
-    bool attached = false;
-    for (const auto& m : j->members) attached = attached || (m.joined && !m.left);
-    if (attached && proto::chunk_distance(h.aux, j->session) < 0) {
+    if (joined_members(h.job) > 0 && proto::chunk_distance(h.aux, j->session) < 0) {
       drop(j, Reason::stale_epoch);
       return nack(j, from, h, Reason::stale_epoch);
     }

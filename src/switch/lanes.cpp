@@ -32,9 +32,7 @@ SwitchConfig lane_config(const LanesConfig& c, std::uint16_t lane, std::uint32_t
   if (s.incarnation == 0) s.incarnation = 1;
   // Each lane seals its keyed jobs' packets as a sender of its own.
   s.auth_instance = proto::auth::random_instance();
-  s.auth_seq_base = std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count());
+  s.auth_seq_base = proto::auth::clock_seq_base();
   if (c.cfg.parent.valid())
     s.parent = Endpoint::ipv4(c.cfg.parent.ipv4_addr(), std::uint16_t(c.cfg.parent.port() + lane));
   return s;

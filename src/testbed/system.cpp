@@ -223,13 +223,9 @@ void write_state(const Plan& p) {
   if (!p.topology_text.empty()) write("topology", p.topology_text);
   if (!p.key_path.empty()) {
     // A fresh key per run, readable by root only (the switches and ranks run as root).
-    int fd = ::open(p.key_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const std::string text =
-        fmt::format("{} {}\n", p.key_job, proto::auth::key_hex(proto::auth::random_key()));
-    const bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
-                    ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    if (fd >= 0) ::close(fd);
-    if (!ok) throw Error(Error::Kind::config, fmt::format("cannot write {}", p.key_path));
+    std::string err;
+    if (!proto::auth::write_key_file(p.key_path, p.key_job, proto::auth::random_key(), err))
+      throw Error(Error::Kind::config, "cannot write the job's key: " + err);
   }
 }
 

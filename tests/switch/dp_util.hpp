@@ -70,6 +70,14 @@ class DataPlaneFixture : public ::testing::Test {
     h.aux = session;
     return h;
   }
+  Header leave(std::uint32_t job, std::uint16_t m) {  // under the job's current epoch
+    Header h;
+    h.type = PacketType::leave;
+    h.job = job;
+    h.member = m;
+    h.epoch = sw->job_epoch(job);
+    return h;
+  }
   Header data(std::uint32_t job, std::uint16_t m, std::uint32_t chunk, std::uint32_t slots,
               std::uint16_t count, ElemType e = ElemType::i32, WireOp op = WireOp::sum,
               std::uint8_t flags = proto::flag::want_result) {
