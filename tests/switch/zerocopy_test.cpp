@@ -14,6 +14,7 @@
 #include "src/switch/dataplane.hpp"
 #include "src/switch/worker.hpp"
 #include "tests/switch/dp_util.hpp"
+#include "tests/switch/sim_util.hpp"
 
 namespace inc::sw {
 namespace {
@@ -24,14 +25,8 @@ using proto::PacketType;
 using proto::Reason;
 using proto::WireOp;
 
-template <class T>
-std::span<const std::byte> cb(const std::vector<T>& v) {
-  return std::as_bytes(std::span<const T>(v));
-}
-template <class T>
-std::span<std::byte> wb(std::vector<T>& v) {
-  return std::as_writable_bytes(std::span<T>(v));
-}
+using testing::cbytes;
+using testing::wbytes;
 
 std::vector<std::int32_t> payload_i32(std::span<const std::byte> datagram) {
   proto::PacketView v;
@@ -221,13 +216,13 @@ bool within(const std::byte* p, std::span<const std::byte> buf) {
 TEST(WorkerRef, ChunksAndTheirRetransmissionsAreReadFromTheInput) {
   Link n(1);
   std::vector<std::int32_t> in{1, 2, 3, 4, 5, 6, 7, 8}, out(8, -1);
-  n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cb(in), wb(out), 8, 1), n.now);
+  n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 8, 1), n.now);
   n.join();
   auto& o = n.w[0]->outbox();
   ASSERT_EQ(o.entries().size(), 2u);
   for (std::size_t k = 0; k < 2; ++k) {
     const auto& e = o.entries()[k];
-    EXPECT_EQ(o.payload(e).data(), cb(in).data() + 16 * k) << "chunk " << k << " was copied";
+    EXPECT_EQ(o.payload(e).data(), cbytes(in).data() + 16 * k) << "chunk " << k << " was copied";
     EXPECT_EQ(e.total(), proto::kHeaderBytes + 16);
   }
   EXPECT_EQ(o.references(), 2u);
@@ -240,7 +235,7 @@ TEST(WorkerRef, ChunksAndTheirRetransmissionsAreReadFromTheInput) {
       const Header h = header_of(o.bytes(e));
       if (h.type == PacketType::data && h.count > 0 && (h.flags & proto::flag::retransmit)) {
         ++retx;
-        EXPECT_TRUE(within(o.payload(e).data(), cb(in)));
+        EXPECT_TRUE(within(o.payload(e).data(), cbytes(in)));
         EXPECT_EQ(payload_i32(o.bytes(e)),
                   (std::vector<std::int32_t>(in.begin() + 4 * h.chunk, in.begin() + 4 * h.chunk + 4)));
       }
@@ -267,8 +262,8 @@ TEST(WorkerRef, ChunksAndTheirRetransmissionsAreReadFromTheInput) {
 TEST(WorkerRef, AResultOverwritingTheInputOfAQueuedRepairCopiesItFirst) {
   Link n(2);
   std::vector<std::int32_t> a0{1, 2, 3, 4}, a1{10, 20, 30, 40};
-  n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cb(a0), wb(a0), 4, 2), n.now);
-  n.w[1]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cb(a1), wb(a1), 4, 2), n.now);
+  n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(a0), wbytes(a0), 4, 2), n.now);
+  n.w[1]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(a1), wbytes(a1), 4, 2), n.now);
   n.join();
   n.up(1);
   n.up(0);  // the chunk completes at the switch; both results are queued there
@@ -287,7 +282,7 @@ TEST(WorkerRef, AResultOverwritingTheInputOfAQueuedRepairCopiesItFirst) {
   auto& o = n.w[0]->outbox();
   ASSERT_EQ(o.entries().size(), 1u);
   EXPECT_TRUE(header_of(o.bytes(o.entries()[0])).flags & proto::flag::retransmit);
-  EXPECT_EQ(o.payload(o.entries()[0]).data(), cb(a0).data());
+  EXPECT_EQ(o.payload(o.entries()[0]).data(), cbytes(a0).data());
   // In the same batch, the result: {11, 22, 33, 44} lands in a0.
   n.down();
   EXPECT_EQ(a0, (std::vector<std::int32_t>{11, 22, 33, 44}));
@@ -311,7 +306,7 @@ TEST(WorkerRef, FailureAndResetReleaseTheBuffers) {
   for (bool by_reset : {false, true}) {
     Link n(1);
     std::vector<std::int32_t> in{1, 2, 3, 4, 5, 6, 7, 8}, out(8);
-    n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cb(in), wb(out), 8, 1),
+    n.w[0]->submit(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 8, 1),
                    n.now);
     n.join();
     auto& o = n.w[0]->outbox();
@@ -344,7 +339,7 @@ TEST(WorkerRef, FailureAndResetReleaseTheBuffers) {
 TEST(WorkerRef, FixedPointPayloadsAreStaged) {
   Link n(1);
   std::vector<float> in{1.5f, -2.25f, 3.f, 0.5f}, out(4);
-  n.w[0]->submit(WorkerOp::allreduce(NumKind::fx32, ReduceKind::sum, cb(in), wb(out), 4, 1),
+  n.w[0]->submit(WorkerOp::allreduce(NumKind::fx32, ReduceKind::sum, cbytes(in), wbytes(out), 4, 1),
                  n.now);
   n.join();
   auto& o = n.w[0]->outbox();
