@@ -15,13 +15,36 @@ namespace {
 
 using namespace inc::sw::testing;
 
-SimFaults faults_for(double loss) {
+// Loss, with 10% duplication and reordering at every loss rate.
+SimFaults stream_faults(double loss) {
   SimFaults f;
   f.loss = loss;
   f.dup = 0.1;
   f.reorder = 0.1;
   return f;
 }
+
+// A seeded cluster: one switch or a spine with two leaves (a third of the time), 1..6 members,
+// 1..8 slots of 8..32 elements. The draws are taken from `rng` in a fixed order.
+struct RandomCluster {
+  Topo t;
+  std::uint16_t n = 0;
+  std::uint32_t slots = 0, E = 0;
+  bool hier = false;
+  RandomCluster(std::mt19937_64& rng, std::uint64_t seed, double loss) {
+    hier = rng() % 3 == 0;
+    slots = std::uint32_t(1 + rng() % 8);
+    E = std::uint32_t(8 * (1 + rng() % 4));
+    if (hier) {
+      std::vector<std::uint16_t> per = {std::uint16_t(1 + rng() % 3), std::uint16_t(1 + rng() % 3)};
+      n = std::uint16_t(per[0] + per[1]);
+      t = two_level(seed, stream_faults(loss), per, slots, E);
+    } else {
+      n = std::uint16_t(1 + rng() % 6);
+      t = flat(seed, stream_faults(loss), n, slots, E);
+    }
+  }
+};
 
 // One op of a seeded stream, built alike on every member (same kinds and sizes), with
 // per-member inputs and an exact expected output per member.
@@ -251,18 +274,11 @@ TEST_P(SimStream, ManyMixedOpsQueuedAtOnceByEveryMember) {
   std::uint64_t total_retx = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed * 7919 + std::uint64_t(loss * 1000));
-    const bool hier = rng() % 3 == 0;
-    const std::uint32_t slots = std::uint32_t(1 + rng() % 8), E = std::uint32_t(8 * (1 + rng() % 4));
-    Topo t;
-    std::uint16_t n;
-    if (hier) {
-      std::vector<std::uint16_t> per = {std::uint16_t(1 + rng() % 3), std::uint16_t(1 + rng() % 3)};
-      n = std::uint16_t(per[0] + per[1]);
-      t = two_level(seed, faults_for(loss), per, slots, E);
-    } else {
-      n = std::uint16_t(1 + rng() % 6);
-      t = flat(seed, faults_for(loss), n, slots, E);
-    }
+    RandomCluster rc(rng, seed, loss);
+    Topo& t = rc.t;
+    const std::uint16_t n = rc.n;
+    const std::uint32_t slots = rc.slots, E = rc.E;
+    const bool hier = rc.hier;
     std::vector<StreamOp> ops;
     const std::size_t k = 10 + rng() % 20;
     for (std::size_t i = 0; i < k; ++i) ops.push_back(make_op(rng, n, E));
@@ -293,18 +309,11 @@ TEST_P(SimStreamBatched, ReferencedPayloadsSurvivePacketsHeldInTheOutbox) {
   const double loss = GetParam();
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     std::mt19937_64 rng(seed * 104729 + std::uint64_t(loss * 1000));
-    const bool hier = rng() % 3 == 0;
-    const std::uint32_t slots = std::uint32_t(1 + rng() % 8), E = std::uint32_t(8 * (1 + rng() % 4));
-    Topo t;
-    std::uint16_t n;
-    if (hier) {
-      std::vector<std::uint16_t> per = {std::uint16_t(1 + rng() % 3), std::uint16_t(1 + rng() % 3)};
-      n = std::uint16_t(per[0] + per[1]);
-      t = two_level(seed, faults_for(loss), per, slots, E);
-    } else {
-      n = std::uint16_t(1 + rng() % 6);
-      t = flat(seed, faults_for(loss), n, slots, E);
-    }
+    RandomCluster rc(rng, seed, loss);
+    Topo& t = rc.t;
+    const std::uint16_t n = rc.n;
+    const std::uint32_t slots = rc.slots, E = rc.E;
+    const bool hier = rc.hier;
     t.c->set_batch(Nanos(1 + rng() % 30'000));
     std::vector<StreamOp> ops;
     const std::size_t k = 10 + rng() % 20;
@@ -346,7 +355,7 @@ TEST(SimStreamPipeline, NextOpStartsBeforeThePreviousFinished) {
 // A failure fails every queued op; reset() clears the queue and a fresh stream works.
 TEST(SimStreamFailure, SwitchRestartFailsAllQueuedOpsThenResetRetries) {
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-    auto t = flat(seed, faults_for(0.05), 3, 4, 8);
+    auto t = flat(seed, stream_faults(0.05), 3, 4, 8);
     std::vector<std::vector<std::int32_t>> in(3, std::vector<std::int32_t>(500, 1));
     std::vector<std::vector<std::vector<std::int32_t>>> out(3, std::vector<std::vector<std::int32_t>>(5, std::vector<std::int32_t>(500)));
     auto submit_all = [&] {
@@ -392,7 +401,7 @@ TEST(SimStreamFailure, SwitchRestartFailsAllQueuedOpsThenResetRetries) {
 
 // describe_stall names the oldest chunk and who is missing, for a caller's deadline error.
 TEST(SimStreamStall, DescribeStallNamesMissingMembers) {
-  auto t = flat(2, faults_for(0), 3, 2, 8);
+  auto t = flat(2, stream_faults(0), 3, 2, 8);
   std::vector<std::int32_t> in(40, 1), out(40);
   for (std::uint16_t r = 0; r < 2; ++r)  // member 2 never submits
     t.c->submit(r, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out), 40, 3));
@@ -416,7 +425,7 @@ TEST_P(SimLanes, MixedOpsStripedOverLanes) {
     const std::uint16_t lanes = std::uint16_t(2 + rng() % 3);
     const std::uint32_t slots = std::uint32_t(1 + rng() % 4), E = std::uint32_t(8 * (1 + rng() % 3));
     const std::uint16_t n = std::uint16_t(1 + rng() % 5);
-    Topo t = flat_lanes(seed, faults_for(loss), n, slots, E, lanes);
+    Topo t = flat_lanes(seed, stream_faults(loss), n, slots, E, lanes);
     std::vector<StreamOp> ops;
     std::uint64_t chunks = 0;
     for (int i = 0; i < 12; ++i) {
@@ -445,7 +454,7 @@ TEST(SimLanes, TreeUsesThePathMinimumOfLanes) {
     std::mt19937_64 rng(seed);
     const std::vector<std::uint16_t> per = {2, 3};
     const std::uint16_t n = 5;
-    Topo t = two_level_lanes(seed, faults_for(0.05), per, 3, 16, /*spine*/ 2, /*leaves*/ 3);
+    Topo t = two_level_lanes(seed, stream_faults(0.05), per, 3, 16, /*spine*/ 2, /*leaves*/ 3);
     std::vector<StreamOp> ops;
     for (int i = 0; i < 10; ++i) ops.push_back(make_op(rng, n, 16));
     std::string err = run_stream(t, n, ops, std::vector<Nanos>(n, 0));
@@ -461,7 +470,7 @@ TEST(SimLanes, TreeUsesThePathMinimumOfLanes) {
 // A lane that answers with another job geometry than lane 0 is a misconfiguration: a clear
 // error, never a stream striped over inconsistent lanes.
 TEST(SimLanes, InconsistentLanesAreRefused) {
-  Topo t = flat_lanes(5, faults_for(0), 2, 4, 16, 2);
+  Topo t = flat_lanes(5, stream_faults(0), 2, 4, 16, 2);
   // Lane 1 admitted the job with other slots than lane 0.
   ASSERT_TRUE(t.c->sw(1).release(7));
   ASSERT_EQ(t.c->sw(1).admit({7, 2, 2}, 0), proto::Reason::ok);
