@@ -3,7 +3,7 @@
 # Why each one is here: docs/ARCHITECTURE.md, "Dependencies".
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config   # toolchain
+  build-essential cmake ninja-build pkg-config ccache  # toolchain (ccache: scripts/test.sh)
   libgtest-dev libgmock-dev googletest           # tests
   libbenchmark-dev                               # kernel benchmarks
   libfmt-dev nlohmann-json3-dev libcli11-dev     # formatting, JSON output, CLI parsing
