@@ -28,6 +28,10 @@
 
 #include "src/proto/packet.hpp"
 
+namespace inc::proto::gmac {
+enum class Isa : std::uint8_t;  // src/proto/gmac.hpp (internal)
+}
+
 namespace inc::proto::auth {
 
 inline constexpr std::size_t kKeyBytes = 32;
@@ -67,10 +71,13 @@ bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, 
 class Mac {
  public:
   Mac(const Key& key, const Instance& inst);
+  // With a named GMAC implementation (tests and benchmarks; all give the same tags).
+  Mac(const Key& key, const Instance& inst, gmac::Isa isa);
   ~Mac();
   Mac(Mac&&) noexcept;
   Mac& operator=(Mac&&) noexcept;
   const Instance& instance() const { return inst_; }
+  gmac::Isa isa() const;
   // Tag over `covered` (everything before the tag) with sequence number `seq`.
   void tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const;
   // The same over the concatenation of `parts` (a header, a payload read where it lies, ...).
