@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <vector>
 
@@ -34,10 +35,20 @@ bool available(Isa isa) noexcept {
   return false;
 }
 
-Isa selected() noexcept {
-  // Decided once per process; every implementation gives the same tags.
-  static const Isa isa = available(Isa::avx512) ? Isa::avx512 : available(Isa::clmul) ? Isa::clmul : Isa::evp;
+namespace {
+std::atomic<Isa>& chosen() noexcept {
+  // Decided once per process (or by use()); every implementation gives the same tags.
+  static std::atomic<Isa> isa{available(Isa::avx512) ? Isa::avx512 : available(Isa::clmul) ? Isa::clmul : Isa::evp};
   return isa;
+}
+}  // namespace
+
+Isa selected() noexcept { return chosen().load(std::memory_order_relaxed); }
+
+Isa use(Isa isa) noexcept {
+  const Isa got = available(isa) ? isa : Isa::evp;
+  chosen().store(got, std::memory_order_relaxed);
+  return got;
 }
 
 Gmac::Gmac(std::span<const std::uint8_t, kKeyBytes> key, Isa isa) : isa_(available(isa) ? isa : Isa::evp) {

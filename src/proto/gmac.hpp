@@ -26,8 +26,11 @@ constexpr std::string_view name(Isa isa) noexcept {
 
 // Compiled into this build and supported by this CPU (and its OS, for the 512-bit state).
 bool available(Isa isa) noexcept;
-// The fastest available implementation; what auth::Mac uses.
+// The fastest available implementation, unless use() chose another; what auth::Mac uses.
 Isa selected() noexcept;
+// Benchmarks: every MAC made from now on (switch, workers) uses `isa` if it is available
+// (else evp). Returns the implementation now selected.
+Isa use(Isa isa) noexcept;
 
 inline constexpr std::size_t kKeyBytes = 32;
 inline constexpr std::size_t kIvBytes = 12;

@@ -64,6 +64,11 @@ inline __m128i aes256_encrypt(const Tables& t, __m128i x) {
 template <class Absorb>
 inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std::size_t nparts,
                          const std::uint8_t* iv, std::uint8_t* out) {
+  // AES(J0) first: independent of the hash, it runs in the shadow of the first blocks.
+  alignas(16) std::uint8_t j0[16] = {};
+  std::memcpy(j0, iv, kIvBytes);
+  j0[15] = 1;
+  const __m128i e = aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
   __m128i y = _mm_setzero_si128();
   alignas(16) std::uint8_t buf[32] = {};
   std::size_t nbuf = 0;
@@ -94,11 +99,6 @@ inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std:
   for (int i = 0; i < 8; ++i) len[i] = std::uint8_t(bits >> (56 - 8 * i));
   std::memset(len + 8, 0, 8);
   absorb(y, buf, nbuf > 0 ? 32 : 16);
-
-  alignas(16) std::uint8_t j0[16] = {};
-  std::memcpy(j0, iv, kIvBytes);
-  j0[15] = 1;
-  const __m128i e = aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_xor_si128(bswap128(y), e));
 }
 
