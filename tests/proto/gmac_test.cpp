@@ -182,5 +182,29 @@ TEST(Gmac, MacTrailersAreTheSameWithEveryImplementation) {
   EXPECT_EQ(first, rep);
 }
 
+// The wire format: tags of fixed inputs as Python's `cryptography` computes them from
+// docs/PROTOCOL.md (subkey HMAC-SHA256(key, "INC v3 sender" || inst), AES-256-GCM with an empty
+// plaintext, nonce seq LE || 0u32), the same with every implementation.
+TEST(Gmac, MacTagsAreTheProtocols) {
+  auth::Key key;
+  auth::Instance inst;
+  for (int i = 0; i < 32; ++i) key[std::size_t(i)] = std::uint8_t(i);
+  for (int i = 0; i < 16; ++i) inst[std::size_t(i)] = std::uint8_t(100 + i);
+  const std::uint64_t seq = 0x0123456789abcdefull;
+  const std::pair<std::size_t, const char*> want[] = {{0, "b388e9ff5492c25531b73b94bfe94e26"},
+                                                      {100, "107101d36328c7b54212430c7244d798"},
+                                                      {8248, "870b14b0b05a9d4d6d8ea4e4ab7a3f29"}};
+  std::vector<std::byte> covered(8248);
+  for (std::size_t i = 0; i < covered.size(); ++i) covered[i] = std::byte((i * 7 + 3) & 255);
+  for (Isa isa : runnable()) {
+    const auth::Mac mac(key, inst, isa);
+    for (const auto& [n, tag] : want) {
+      std::uint8_t t[kTagBytes];
+      mac.tag(std::span<const std::byte>(covered.data(), n), seq, reinterpret_cast<std::byte*>(t));
+      EXPECT_EQ(hex(t, sizeof t), tag) << name(isa) << ", " << n << " bytes";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace inc::proto::gmac
