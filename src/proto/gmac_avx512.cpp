@@ -1,5 +1,5 @@
 // AES-256-GMAC with VPCLMULQDQ on 512-bit registers: four blocks per carry-less multiplication,
-// 32 blocks (512 bytes) per reduction, masked loads for the tail (compiled with AVX-512 F/BW/VL,
+// 32 blocks (512 bytes) per reduction, masked loads for the last 1..31 blocks (compiled with AVX-512 F/BW/VL,
 // VPCLMULQDQ, PCLMULQDQ, AES-NI; called only when the CPU has them). The arithmetic:
 // gmac_x86_inl.hpp; the tables come from clmul_setup.
 // GCC 12 reports the deliberately undefined registers of its AVX-512 cast/extract intrinsics
@@ -34,7 +34,7 @@ inline __m128i reduce512(__m512i lo, __m512i mi, __m512i hi) {
   return _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-// y += `len` bytes at p (the final block zero-padded).
+// y += `len` bytes at p (whole blocks).
 inline void absorb512(const Tables& t, __m128i& y, const std::uint8_t* p, std::size_t len) {
   const std::uint8_t* pw = &t.powers[0][0];
   if (len >= 512) {

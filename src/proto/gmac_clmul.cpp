@@ -42,37 +42,22 @@ inline __m128i gf_mul(__m128i a, __m128i b) {
   return reduce128(lo, mi, hi);
 }
 
-// y += `len` bytes at p (the final block zero-padded), 8 blocks per reduction.
-inline void absorb128(const Tables& t, __m128i& y, const std::uint8_t* p, std::size_t len) {
-  const auto* pw = reinterpret_cast<const __m128i*>(t.powers);
-  while (len >= 128) {  // H^8..H^1 are powers[24..31]
-    __m128i lo = _mm_setzero_si128(), mi = lo, hi = lo;
-    for (int k = 1; k < 8; ++k)
-      mul_add128(bswap128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p) + k)), _mm_load_si128(pw + 24 + k), lo,
-                 mi, hi);
-    mul_add128(_mm_xor_si128(y, bswap128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))),
-               _mm_load_si128(pw + 24), lo, mi, hi);
-    y = reduce128(lo, mi, hi);
-    p += 128;
-    len -= 128;
-  }
-  if (len == 0) return;
-  const std::size_t m = (len + 15) / 16;  // 1..8 blocks get H^m..H^1
+// Up to 8 whole blocks at x with H^m..H^1 (powers[32-m ..]), one reduction.
+template <std::size_t M>
+inline void absorb_up_to_8(const Tables& t, __m128i& y, const __m128i* x, std::size_t m) {
+  const __m128i* h = reinterpret_cast<const __m128i*>(t.powers) + 32 - (M ? M : m);
   __m128i lo = _mm_setzero_si128(), mi = lo, hi = lo;
-  for (std::size_t k = 0; k < m; ++k) {
-    __m128i x;
-    if (len - 16 * k >= 16) {
-      x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
-    } else {
-      alignas(16) std::uint8_t b[16] = {};
-      std::memcpy(b, p + 16 * k, len - 16 * k);
-      x = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-    }
-    x = bswap128(x);
-    if (k == 0) x = _mm_xor_si128(x, y);
-    mul_add128(x, _mm_load_si128(pw + 32 - m + k), lo, mi, hi);
-  }
+  for (std::size_t k = 1; k < (M ? M : m); ++k)
+    mul_add128(bswap128(_mm_loadu_si128(x + k)), _mm_load_si128(h + k), lo, mi, hi);
+  mul_add128(_mm_xor_si128(y, bswap128(_mm_loadu_si128(x))), _mm_load_si128(h), lo, mi, hi);
   y = reduce128(lo, mi, hi);
+}
+
+// y += `len` bytes at p (whole blocks), 8 blocks per reduction.
+inline void absorb128(const Tables& t, __m128i& y, const std::uint8_t* p, std::size_t len) {
+  const auto* x = reinterpret_cast<const __m128i*>(p);
+  for (; len >= 128; len -= 128, x += 8) absorb_up_to_8<8>(t, y, x, 8);
+  if (len > 0) absorb_up_to_8<0>(t, y, x, len / 16);
 }
 
 }  // namespace

@@ -59,8 +59,11 @@ inline __m128i aes256_encrypt(const Tables& t, __m128i x) {
 
 // GHASH of the concatenation of `parts`, zero-padded, then the length block (bit length of the
 // additional data, 64 bits big-endian, and 0 for the empty ciphertext); the tag is its
-// byte-swapped value XOR AES(J0), J0 = iv || 0x00000001. absorb(y, p, len) adds `len` bytes to
-// state y: whole blocks, except that the last call's final block may be partial (zero-padded).
+// byte-swapped value XOR AES(J0), J0 = iv || 0x00000001. absorb(y, p, len) adds `len` bytes (whole
+// blocks) to state y, one reduction per 512 bytes or less. Each reduction waits for the previous
+// one, so pieces are gathered into 512-byte strides: whole strides are hashed where they lie,
+// everything else is copied into `stage` (a packet's header, the start of its payload, its tail
+// with the length block: at most two copies of under 512 bytes).
 template <class Absorb>
 inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std::size_t nparts,
                          const std::uint8_t* iv, std::uint8_t* out) {
@@ -69,36 +72,41 @@ inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std:
   std::memcpy(j0, iv, kIvBytes);
   j0[15] = 1;
   const __m128i e = aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
+  constexpr std::size_t kStride = 512;
   __m128i y = _mm_setzero_si128();
-  alignas(16) std::uint8_t buf[32] = {};
-  std::size_t nbuf = 0;
+  alignas(64) std::uint8_t stage[kStride + 32];
+  std::size_t staged = 0;
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < nparts; ++i) {
     const std::uint8_t* p = parts[i].data;
     std::size_t n = parts[i].size;
     total += n;
-    if (nbuf > 0) {  // complete the block a previous part left open
-      const std::size_t take = n < 16 - nbuf ? n : 16 - nbuf;
-      std::memcpy(buf + nbuf, p, take);
-      nbuf += take;
+    while (n > 0) {
+      if (staged == 0 && n >= kStride) {
+        const std::size_t whole = n & ~(kStride - 1);
+        absorb(y, p, whole);
+        p += whole;
+        n -= whole;
+        continue;
+      }
+      const std::size_t take = n < kStride - staged ? n : kStride - staged;
+      std::memcpy(stage + staged, p, take);
+      staged += take;
       p += take;
       n -= take;
-      if (nbuf < 16) continue;
-      absorb(y, buf, 16);
-      nbuf = 0;
+      if (staged == kStride) {
+        absorb(y, stage, kStride);
+        staged = 0;
+      }
     }
-    const std::size_t whole = n & ~std::size_t(15);
-    if (whole > 0) absorb(y, p, whole);
-    if (n > whole) std::memcpy(buf, p + whole, n - whole);
-    nbuf = n - whole;
   }
-  // The open block (zero-padded) and the length block, reduced together.
-  std::uint8_t* len = buf + (nbuf > 0 ? 16 : 0);
-  if (nbuf > 0) std::memset(buf + nbuf, 0, 16 - nbuf);
+  // The last block zero-padded, then the length block.
+  const std::size_t padded = (staged + 15) & ~std::size_t(15);
+  std::memset(stage + staged, 0, padded - staged);
   const std::uint64_t bits = total * 8;
-  for (int i = 0; i < 8; ++i) len[i] = std::uint8_t(bits >> (56 - 8 * i));
-  std::memset(len + 8, 0, 8);
-  absorb(y, buf, nbuf > 0 ? 32 : 16);
+  for (int i = 0; i < 8; ++i) stage[padded + std::size_t(i)] = std::uint8_t(bits >> (56 - 8 * i));
+  std::memset(stage + padded + 8, 0, 8);
+  absorb(y, stage, padded + 16);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_xor_si128(bswap128(y), e));
 }
 
