@@ -8,6 +8,7 @@
 //             keeps increasing when the sender restarts with a new instance
 //   tag[16]   AES-256-GMAC over header || payload || inst || seq under the sender's subkey
 //             HMAC-SHA256(key, "INC v3 sender" || inst), nonce = seq || 0u32
+//             (src/proto/gmac.hpp: AES-NI + VPCLMULQDQ where the CPU has them, else OpenSSL)
 //
 // Per-sender subkeys make (subkey, nonce) unique across every sender of a tree (GMAC must never
 // see one nonce twice under one key); the receiver refuses a sequence number it has seen or
