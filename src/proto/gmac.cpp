@@ -14,6 +14,9 @@
 namespace inc::proto::gmac {
 
 bool available(Isa isa) noexcept {
+#if defined(INC_PROTO_GMAC_X86)
+  __builtin_cpu_init();  // idempotent; needed if a MAC is made during static initialisation
+#endif
   switch (isa) {
     case Isa::evp: return true;
     case Isa::clmul:
