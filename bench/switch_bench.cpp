@@ -29,6 +29,7 @@
 #include <sodium.h>
 #endif
 
+#include "src/proto/gmac.hpp"
 #include "src/switch/arith.hpp"
 #include "src/switch/dataplane.hpp"
 #include "src/switch/lanes.hpp"
@@ -82,21 +83,31 @@ struct Stream {
   std::vector<std::vector<std::byte>> pkts;  // [pos * M + m]
 };
 
+// With `key`, a keyed job: every contribution is sealed by its member (untimed: the sealing
+// time is subtracted) and opened by the switch, which seals each result it sends.
 double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double seconds,
-                     std::uint64_t& bytes_out) {
+                     std::uint64_t& bytes_out, const proto::auth::Key* key = nullptr) {
   SwitchConfig cfg;
   cfg.slots = std::uint32_t(K);
   cfg.slot_elems = E;
+  cfg.auth_instance = proto::auth::random_instance();
+  cfg.auth_seq_base = 1;
   SwitchDataPlane sw(cfg);
-  sw.admit({1, std::uint16_t(M), std::uint32_t(K)}, 0);
+  std::optional<proto::auth::Key> job_key;
+  if (key) job_key = *key;
+  sw.admit({1, std::uint16_t(M), std::uint32_t(K), proto::kNoMember, job_key}, 0);
+  std::vector<proto::auth::Sealer> sealers;
+  for (int m = 0; key && m < M; ++m) sealers.emplace_back(*key, proto::auth::random_instance(), 1);
+  const std::size_t trailer = key ? proto::kAuthTrailerBytes : 0;
   for (int m = 0; m < M; ++m) {
-    std::byte b[proto::kHeaderBytes];
+    std::byte b[proto::kHeaderBytes + proto::kAuthTrailerBytes];
     proto::Header h;
     h.type = proto::PacketType::join;
     h.job = 1;
     h.member = std::uint16_t(m);
     proto::encode_header(h, b);
-    sw.on_packet(b, Endpoint::node(std::uint32_t(m)), 0);
+    const std::size_t n = key ? sealers[std::size_t(m)].seal(b, proto::kHeaderBytes) : proto::kHeaderBytes;
+    sw.on_packet(std::span<const std::byte>(b, n), Endpoint::node(std::uint32_t(m)), 0);
   }
   sw.outbox().clear();
   const std::uint32_t epoch = sw.job_epoch(1);
@@ -114,7 +125,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       h.chunk = std::uint32_t(pos);
       h.slot = std::uint16_t(pos % K);
       h.count = std::uint16_t(E);
-      std::vector<std::byte> p(proto::kHeaderBytes + E * 4);
+      std::vector<std::byte> p(proto::kHeaderBytes + E * 4 + trailer);
       proto::encode_header(h, p.data());
       for (std::uint32_t i = 0; i < E; ++i) {
         float f = float((i + std::uint32_t(m)) % 7);
@@ -124,15 +135,27 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       s.pkts.push_back(std::move(p));
     }
   std::uint64_t chunks = 0;
-  const double t0 = cpu_s();
+  double t0 = cpu_s();
   double t1 = t0;
   std::uint32_t round = 0;
   while (t1 - t0 < seconds) {
+    if (key) {  // the members' work, not the switch's: sealed outside the clock
+      const double s0 = cpu_s();
+      for (int pos = 0; pos < 2 * K; ++pos) {
+        const std::uint32_t chunk = round * 2 * std::uint32_t(K) + std::uint32_t(pos);
+        for (int m = 0; m < M; ++m) {
+          auto& p = s.pkts[std::size_t(pos * M + m)];
+          proto::store_u32(p.data() + 20, chunk);
+          sealers[std::size_t(m)].seal(p.data(), p.size() - trailer);
+        }
+      }
+      t0 += cpu_s() - s0;
+    }
     for (int pos = 0; pos < 2 * K; ++pos) {
       const std::uint32_t chunk = round * 2 * std::uint32_t(K) + std::uint32_t(pos);
       for (int m = 0; m < M; ++m) {
         auto& p = s.pkts[std::size_t(pos * M + m)];
-        proto::store_u32(p.data() + 20, chunk);
+        if (!key) proto::store_u32(p.data() + 20, chunk);
         sw.on_packet(p, Endpoint::node(std::uint32_t(m)), 0);
       }
       sw.outbox().clear();  // the driver would hand these M results to sendmmsg
@@ -515,15 +538,23 @@ void bench_udp(const Args& a) {
 }
 
 // What authentication costs one core: sealing and opening one packet (AES-256-GMAC, our
-// src/proto/auth) per payload size, against libsodium's Poly1305 with a ChaCha20-derived
-// one-time key (the other candidate; built when libsodium is found), and the data plane's own
-// cost per contribution from `dataplane` for comparison.
+// src/proto/auth) per payload size with each GMAC implementation this CPU runs
+// (src/proto/gmac.hpp; evp is OpenSSL's EVP AES-GCM, the only one before), against libsodium's
+// Poly1305 with a ChaCha20-derived one-time key (the other candidate; built when libsodium is
+// found). Implementations alternate within each run, so load hits them alike.
 void bench_auth(const Args& a) {
+  std::vector<proto::gmac::Isa> isas;
+  for (proto::gmac::Isa i : proto::gmac::kAllIsas)
+    if (proto::gmac::available(i)) isas.push_back(i);
+  const proto::gmac::Isa best = proto::gmac::selected();
   std::printf("\n# authentication, one core: ns per packet to seal (sender) and to open (receiver: tag and"
-              " replay window), GB/s of payload; poly1305 = libsodium's ChaCha20-Poly1305 tag on the same"
-              " bytes\n");
-  std::printf("%8s %10s %10s %10s %12s %12s\n", "payload", "seal ns", "open ns", "open GB/s", "poly1305 ns",
-              "poly GB/s");
+              " replay window) with each GMAC implementation (median of %d runs); GB/s of payload opened by"
+              " %s; poly1305 = libsodium's ChaCha20-Poly1305 tag on the same bytes\n",
+              a.runs, std::string(proto::gmac::name(best)).c_str());
+  std::printf("%8s", "payload");
+  for (proto::gmac::Isa i : isas)
+    std::printf(" %11s %11s", (std::string(proto::gmac::name(i)) + " seal").c_str(), (std::string(proto::gmac::name(i)) + " open").c_str());
+  std::printf(" %10s %10s %12s %10s\n", "open GB/s", "evp/best", "poly1305 ns", "poly GB/s");
   const proto::auth::Key key = proto::auth::random_key();
   for (std::uint32_t payload : {0u, 1024u, 8192u, 32768u}) {
     std::vector<std::byte> pkt(proto::kHeaderBytes + payload + proto::kAuthTrailerBytes);
@@ -534,35 +565,41 @@ void bench_auth(const Args& a) {
     h.count = std::uint16_t(payload / 4);
     proto::encode_header(h, pkt.data());
     const int n = payload >= 8192 ? 20000 : 200000;
-    std::vector<double> seal_ns, open_ns, poly_ns;
+    std::vector<std::vector<double>> seal_ns(isas.size()), open_ns(isas.size());
+    std::vector<double> poly_ns;
     for (int r = 0; r < a.runs; ++r) {
-      proto::auth::Sealer s(key, proto::auth::random_instance(), 1);
-      std::vector<std::vector<std::byte>> sealed(64, pkt);
-      double t0 = cpu_s();
-      for (int i = 0; i < n; ++i) {
-        auto& b = sealed[std::size_t(i) % sealed.size()];
-        s.seal(b.data(), proto::kHeaderBytes + payload);
+      for (std::size_t k = 0; k < isas.size(); ++k) {
+        const proto::auth::Mac mac(key, proto::auth::random_instance(), isas[k]);
+        std::vector<std::vector<std::byte>> sealed(64, pkt);
+        double t0 = cpu_s();
+        for (int i = 0; i < n; ++i) {
+          auto& b = sealed[std::size_t(i) % sealed.size()];
+          proto::auth::seal(mac, std::uint64_t(i) + 1, b.data(), proto::kHeaderBytes + payload);
+        }
+        seal_ns[k].push_back((cpu_s() - t0) / n * 1e9);
+        // Open: fresh sealed packets in order (the window accepts each once), checked by a MAC
+        // of this implementation.
+        const proto::auth::Instance inst = proto::auth::random_instance();
+        std::optional<proto::auth::Mac> cache;
+        cache.emplace(key, inst, isas[k]);
+        proto::auth::ReplayWindow w;
+        proto::auth::Sealer s2(key, inst, 1);
+        double open_total = 0;
+        int opened = 0;
+        for (int i = 0; i < n; i += 64) {
+          for (auto& b : sealed) s2.seal(b.data(), proto::kHeaderBytes + payload);
+          t0 = cpu_s();
+          for (auto& b : sealed)
+            if (proto::auth::open(key, cache, w, b) == proto::auth::Verdict::ok) ++opened;
+          open_total += cpu_s() - t0;
+        }
+        if (opened == 0) std::exit(1);
+        open_ns[k].push_back(open_total / opened * 1e9);
       }
-      seal_ns.push_back((cpu_s() - t0) / n * 1e9);
-      // Open: fresh sealed packets in order (the window accepts each once).
-      std::optional<proto::auth::Mac> cache;
-      proto::auth::ReplayWindow w;
-      proto::auth::Sealer s2(key, proto::auth::random_instance(), 1);
-      double open_total = 0;
-      int opened = 0;
-      for (int i = 0; i < n; i += 64) {
-        for (auto& b : sealed) s2.seal(b.data(), proto::kHeaderBytes + payload);
-        t0 = cpu_s();
-        for (auto& b : sealed)
-          if (proto::auth::open(key, cache, w, b) == proto::auth::Verdict::ok) ++opened;
-        open_total += cpu_s() - t0;
-      }
-      if (opened == 0) std::exit(1);
-      open_ns.push_back(open_total / opened * 1e9);
 #ifdef INC_HAVE_SODIUM
       unsigned char sub[32], otk[32], nonce[12] = {}, tag[16], inst[16] = {1};
       crypto_core_hchacha20(sub, inst, reinterpret_cast<const unsigned char*>(key.data()), nullptr);
-      t0 = cpu_s();
+      const double t0 = cpu_s();
       for (int i = 0; i < n; ++i) {
         std::memcpy(nonce + 4, &i, sizeof i);
         crypto_stream_chacha20_ietf(otk, 32, nonce, sub);
@@ -573,14 +610,75 @@ void bench_auth(const Args& a) {
       poly_ns.push_back((cpu_s() - t0) / n * 1e9);
 #endif
     }
-    const double so = median(seal_ns), op = median(open_ns), po = poly_ns.empty() ? 0 : median(poly_ns);
-    std::printf("%8u %10.0f %10.0f %10.2f %12.0f %12.2f\n", payload, so, op, payload / op, po,
-                po > 0 ? payload / po : 0.0);
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "{\"bench\":\"auth\",\"payload\":%u,\"seal_ns\":%.1f,\"open_ns\":%.1f,\"poly1305_ns\":%.1f}",
-                  payload, so, op, po);
-    emit_json(buf);
+    const double po = poly_ns.empty() ? 0 : median(poly_ns);
+    double evp_open = 0, best_open = 0;
+    std::string fields;
+    std::printf("%8u", payload);
+    for (std::size_t k = 0; k < isas.size(); ++k) {
+      const double so = median(seal_ns[k]), op = median(open_ns[k]);
+      std::printf(" %11.0f %11.0f", so, op);
+      if (isas[k] == proto::gmac::Isa::evp) evp_open = op;
+      if (isas[k] == best) best_open = op;
+      char f[160];
+      std::snprintf(f, sizeof f, ",\"%s\":{\"seal_ns\":%.1f,\"open_ns\":%.1f,\"seal_min_ns\":%.1f,\"open_min_ns\":%.1f}",
+                    std::string(proto::gmac::name(isas[k])).c_str(), so, op,
+                    *std::min_element(seal_ns[k].begin(), seal_ns[k].end()),
+                    *std::min_element(open_ns[k].begin(), open_ns[k].end()));
+      fields += f;
+    }
+    std::printf(" %10.2f %10.2f %12.0f %10.2f\n", payload / best_open, evp_open / best_open, po, po > 0 ? payload / po : 0.0);
+    emit_json("{\"bench\":\"auth\",\"payload\":" + std::to_string(payload) + ",\"best\":\"" +
+              std::string(proto::gmac::name(best)) + "\"" + fields + ",\"poly1305_ns\":" + std::to_string(po) + "}");
+  }
+}
+
+// The in-process data plane with a keyed job against the same without a key, one CPU core: the
+// switch opens every contribution and seals every result, with each GMAC implementation.
+// Unkeyed and keyed runs alternate; ratios are taken per run (neighbours in time), then their
+// median and minimum.
+void bench_dataplane_keyed(const Args& a) {
+  std::vector<proto::gmac::Isa> isas;
+  for (proto::gmac::Isa i : proto::gmac::kAllIsas)
+    if (proto::gmac::available(i)) isas.push_back(i);
+  const proto::gmac::Isa best = proto::gmac::selected();
+  std::printf("\n# keyed data plane, in-process, one core: %d members, %d slots, i32; GB/s of contributed payload"
+              " per CPU second (median of %d runs), unkeyed and keyed with each GMAC implementation; keyed/unkeyed"
+              " per run, median (min)\n",
+              a.members, a.slots, a.runs);
+  std::printf("%8s %10s", "elems", "unkeyed");
+  for (proto::gmac::Isa i : isas) std::printf(" %10s", std::string(proto::gmac::name(i)).c_str());
+  for (proto::gmac::Isa i : isas) std::printf(" %16s", (std::string(proto::gmac::name(i)) + "/unkeyed").c_str());
+  std::printf("\n");
+  const proto::auth::Key key = proto::auth::random_key();
+  for (auto E : a.elems) {
+    std::vector<double> plain;
+    std::vector<std::vector<double>> keyed(isas.size()), ratio(isas.size());
+    std::uint64_t bytes = 0;
+    for (int r = 0; r < a.runs; ++r) {
+      plain.push_back(run_dataplane(proto::ElemType::i32, E, a.members, a.slots, a.seconds, bytes));
+      for (std::size_t k = 0; k < isas.size(); ++k) {
+        proto::gmac::use(isas[k]);
+        keyed[k].push_back(run_dataplane(proto::ElemType::i32, E, a.members, a.slots, a.seconds, bytes, &key));
+        ratio[k].push_back(keyed[k].back() / plain.back());
+      }
+      proto::gmac::use(best);
+    }
+    std::printf("%8u %10.2f", E, median(plain));
+    std::string fields;
+    for (std::size_t k = 0; k < isas.size(); ++k) std::printf(" %10.2f", median(keyed[k]));
+    for (std::size_t k = 0; k < isas.size(); ++k) {
+      const double med = median(ratio[k]), lo = *std::min_element(ratio[k].begin(), ratio[k].end());
+      std::printf(" %9.2f (%4.2f)", med, lo);
+      char f[160];
+      std::snprintf(f, sizeof f, ",\"%s\":{\"GBps\":%.3f,\"ratio\":%.3f,\"ratio_min\":%.3f}",
+                    std::string(proto::gmac::name(isas[k])).c_str(), median(keyed[k]), med, lo);
+      fields += f;
+    }
+    std::printf("\n");
+    char head[160];
+    std::snprintf(head, sizeof head, "{\"bench\":\"dataplane_keyed\",\"elems\":%u,\"members\":%d,\"unkeyed_GBps\":%.3f", E,
+                  a.members, median(plain));
+    emit_json(head + fields + "}");
   }
 }
 
@@ -602,13 +700,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, std::uint32_t(proto::kMaxPayloadBytes / 4)));
   app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
-  app.add_flag("--auth", a.auth, "udp: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
+  app.add_flag("--auth", a.auth, "udp, dataplane: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
   app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--json", a.json, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   g_batch = a.batch;
   if (a.auth) g_key = proto::auth::random_key();
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
+  if ((a.mode == "dataplane" || a.mode == "all") && a.auth) bench_dataplane_keyed(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
   if (a.mode == "auth" || a.mode == "all") bench_auth(a);

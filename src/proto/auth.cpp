@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "src/proto/gmac.hpp"
 #include "src/proto/packet.hpp"
 
 namespace inc::proto::auth {
@@ -162,11 +163,13 @@ bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, 
 // ---- MAC ------------------------------------------------------------------------------------
 
 struct Mac::Impl {
-  EVP_CIPHER_CTX* ctx = nullptr;
-  ~Impl() { EVP_CIPHER_CTX_free(ctx); }
+  explicit Impl(std::span<const std::uint8_t, 32> sub, gmac::Isa isa) : g(sub, isa) {}
+  gmac::Gmac g;
 };
 
-Mac::Mac(const Key& key, const Instance& inst) : impl_(std::make_unique<Impl>()), inst_(inst) {
+Mac::Mac(const Key& key, const Instance& inst) : Mac(key, inst, gmac::selected()) {}
+
+Mac::Mac(const Key& key, const Instance& inst, gmac::Isa isa) : inst_(inst) {
   std::uint8_t msg[kLabel.size() + kInstBytes];
   std::memcpy(msg, kLabel.data(), kLabel.size());
   std::memcpy(msg + kLabel.size(), inst.data(), kInstBytes);
@@ -174,14 +177,14 @@ Mac::Mac(const Key& key, const Instance& inst) : impl_(std::make_unique<Impl>())
   unsigned len = 0;
   if (!HMAC(EVP_sha256(), key.data(), int(key.size()), msg, sizeof msg, sub, &len) || len != 32)
     throw std::runtime_error("HMAC-SHA256 failed");
-  impl_->ctx = EVP_CIPHER_CTX_new();
-  if (!impl_->ctx || EVP_EncryptInit_ex(impl_->ctx, EVP_aes_256_gcm(), nullptr, sub, nullptr) != 1)
-    throw std::runtime_error("AES-256-GCM set-up failed");
+  impl_ = std::make_unique<Impl>(std::span<const std::uint8_t, 32>(sub), isa);
   OPENSSL_cleanse(sub, sizeof sub);
 }
 Mac::~Mac() = default;
 Mac::Mac(Mac&&) noexcept = default;
 Mac& Mac::operator=(Mac&&) noexcept = default;
+
+gmac::Isa Mac::isa() const { return impl_->g.isa(); }
 
 void Mac::tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const {
   const std::span<const std::byte> one[1] = {covered};
@@ -189,19 +192,9 @@ void Mac::tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* 
 }
 
 void Mac::tag(std::span<const std::span<const std::byte>> parts, std::uint64_t seq, std::byte* out) const {
-  std::uint8_t iv[12] = {};
+  std::uint8_t iv[gmac::kIvBytes] = {};  // seq (LE) || 0u32
   for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
-  EVP_CIPHER_CTX* c = impl_->ctx;
-  int outl = 0;
-  std::uint8_t t[kTagBytes];
-  bool ok = EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1;
-  for (const auto& part : parts)  // AAD may come in several pieces (before any ciphertext)
-    ok = ok && (part.empty() || EVP_EncryptUpdate(c, nullptr, &outl, reinterpret_cast<const unsigned char*>(part.data()),
-                                                  int(part.size())) == 1);
-  if (!ok || EVP_EncryptFinal_ex(c, t, &outl) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, int(kTagBytes), t) != 1)
-    throw std::runtime_error("AES-256-GMAC failed");
-  std::memcpy(out, t, kTagBytes);
+  impl_->g.tag(parts, iv, reinterpret_cast<std::uint8_t*>(out));
 }
 
 bool Mac::verify(std::span<const std::byte> covered, std::uint64_t seq, const std::byte* tag) const {

@@ -8,6 +8,7 @@
 //             keeps increasing when the sender restarts with a new instance
 //   tag[16]   AES-256-GMAC over header || payload || inst || seq under the sender's subkey
 //             HMAC-SHA256(key, "INC v3 sender" || inst), nonce = seq || 0u32
+//             (src/proto/gmac.hpp: AES-NI + VPCLMULQDQ where the CPU has them, else OpenSSL)
 //
 // Per-sender subkeys make (subkey, nonce) unique across every sender of a tree (GMAC must never
 // see one nonce twice under one key); the receiver refuses a sequence number it has seen or
@@ -27,6 +28,10 @@
 #include <vector>
 
 #include "src/proto/packet.hpp"
+
+namespace inc::proto::gmac {
+enum class Isa : std::uint8_t;  // src/proto/gmac.hpp (internal)
+}
 
 namespace inc::proto::auth {
 
@@ -67,10 +72,13 @@ bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, 
 class Mac {
  public:
   Mac(const Key& key, const Instance& inst);
+  // With a named GMAC implementation (tests and benchmarks; all give the same tags).
+  Mac(const Key& key, const Instance& inst, gmac::Isa isa);
   ~Mac();
   Mac(Mac&&) noexcept;
   Mac& operator=(Mac&&) noexcept;
   const Instance& instance() const { return inst_; }
+  gmac::Isa isa() const;
   // Tag over `covered` (everything before the tag) with sequence number `seq`.
   void tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* out) const;
   // The same over the concatenation of `parts` (a header, a payload read where it lies, ...).

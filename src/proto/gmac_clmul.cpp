@@ -1,0 +1,97 @@
+// AES-256-GMAC with AES-NI and PCLMULQDQ on 128-bit registers (compiled with -maes -mpclmul
+// -mssse3; called only when the CPU has them). The arithmetic: gmac_x86_inl.hpp.
+#include "src/proto/gmac_x86_inl.hpp"
+
+namespace inc::proto::gmac::x86 {
+namespace {
+
+// One step of the AES-256 key expansion (FIPS 197, 5.2): the next round key from the one two
+// rounds back (`a`) and the word produced by aeskeygenassist, broadcast: each word of the
+// result is the XOR of that word and all below it in `a`, and of the assist word.
+inline __m128i expand_step(__m128i a, __m128i assist) {
+  __m128i s = _mm_slli_si128(a, 4);
+  a = _mm_xor_si128(a, s);
+  s = _mm_slli_si128(s, 4);
+  a = _mm_xor_si128(a, s);
+  s = _mm_slli_si128(s, 4);
+  return _mm_xor_si128(_mm_xor_si128(a, s), assist);
+}
+
+template <int Rcon>
+inline void expand_pair(__m128i& a, __m128i& b, __m128i* out, bool last) {
+  a = expand_step(a, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(b, Rcon), 0xff));  // RotWord+SubWord+Rcon
+  out[0] = a;
+  if (last) return;
+  b = expand_step(b, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(a, 0), 0xaa));  // SubWord only
+  out[1] = b;
+}
+
+// b * x mod P* (the key's extra factor x; see gmac_x86_inl.hpp), without a key-dependent branch.
+inline __m128i mul_x(__m128i b) {
+  std::uint64_t w[2];
+  std::memcpy(w, &b, 16);
+  const std::uint64_t carry = 0 - (w[1] >> 63);
+  const std::uint64_t hi = (w[1] << 1) | (w[0] >> 63);
+  const std::uint64_t lo = w[0] << 1;
+  return _mm_set_epi64x(static_cast<long long>(hi ^ (carry & kFold)), static_cast<long long>(lo ^ (carry & 1)));
+}
+
+inline __m128i gf_mul(__m128i a, __m128i b) {
+  __m128i lo = _mm_setzero_si128(), mi = lo, hi = lo;
+  mul_add128(a, b, lo, mi, hi);
+  return reduce128(lo, mi, hi);
+}
+
+// Up to 8 whole blocks at x with H^m..H^1 (powers[32-m ..]), one reduction.
+template <std::size_t M>
+inline void absorb_up_to_8(const Tables& t, __m128i& y, const __m128i* x, std::size_t m) {
+  const __m128i* h = reinterpret_cast<const __m128i*>(t.powers) + 32 - (M ? M : m);
+  __m128i lo = _mm_setzero_si128(), mi = lo, hi = lo;
+  for (std::size_t k = 1; k < (M ? M : m); ++k)
+    mul_add128(bswap128(_mm_loadu_si128(x + k)), _mm_load_si128(h + k), lo, mi, hi);
+  mul_add128(_mm_xor_si128(y, bswap128(_mm_loadu_si128(x))), _mm_load_si128(h), lo, mi, hi);
+  y = reduce128(lo, mi, hi);
+}
+
+// y += `len` bytes at p (whole blocks), 8 blocks per reduction.
+inline void absorb128(const Tables& t, __m128i& y, const std::uint8_t* p, std::size_t len) {
+  const auto* x = reinterpret_cast<const __m128i*>(p);
+  for (; len >= 128; len -= 128, x += 8) absorb_up_to_8<8>(t, y, x, 8);
+  if (len > 0) absorb_up_to_8<0>(t, y, x, len / 16);
+}
+
+}  // namespace
+
+void clmul_setup(const std::uint8_t* key, Tables& t) {
+  auto* rk = reinterpret_cast<__m128i*>(t.round_keys);
+  __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key));
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key + 16));
+  rk[0] = a;
+  rk[1] = b;
+  expand_pair<0x01>(a, b, rk + 2, false);
+  expand_pair<0x02>(a, b, rk + 4, false);
+  expand_pair<0x04>(a, b, rk + 6, false);
+  expand_pair<0x08>(a, b, rk + 8, false);
+  expand_pair<0x10>(a, b, rk + 10, false);
+  expand_pair<0x20>(a, b, rk + 12, false);
+  expand_pair<0x40>(a, b, rk + 14, true);
+
+  auto* pw = reinterpret_cast<__m128i*>(t.powers);
+  const __m128i h1 = mul_x(bswap128(aes256_encrypt(t, _mm_setzero_si128())));
+  __m128i h = h1;
+  pw[31] = h1;  // powers[i] = H^(32-i)
+  for (int k = 2; k <= 32; ++k) {
+    h = gf_mul(h, h1);
+    pw[32 - k] = h;
+  }
+  for (int i = 32; i < 36; ++i) pw[i] = _mm_setzero_si128();
+}
+
+void clmul_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
+               std::uint8_t* out) {
+  tag_of_parts(
+      t, [&t](__m128i& y, const std::uint8_t* p, std::size_t len) { absorb128(t, y, p, len); }, parts, nparts, iv,
+      out);
+}
+
+}  // namespace inc::proto::gmac::x86
