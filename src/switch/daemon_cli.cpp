@@ -303,6 +303,9 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       it->key = k.key;
     }
   }
+  if (!r.multicast.empty() && given("--topology"))
+    return "--multicast is for a switch whose members are hosts: in a tree (--topology) switches "
+           "are members, and they do not join groups";
   for (const auto& v : r.multicast) {  // JOB=GROUP
     const auto eq = v.find('=');
     std::uint64_t id = 0;

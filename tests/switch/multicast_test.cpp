@@ -138,6 +138,44 @@ TEST(Multicast, ResultsWithMixedWishesStayUnicast) {
   EXPECT_EQ(t.c->net().multicast_sent, 0u);
 }
 
+// Between switches everything is unicast: a leaf does not join groups, so a parent whose job
+// has one is misconfigured and the leaves refuse it.
+TEST(Multicast, ALeafWhoseParentAnnouncesAGroupFailsTheJob) {
+  SimCluster c(21, faults_for(0));
+  SwitchConfig spine;
+  spine.slots = 64;
+  spine.slot_elems = 16;
+  spine.incarnation = 43;
+  const Endpoint sp = c.add_switch(spine);
+  JobSpec root{kJob, 2, 4};
+  root.multicast = kGroup;
+  ASSERT_EQ(c.sw(0).admit(root, 0), Reason::ok);
+  std::vector<Endpoint> leaves;
+  for (std::uint16_t l = 0; l < 2; ++l) {
+    SwitchConfig leaf = spine;
+    leaf.incarnation = 45 + l;
+    leaf.parent = sp;
+    leaves.push_back(c.add_switch(leaf));
+    ASSERT_EQ(c.sw(1 + l).admit({kJob, 2, 4, l}, 0), Reason::ok);
+  }
+  for (std::uint16_t l = 0; l < 2; ++l)
+    for (std::uint16_t m = 0; m < 2; ++m) c.add_worker(worker_cfg(kJob, m, leaves[l]));
+  std::vector<std::vector<std::int32_t>> in(4, std::vector<std::int32_t>(64, 1)), out(4, std::vector<std::int32_t>(64));
+  for (std::size_t w = 0; w < 4; ++w)
+    c.start(w, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[w]), wbytes(out[w]), 64, 4));
+  c.run(10 * kSecond);
+  // The leaves refuse the parent's join_ack (as for other misconfigurations of a tree, each
+  // member's join retry makes the leaf try again), so no chunk is ever aggregated at the root
+  // and nothing goes to a group no switch listens to; the members stop at their join deadline.
+  for (std::size_t l = 1; l <= 2; ++l) EXPECT_GE(c.sw(l).counters().jobs_failed, 1u) << "leaf " << l;
+  EXPECT_EQ(c.sw(0).counters().aggregations, 0u);
+  EXPECT_EQ(c.net().multicast_sent, 0u);
+  for (std::size_t w = 0; w < 4; ++w) {
+    EXPECT_TRUE(c.worker(w).failed()) << "worker " << w;
+    EXPECT_NE(c.worker(w).error().message.find("no join_ack"), std::string::npos) << c.worker(w).error().message;
+  }
+}
+
 // The attacker's view: a host on the link that joins the group reads every result (no
 // confidentiality is promised), but cannot get a forged or replayed datagram accepted.
 TEST(Multicast, OneSealedResultIsAcceptedOnceByEveryMemberReplaysAndForgeriesByNone) {
