@@ -297,12 +297,9 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
 }
 
 void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
-  // A job with a group: when every member gets the same bytes (all want the payload, or none
-  // does), one datagram to the group, which the network replicates. The header names no member
-  // (kNoMember) and carries nothing per member, and a keyed job's seal is one (instance,
-  // sequence) for all: every member accepts the same bytes once (PROTOCOL.md, "Multicast
-  // results"). Mixed wishes (reduce_scatter, reduce, broadcast) keep unicast: a member must not
-  // get a payload it did not ask for, nor miss one it did.
+  // A job with a group: if every member gets the same bytes (all or none want the payload; the
+  // header and a keyed job's one seal carry nothing per member), one datagram to the group;
+  // mixed wishes stay unicast (PROTOCOL.md, "Multicast results").
   const std::uint64_t all = j.spec.members >= 64 ? ~0ull : (1ull << j.spec.members) - 1;
   if (j.spec.multicast.valid() && (cp.want == all || cp.want == 0)) {
     send_result(j, cp, idx, j.spec.multicast, cp.want != 0);
