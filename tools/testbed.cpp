@@ -96,6 +96,10 @@ int cmd_testbed(int argc, char** argv) {
   bool no_auth = false;
   auto* o_noauth = app.add_flag("--no-auth", no_auth, "the switch job without a key: packets unauthenticated "
                                                        "(default: a fresh key per run, docs/PROTOCOL.md)");
+  bool multicast = false;
+  auto* o_mcast = app.add_flag("--multicast", multicast, "results every rank gets alike go once per chunk to a "
+                                                          "multicast group that the bridge replicates (one level; "
+                                                          "file: multicast = true)");
   auto* o_port = app.add_option("--switch-port", switch_port, "UDP port of every switch [7710]");
   auto* o_metrics = app.add_option("--metrics-port", metrics_port, "Prometheus port of every switch, 0 = none [9100]");
   auto* o_slot = app.add_option("--slot-elements", slot_elems, "elements per switch slot = per datagram [from the MTU]");
@@ -155,6 +159,7 @@ int cmd_testbed(int argc, char** argv) {
     set(o_prefix, flags.prefix, prefix, "prefix");
     if (o_noswitch->count()) flags.with_switch = false;
     if (o_noauth->count()) flags.auth = false;
+    if (o_mcast->count()) flags.multicast = true;
     if (o_sargs->count()) {
       std::vector<std::string> words;
       for (const auto& a : switch_args)

@@ -44,6 +44,7 @@ void Engine::close_link(SwitchLink& l) {
   l.worker.leave(now);  // best effort: one datagram, not through the fault injector
   l.port.send_all(l.worker.outbox(), nullptr, now);
   mesh_->unwatch_fd(l.port.fd());
+  if (l.port.group_fd() >= 0) mesh_->unwatch_fd(l.port.group_fd());
   // Testing only (INC_FAULT_*): what the injector did, so that a lossy test can show that its
   // faults happened (tests/api/mp_inc_lossy.sh).
   if (l.inj)
@@ -177,6 +178,9 @@ void Engine::on_link_readable(SwitchLink& l) {
     if (n == 0) break;
     const sw::Nanos now = sw::monotonic_now();
     for (std::size_t i = 0; i < n; ++i) l.worker.on_packet(l.port.datagram(i), l.port.from(i), now);
+    // The job's multicast group, once the join tells it: joined before this member's data goes.
+    if (sw::follow_multicast(l.worker, l.port))
+      mesh_->watch_fd(l.port.group_fd(), [this, lp = &l] { on_link_readable(*lp); });
     l.port.send_all(l.worker.outbox(), l.injector(), now);
   }
 }

@@ -162,9 +162,10 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
     case PacketType::join_ack: {
       if ((r = allow_flags(0)) != Reason::ok) return r;
       if ((r = check_raw(h, kJoinInfoBytes)) != Reason::ok) return r;
-      // Lanes: at least one, the answering lane among them, reserved bits clear.
+      // Lanes: at least one, the answering lane among them; a group is none or multicast.
       const JoinInfo j = read_join_info(out.payload);
-      if (j.lanes == 0 || j.lanes > kMaxLanes || j.lane >= j.lanes || j.reserved != 0)
+      if (j.lanes == 0 || j.lanes > kMaxLanes || j.lane >= j.lanes ||
+          (j.group != 0 && !is_multicast_group(j.group)))
         return Reason::bad_field;
       return Reason::ok;
     }
@@ -227,7 +228,7 @@ void write_join_info(const JoinInfo& j, std::byte* p) noexcept {
   store_u32(p + 12, j.caps);
   store_u16(p + 16, j.lanes);
   store_u16(p + 18, j.lane);
-  store_u32(p + 20, j.reserved);
+  store_u32(p + 20, j.group);
 }
 JoinInfo read_join_info(std::span<const std::byte> p) noexcept {
   JoinInfo j;
@@ -238,7 +239,7 @@ JoinInfo read_join_info(std::span<const std::byte> p) noexcept {
   j.caps = load_u32(p.data() + 12);
   j.lanes = load_u16(p.data() + 16);
   j.lane = load_u16(p.data() + 18);
-  j.reserved = load_u32(p.data() + 20);
+  j.group = load_u32(p.data() + 20);
   return j;
 }
 void write_admit_info(const AdmitInfo& a, std::byte* p) noexcept {

@@ -156,8 +156,12 @@ struct JoinInfo {  // join_ack, 24 bytes
   std::uint32_t caps = 0;        // capability bits (cap:: below), AND of the path to the root
   std::uint16_t lanes = 1;       // lanes the job uses: minimum over the path to the root (>= 1)
   std::uint16_t lane = 0;        // the lane that answers (< lanes); lane l listens on port + l
-  std::uint32_t reserved = 0;    // must be 0 (decode refuses a join_ack otherwise)
+  // IPv4 multicast group (host order) the switch sends this job's results to, 0 = unicast
+  // only (docs/PROTOCOL.md, "Multicast results"); anything but 0 or 224.0.0.0/4 is refused.
+  std::uint32_t group = 0;
 };
+// 224.0.0.0/4: the IPv4 multicast range.
+constexpr bool is_multicast_group(std::uint32_t addr) { return (addr >> 28) == 0xE; }
 inline constexpr std::size_t kJoinInfoBytes = 24;
 inline constexpr std::uint16_t kMaxLanes = 1024;  // ports PORT..PORT+lanes-1 must exist
 namespace cap {

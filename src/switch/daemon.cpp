@@ -95,6 +95,14 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
                             : "inc switch %s: job %u has no key: anyone who reaches this switch can join it, "
                               "forge its sums and read them (give it one with --key-file)\n",
                  o.name.c_str(), j.job);
+  for (const auto& j : o.jobs)
+    if (j.multicast.valid())
+      std::fprintf(log,
+                   "inc switch %s: job %u: results every member gets alike go once to multicast group "
+                   "%s (anyone on the link who joins it can read them; keyed packets cannot be "
+                   "forged or replayed)\n",
+                   o.name.c_str(), j.job,
+                   Endpoint::ipv4(j.multicast.ipv4_addr(), p0.local().port()).str().c_str());
   std::fflush(log);
   std::atomic<bool> stats_stop{false};
   std::thread stats_thread;

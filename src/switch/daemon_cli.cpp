@@ -54,7 +54,7 @@ struct RawArgs {
   std::string bind, slots, slot_elems, types, parent, topology, name, control_key, idle_timeout,
       incarnation, key_file, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
       fault_reorder, fault_delay, fault_jitter, fault_seed;
-  std::vector<std::string> jobs;
+  std::vector<std::string> jobs, multicast;
   bool stats = false;
 };
 
@@ -82,6 +82,10 @@ void define(CLI::App& app, RawArgs& r) {
   app.add_option("--name", r.name, "this switch's name in the topology file")->type_name("NAME");
   app.add_option("--job", r.jobs, "ID:MEMBERS:SLOTS[:PARENT_MEMBER]: admit a job on every lane at start-up "
                                   "(repeatable); SLOTS is per lane, so the job's window is lanes x SLOTS")->type_name("ID:MEMBERS:SLOTS[:PM]")->allow_extra_args(false);
+  app.add_option("--multicast", r.multicast, "JOB=GROUP: send the results of static job JOB that every member "
+                                            "gets alike once, to the IPv4 multicast GROUP (224.0.0.0/4) at "
+                                            "lane 0's port, which its members join (docs/PROTOCOL.md, "
+                                            "\"Multicast results\"); needs a --bind address (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
   app.add_option("--control-key", r.control_key, "accept admit/release control packets carrying this key "
                                                   "(hex 0x.. or decimal, non-zero); without it they are refused")->type_name("KEY");
   app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
@@ -298,6 +302,33 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
                ", which is not a static job of this switch (--job or the topology)";
       it->key = k.key;
     }
+  }
+  if (!r.multicast.empty() && given("--topology"))
+    return "--multicast is for a switch whose members are hosts: in a tree (--topology) switches "
+           "are members, and they do not join groups";
+  for (const auto& v : r.multicast) {  // JOB=GROUP
+    const auto eq = v.find('=');
+    std::uint64_t id = 0;
+    bool ok_id = eq != std::string::npos && eq > 0 && eq <= 10;
+    for (std::size_t i = 0; ok_id && i < eq; ++i) {
+      ok_id = v[i] >= '0' && v[i] <= '9';
+      id = id * 10 + std::uint64_t(v[i] - '0');
+    }
+    if (!ok_id || id > 0xFFFFFFFFull)
+      return "--multicast '" + v + "': write JOB=GROUP, e.g. 1=239.1.1.1";
+    const auto g = eq + 1 < v.size() ? parse_endpoint(v.substr(eq + 1) + ":0") : std::nullopt;
+    if (!g || !proto::is_multicast_group(g->ipv4_addr()))
+      return "--multicast '" + v + "': '" + v.substr(eq + 1) +
+             "' is not an IPv4 multicast group (224.0.0.0 to 239.255.255.255)";
+    auto it = std::find_if(o.jobs.begin(), o.jobs.end(), [&](const JobSpec& j) { return j.job == id; });
+    if (it == o.jobs.end())
+      return "--multicast '" + v + "': job " + std::to_string(id) +
+             " is not a static job of this switch (--job or the topology)";
+    if (it->multicast.valid()) return "--multicast: job " + std::to_string(id) + " given twice";
+    if (o.bind.ipv4_addr() == 0)
+      return "--multicast needs --bind with an address (the group's datagrams leave by its "
+             "interface), not " + o.bind.str();
+    it->multicast = *g;  // port 0: lane 0's, filled in when the lanes are bound
   }
   const std::uint32_t per_lane = slots_per_lane(o.cfg.slots, o.lanes);
   for (const auto& j : o.jobs) {

@@ -227,6 +227,7 @@ void SwitchDataPlane::send_join_ack(Job& j, const Member& m) {
   info.caps = cfg_.caps;
   info.lanes = cfg_.lanes;
   info.lane = cfg_.lane;
+  info.group = j.spec.multicast.valid() ? j.spec.multicast.ipv4_addr() : 0;
   if (j.has_parent()) {
     info.slot_elems = std::min(info.slot_elems, j.parent_info.slot_elems);
     info.caps &= j.parent_info.caps;
@@ -296,6 +297,16 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
 }
 
 void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
+  // A job with a group: if every member gets the same bytes (all or none want the payload; the
+  // header and a keyed job's one seal carry nothing per member), one datagram to the group;
+  // mixed wishes stay unicast (PROTOCOL.md, "Multicast results").
+  const std::uint64_t all = j.spec.members >= 64 ? ~0ull : (1ull << j.spec.members) - 1;
+  if (j.spec.multicast.valid() && (cp.want == all || cp.want == 0)) {
+    send_result(j, cp, idx, j.spec.multicast, cp.want != 0);
+    ++c_.results_multicast;
+    ++j.c.results_multicast;
+    return;
+  }
   // One encode per variant (with payload / elided), then the same bytes to every member.
   std::size_t with_data = SIZE_MAX, without = SIZE_MAX;
   for (std::uint16_t m = 0; m < j.spec.members; ++m) {

@@ -54,6 +54,11 @@ struct JobSpec {
   // The job's key: every packet of the job is sealed and checked with it. None: the job is
   // unauthenticated (anyone who reaches the switch can join, forge and read; PROTOCOL.md).
   std::optional<proto::auth::Key> key{};
+  // Multicast results (docs/PROTOCOL.md, "Multicast results"): an IPv4 group endpoint the
+  // members joined; a result every member gets alike goes there once instead of once per
+  // member. Invalid: unicast only. Announced in the join_ack (JoinInfo.group: the address; the
+  // port is the switch's lane-0 port, which the driver puts here).
+  Endpoint multicast{};
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 
@@ -65,6 +70,7 @@ struct TrafficCounters {
   std::uint64_t probes = 0;          // header-only probes (a question, never a contribution)
   std::uint64_t duplicates = 0;      // contributions already counted (never added twice)
   std::uint64_t results_resent = 0;  // results sent again to a member that missed them
+  std::uint64_t results_multicast = 0;  // results sent once to the job's group (not per member)
   std::uint64_t upstream_resent = 0; // partial aggregates sent to the parent again
   std::uint64_t gaps_signalled = 0;  // `missing` nacks: a member's packet lost before a later one
   std::uint64_t drops = 0;

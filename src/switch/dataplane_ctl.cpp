@@ -65,6 +65,9 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       // fewer lanes than ours while we are beyond them, is misconfigured.
       if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
         return fail_job(J, Reason::mismatch);
+      // A leaf switch does not join groups: a parent that would send it results by multicast
+      // only is misconfigured (between switches everything is unicast; PROTOCOL.md).
+      if (info.group != 0) return fail_job(J, Reason::unsupported);
       J.parent_joined = true;
       J.parent_epoch = h.epoch;
       J.parent_info = info;

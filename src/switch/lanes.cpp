@@ -104,7 +104,11 @@ SwitchLanes::SwitchLanes(const LanesConfig& c) : c_(c) {
 
 SwitchLanes::~SwitchLanes() = default;
 
-proto::Reason SwitchLanes::admit_static(const JobSpec& spec, Nanos now, std::uint16_t& refused_lane) {
+proto::Reason SwitchLanes::admit_static(const JobSpec& given, Nanos now, std::uint16_t& refused_lane) {
+  // A group without a port is at lane 0's port (the members know it: their switch endpoint).
+  JobSpec spec = given;
+  if (spec.multicast.valid() && spec.multicast.port() == 0)
+    spec.multicast = Endpoint::ipv4(spec.multicast.ipv4_addr(), servers_[0]->local().port());
   for (std::uint16_t l = 0; l < lanes(); ++l) {
     auto r = servers_[l]->dataplane().admit(spec, now);
     if (r != proto::Reason::ok) {
@@ -259,7 +263,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
     for (auto f : {&TrafficCounters::packets_in, &TrafficCounters::packets_out, &TrafficCounters::bytes_in,
                    &TrafficCounters::bytes_out, &TrafficCounters::aggregations, &TrafficCounters::results,
                    &TrafficCounters::retransmissions, &TrafficCounters::duplicates,
-                   &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
+                   &TrafficCounters::results_resent, &TrafficCounters::results_multicast, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
                    &TrafficCounters::drops})
       t.*f += c.*f;
     for (std::size_t r = 0; r < t.drops_by_reason.size(); ++r) t.drops_by_reason[r] += c.drops_by_reason[r];
@@ -296,7 +300,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
       for (auto f : {&TrafficCounters::packets_in, &TrafficCounters::packets_out, &TrafficCounters::bytes_in,
                      &TrafficCounters::bytes_out, &TrafficCounters::aggregations, &TrafficCounters::results,
                      &TrafficCounters::retransmissions, &TrafficCounters::duplicates,
-                     &TrafficCounters::results_resent, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
+                     &TrafficCounters::results_resent, &TrafficCounters::results_multicast, &TrafficCounters::upstream_resent, &TrafficCounters::gaps_signalled, &TrafficCounters::probes,
                      &TrafficCounters::drops})
         x.counters.*f += j.counters.*f;
     }

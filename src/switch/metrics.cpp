@@ -49,6 +49,7 @@ std::string render_prometheus(const SwitchSnapshot& s, const std::string& switch
   counter(out, "inc_switch_probes_total", "Header-only probes: members asking about a chunk instead of resending it.", sw, c.probes);
   counter(out, "inc_switch_duplicates_total", "Contributions already counted (never added twice).", sw, c.duplicates);
   counter(out, "inc_switch_results_resent_total", "Results sent again to members that missed them.", sw, c.results_resent);
+  counter(out, "inc_switch_results_multicast_total", "Results sent once to the job's multicast group instead of to each member.", sw, c.results_multicast);
   counter(out, "inc_switch_upstream_resent_total", "Partial aggregates sent to the parent again.", sw, c.upstream_resent);
   counter(out, "inc_switch_gaps_signalled_total", "Members told at once that a packet of theirs is missing (a later one arrived).", sw, c.gaps_signalled);
   out += "# HELP inc_switch_drops_total Packets dropped, by reason.\n# TYPE inc_switch_drops_total counter\n";
@@ -155,11 +156,11 @@ std::string render_stats(const SwitchSnapshot& s, const std::string& switch_name
   std::snprintf(b, sizeof b,
                 "switch %s: packets in %" PRIu64 " out %" PRIu64 ", bytes in %" PRIu64 " out %" PRIu64
                 ", aggregations %" PRIu64 ", results %" PRIu64 ", retransmissions %" PRIu64
-                ", duplicates %" PRIu64 ", results resent %" PRIu64 ", gaps signalled %" PRIu64
+                ", duplicates %" PRIu64 ", results resent %" PRIu64 ", results multicast %" PRIu64 ", gaps signalled %" PRIu64
                 ", probes %" PRIu64 ", drops %" PRIu64 ", slots %u/%u allocated, cpu %.3f s\n",
                 switch_name.c_str(), c.packets_in, c.packets_out, c.bytes_in, c.bytes_out,
                 c.aggregations, c.results, c.retransmissions, c.duplicates, c.results_resent,
-                c.gaps_signalled, c.probes, c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
+                c.results_multicast, c.gaps_signalled, c.probes, c.drops, s.slots_allocated, s.slots_total, s.cpu_seconds);
   out += b;
   for (const auto& l : s.lanes) {
     std::snprintf(b, sizeof b,

@@ -7,9 +7,27 @@
 
 namespace inc::sw {
 
+void SimNetwork::subscribe(Endpoint group, Endpoint member) {
+  if (!subscribed(group, member)) groups_.emplace_back(group, member);
+}
+
+bool SimNetwork::subscribed(Endpoint group, Endpoint member) const {
+  return std::find(groups_.begin(), groups_.end(), std::pair{group, member}) != groups_.end();
+}
+
 void SimNetwork::send(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now) {
   ++sent;
   if (tap) tap(from, to, bytes);
+  if (to.is_ipv4() && proto::is_multicast_group(to.ipv4_addr())) {
+    ++multicast_sent;
+    for (const auto& [g, m] : groups_)
+      if (g == to) fan_out(from, m, bytes, now);
+    return;
+  }
+  fan_out(from, to, bytes, now);
+}
+
+void SimNetwork::fan_out(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now) {
   Delivery base;
   base.from = from;
   base.to = to;
@@ -168,6 +186,9 @@ void SimCluster::flush_switch(std::size_t i) {
 }
 
 void SimCluster::flush_worker(std::size_t i) {
+  // A driver joins the job's group before it sends what the worker queued after its join
+  // (as the UDP drivers do).
+  if (const Endpoint g = workers_[i]->multicast_group(); g.valid()) net_.subscribe(g, worker_ep_[i]);
   if (batch_ > 0) return defer_flush();
   Outbox& o = workers_[i]->outbox();
   if (!dead_[i])

@@ -80,6 +80,14 @@ class SimNetwork {
   // From simulated time `at` on, the link has the parameters `p` (rate changes, outages).
   void change_link(LinkId id, Nanos at, const LinkParams& p);
   const LinkStats& link_stats(LinkId id) const { return links_[id].stats; }
+
+  // Multicast (docs/PROTOCOL.md, "Multicast results"): a datagram sent to `group` reaches
+  // every subscriber as a copy of its own: each copy crosses the sender's and the subscriber's
+  // links and draws its own faults (loss, duplication, delay), as a switch's replication does.
+  // Subscribing twice is once. A group without subscribers delivers nothing.
+  void subscribe(Endpoint group, Endpoint member);
+  bool subscribed(Endpoint group, Endpoint member) const;
+  std::uint64_t multicast_sent = 0;  // datagrams sent to a group (each counted once in `sent`)
   const LinkParams& link_params(LinkId id) const { return links_[id].p; }
 
   std::uint64_t sent = 0, lost = 0, duplicated = 0, reordered = 0, delivered = 0;
@@ -104,6 +112,8 @@ class SimNetwork {
     Endpoint e, only_peer;
     LinkId up = kNoLink, down = kNoLink;
   };
+  // One copy of a datagram to one receiver: its links and its faults.
+  void fan_out(Endpoint from, Endpoint to, std::span<const std::byte> bytes, Nanos now);
   // Crosses link `id` arriving at `t`: false if dropped, else the time it leaves the link.
   bool cross(LinkId id, Nanos t, std::size_t bytes, Nanos& leave);
   double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
@@ -113,6 +123,7 @@ class SimNetwork {
   std::priority_queue<Delivery, std::vector<Delivery>, Later> q_;
   std::vector<Link> links_;
   std::vector<Attachment> attach_;
+  std::vector<std::pair<Endpoint, Endpoint>> groups_;  // (group, subscriber)
 };
 
 class SimCluster {

@@ -117,6 +117,13 @@ UdpPort::UdpPort(Endpoint bind, std::size_t batch, UdpOffload offload)
   socklen_t len = sizeof sa;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
   local_ = from_sockaddr(sa);
+  // Multicast sends (a switch's results to a job's group) leave by the interface of the bound
+  // address, without a multicast route; TTL 1 (the default): groups stay on the link.
+  if (bind.ipv4_addr() != 0) {
+    ip_mreqn m{};
+    m.imr_address.s_addr = htonl(bind.ipv4_addr());
+    ::setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof m);
+  }
   // GSO needs no option (a cmsg per send); GRO is a socket option the kernel may not know.
   gso_ = offload.gso;
   int one = 1;
@@ -147,18 +154,71 @@ UdpPort::UdpPort(Endpoint bind, std::size_t batch, UdpOffload offload)
 }
 
 UdpPort::~UdpPort() {
+  if (gfd_ >= 0) ::close(gfd_);
   if (fd_ >= 0) ::close(fd_);
   if (ep_ >= 0) ::close(ep_);
   if (ev_ >= 0) ::close(ev_);
 }
 
+void UdpPort::join_group(Endpoint group, Endpoint toward) {
+  if (group_ == group) return;
+  if (gfd_ >= 0) throw std::runtime_error("this socket already receives group " + group_.str());
+  if (!group.is_ipv4() || !proto::is_multicast_group(group.ipv4_addr()))
+    throw std::runtime_error(group.str() + " is not an IPv4 multicast group (224.0.0.0/4)");
+  // The interface: the one whose address the kernel picks as source toward the switch.
+  in_addr iface{};
+  {
+    const int probe = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) sys_fail("socket");
+    sockaddr_in sa = to_sockaddr(toward);
+    socklen_t len = sizeof sa;
+    const bool ok = ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+                    ::getsockname(probe, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
+    const int e = errno;
+    ::close(probe);
+    errno = e;
+    if (!ok) sys_fail("no route to the switch " + toward.str() + " to join " + group.str() + " on");
+    iface = sa.sin_addr;
+  }
+  const int g = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (g < 0) sys_fail("socket");
+  auto fail = [&](const std::string& what) {
+    const int e = errno;
+    ::close(g);
+    errno = e;
+    sys_fail(what);
+  };
+  int one = 1, buf = 8 << 20;
+  ::setsockopt(g, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::setsockopt(g, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(g, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  // Bound to the group's address: only datagrams sent to the group reach this socket.
+  sockaddr_in sa = to_sockaddr(group);
+  if (::bind(g, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) fail("bind " + group.str());
+  ip_mreqn m{};
+  m.imr_multiaddr.s_addr = htonl(group.ipv4_addr());
+  m.imr_address = iface;
+  if (::setsockopt(g, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+    char a[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &iface, a, sizeof a);
+    fail("IP_ADD_MEMBERSHIP " + group.str() + " on the interface of " + a);
+  }
+  if (gro_ && ::setsockopt(g, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) fail("UDP_GRO");
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.fd = g;
+  if (::epoll_ctl(ep_, EPOLL_CTL_ADD, g, &e) != 0) fail("epoll_ctl");
+  gfd_ = g;
+  group_ = group;
+}
+
 void UdpPort::wait(Nanos timeout) {
   if (timeout < 0) timeout = 0;
   timespec ts{time_t(timeout / kSecond), long(timeout % kSecond)};
-  epoll_event evs[2];
-  int n = ::epoll_pwait2(ep_, evs, 2, &ts, nullptr);
+  epoll_event evs[3];
+  int n = ::epoll_pwait2(ep_, evs, 3, &ts, nullptr);
   if (n < 0 && errno == ENOSYS)  // kernels before 5.11: millisecond resolution
-    n = ::epoll_wait(ep_, evs, 2, int((timeout + kMillisecond - 1) / kMillisecond));
+    n = ::epoll_wait(ep_, evs, 3, int((timeout + kMillisecond - 1) / kMillisecond));
   for (int i = 0; i < n; ++i)
     if (evs[i].data.fd == ev_) {
       std::uint64_t v;
@@ -172,7 +232,16 @@ void UdpPort::wake() {
 }
 
 std::size_t UdpPort::recv_batch() {
-  for (std::size_t i = 0; i < batch_; ++i) {
+  segs_.clear();
+  // The unicast socket first (answers to this member), then the group's with the buffers left.
+  const std::size_t used = recv_into(fd_, 0);
+  if (gfd_ >= 0 && used < batch_) recv_into(gfd_, used);
+  recv_datagrams += segs_.size();
+  return segs_.size();
+}
+
+std::size_t UdpPort::recv_into(int fd, std::size_t first) {
+  for (std::size_t i = first; i < batch_; ++i) {
     msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     msgs_[i].msg_hdr.msg_flags = 0;
     if (gro_) {
@@ -180,15 +249,14 @@ std::size_t UdpPort::recv_batch() {
       msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
     }
   }
-  segs_.clear();
   ++recv_calls;
-  int n = ::recvmmsg(fd_, msgs_.data(), unsigned(batch_), MSG_DONTWAIT, nullptr);
-  if (n <= 0) return 0;
-  for (int i = 0; i < n; ++i) {
-    const msghdr& h = msgs_[std::size_t(i)].msg_hdr;
-    const Endpoint from = from_sockaddr(addrs_[std::size_t(i)]);
-    const std::size_t base = std::size_t(i) * kRecvBuf;
-    std::size_t len = msgs_[std::size_t(i)].msg_len;
+  int n = ::recvmmsg(fd, msgs_.data() + first, unsigned(batch_ - first), MSG_DONTWAIT, nullptr);
+  if (n <= 0) return first;
+  for (std::size_t i = first; i < first + std::size_t(n); ++i) {
+    const msghdr& h = msgs_[i].msg_hdr;
+    const Endpoint from = from_sockaddr(addrs_[i]);
+    const std::size_t base = i * kRecvBuf;
+    std::size_t len = msgs_[i].msg_len;
     // A datagram longer than the buffer was truncated: hand over an empty one so that the
     // decoder refuses it (too_short) instead of reading a cut packet.
     if (h.msg_flags & MSG_TRUNC) len = 0;
@@ -208,8 +276,7 @@ std::size_t UdpPort::recv_batch() {
     for (std::size_t off = 0; off < len; off += seg)
       segs_.push_back({base + off, std::uint32_t(std::min(seg, len - off)), from});
   }
-  recv_datagrams += segs_.size();
-  return segs_.size();
+  return first + std::size_t(n);
 }
 
 // Groups the outbox by destination (each destination's order kept) and sends runs of
@@ -459,6 +526,7 @@ void UdpWorker::pump_io() {
     if (n == 0) break;
     now = monotonic_now();
     for (std::size_t i = 0; i < n; ++i) proto_.on_packet(port_.datagram(i), port_.from(i), now);
+    follow_multicast(proto_, port_);
     port_.send_all(proto_.outbox(), inj, now);
   }
   now = monotonic_now();
@@ -476,6 +544,18 @@ bool UdpWorker::run(WorkerOp op) {
 void UdpWorker::leave() {
   proto_.leave(monotonic_now());
   port_.send_all(proto_.outbox(), nullptr, monotonic_now());
+}
+
+bool follow_multicast(WorkerProtocol& w, UdpPort& port) {
+  const Endpoint g = w.multicast_group();
+  if (!g.valid() || port.group() == g || w.failed()) return false;
+  try {
+    port.join_group(g, w.config().switch_ep);
+  } catch (const std::exception& e) {
+    w.multicast_unavailable(e.what());
+    return false;
+  }
+  return true;
 }
 
 // ---- control client ---------------------------------------------------------------------------

@@ -102,6 +102,14 @@ class UdpPort {
     return {bufs_.data() + segs_[i].offset, segs_[i].size};
   }
   Endpoint from(std::size_t i) const { return segs_[i].from; }
+  // Multicast (docs/PROTOCOL.md, "Multicast results"). Receive `group` (address and port) as
+  // well: a second socket bound to the group's address and port (SO_REUSEADDR, so that several
+  // members on one host each get every datagram) joins it on the interface whose address
+  // reaches `toward` (the switch); recv_batch() reads both sockets, wait() waits for both.
+  // Throws std::runtime_error naming the step that failed. A port joins one group.
+  void join_group(Endpoint group, Endpoint toward);
+  Endpoint group() const { return group_; }
+  int group_fd() const { return gfd_; }  // -1 without a group (for a caller's own epoll)
   // Send every entry of the outbox (through the injector if given) and clear it.
   void send_all(Outbox& out, FaultInjector* inj, Nanos now);
   // Send the injector's due datagrams.
@@ -120,10 +128,12 @@ class UdpPort {
     Endpoint from;
   };
   void send_entries(const Outbox& out);
+  // recvmmsg on `fd` into the buffers from `first` on; appends to segs_; returns buffers used.
+  std::size_t recv_into(int fd, std::size_t first);
   // Sends the entries order[first..) of `out`; returns false if GSO was refused (then off).
   bool send_messages(const Outbox& out, std::size_t first, std::size_t& resume_at);
-  int fd_ = -1, ep_ = -1, ev_ = -1;
-  Endpoint local_;
+  int fd_ = -1, ep_ = -1, ev_ = -1, gfd_ = -1;
+  Endpoint local_, group_;
   std::size_t batch_;
   bool gso_ = false, gro_ = false;
   std::size_t gso_max_size_ = SIZE_MAX;  // lowered when the kernel refuses a segment size
@@ -203,6 +213,12 @@ class UdpWorker {
   UdpPort port_;
   std::optional<FaultInjector> inj_;
 };
+
+// A driver's step after feeding a worker packets and before sending its outbox: if the worker
+// learned a multicast group that `port` has not joined, join it (toward the switch); if that
+// fails, the worker fails with the reason. Returns true when it joined just now (a caller with
+// its own epoll then watches port.group_fd()).
+bool follow_multicast(WorkerProtocol& w, UdpPort& port);
 
 // Controller side of admission over UDP: retries until an answer or `timeout`.
 // Returns the switch's answer (ok or its refusal reason), nullopt if it never answered.

@@ -239,6 +239,15 @@ class WorkerProtocol {
   // to lane c mod L, whose endpoint is lane_endpoint(switch_ep, l).
   std::uint16_t lanes() const { return std::uint16_t(lanes_.size()); }
   const proto::JoinInfo& join_info() const { return info_; }
+  // The group the switch sends this job's results to (docs/PROTOCOL.md, "Multicast results"):
+  // JoinInfo.group at switch_ep's port; invalid for unicast. Valid once lane 0 answered the
+  // join; the driver joins it before it sends what the protocol queued after that answer (a
+  // result needs this member's data, so none can come earlier). Results from the group arrive
+  // from the lanes' endpoints like unicast ones, and unicast still comes (answers to one member).
+  Endpoint multicast_group() const;
+  // The driver could not join the group: the member would miss every result, so it fails
+  // (kind protocol) with `why`.
+  void multicast_unavailable(const std::string& why);
   const WorkerConfig& config() const { return cfg_; }
   WorkerCcStats cc_stats() const;
   void set_trace(std::function<void(const WorkerTraceEvent&)> f) { trace_ = std::move(f); }

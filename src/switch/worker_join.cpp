@@ -93,15 +93,17 @@ void WorkerProtocol::handle_join_ack(const proto::PacketView& v, std::size_t l, 
       return;
     }
   } else if (info.lanes != info_.lanes || info.slots != info_.slots ||
-             info.slot_elems != info_.slot_elems || info.caps != info_.caps) {
+             info.slot_elems != info_.slot_elems || info.caps != info_.caps ||
+             info.group != info_.group) {
     fail(WorkerErrorKind::protocol,
          "lane " + std::to_string(l) + " of switch " + cfg_.switch_ep.str() + " (" +
              lane.ep.str() + ") answers with another configuration than lane 0 (" +
              std::to_string(info.lanes) + " lanes, " + std::to_string(info.slots) + " x " +
-             std::to_string(info.slot_elems) + ", caps " + std::to_string(info.caps) + " vs " +
+             std::to_string(info.slot_elems) + ", caps " + std::to_string(info.caps) + ", group " +
+             std::to_string(info.group) + " vs " +
              std::to_string(info_.lanes) + " lanes, " + std::to_string(info_.slots) + " x " +
              std::to_string(info_.slot_elems) + ", caps " + std::to_string(info_.caps) +
-             "): the switch's lanes are misconfigured",
+             ", group " + std::to_string(info_.group) + "): the switch's lanes are misconfigured",
          label_for_errors());
     return;
   }
@@ -128,6 +130,19 @@ void WorkerProtocol::handle_join_ack(const proto::PacketView& v, std::size_t l, 
   win_.configure(ring_size(), cfg_.window, kInitialWindow);
   last_progress_ = now;
   pump(now);
+}
+
+Endpoint WorkerProtocol::multicast_group() const {
+  if (lanes_.empty() || !lanes_[0].joined || info_.group == 0) return {};
+  return Endpoint::ipv4(info_.group, cfg_.switch_ep.is_ipv4() ? cfg_.switch_ep.port() : 0);
+}
+
+void WorkerProtocol::multicast_unavailable(const std::string& why) {
+  fail(WorkerErrorKind::protocol,
+       "the switch " + cfg_.switch_ep.str() + " sends job " + std::to_string(cfg_.job) +
+           "'s results to multicast group " + multicast_group().str() +
+           ", which this member cannot join: " + why,
+       label_for_errors());
 }
 
 void WorkerProtocol::join_tick(Nanos now) {

@@ -14,6 +14,9 @@ constexpr std::uint32_t kJobId = 1;
 std::string host_addr(int i) { return fmt::format("10.99.{}.{}", 1 + i / 250, 1 + i % 250); }
 std::string leaf_addr(int k) { return fmt::format("10.99.0.{}", 1 + k); }
 const char* kSpineAddr = "10.99.0.254";
+// The job's multicast group (--multicast): administratively scoped (RFC 2365); the testbed's
+// namespaces are isolated from the machine's network, so one fixed group cannot clash.
+const char* kGroupAddr = "239.255.0.1";
 
 Argv ip(const std::string& ns, std::initializer_list<std::string> args) {
   Argv a = {"ip", "-n", ns};
@@ -112,7 +115,12 @@ Plan make_plan(const Spec& spec, const Identity& id) {
                          "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"});
   for (const auto& ns : p.namespaces) p.setup.push_back(ip(ns, {"link", "set", "lo", "up"}));
   auto bridge = [&](const std::string& ns, const std::string& addr) {
-    p.setup.push_back(ip(ns, {"link", "add", "br0", "mtu", mtu, "type", "bridge"}));
+    if (spec.multicast)  // the group is flooded to every port: on one level every host holds
+                         // members, so that is exactly the members (docs/TESTBED.md, "Multicast")
+      p.setup.push_back(ip(ns, {"link", "add", "br0", "mtu", mtu, "type", "bridge", "mcast_snooping",
+                                "0"}));
+    else
+      p.setup.push_back(ip(ns, {"link", "add", "br0", "mtu", mtu, "type", "bridge"}));
     p.setup.push_back(ip(ns, {"addr", "add", addr + len, "dev", "br0"}));
     p.setup.push_back(ip(ns, {"link", "set", "br0", "up"}));
   };
@@ -181,6 +189,10 @@ Plan make_plan(const Spec& spec, const Identity& id) {
               std::to_string(spec.slot_elements), "--job",
               fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots)};
     s.argv = keyed(s.argv);
+    if (spec.multicast) {
+      s.argv.insert(s.argv.end(), {"--multicast", fmt::format("{}={}", kJobId, kGroupAddr)});
+      p.group = kGroupAddr;
+    }
     common(s);
     p.switches.push_back(std::move(s));
     p.rank_env = {{"INC_SWITCH", p.leaves[0].addr + ":" + ep_port},
@@ -229,6 +241,9 @@ std::string describe_plan(const Plan& p, bool commands) {
   if (s.with_switch)
     o += s.auth ? fmt::format("switch job: keyed, every packet authenticated (a fresh key per run in {})\n", p.key_path)
                 : std::string("switch job: unauthenticated (--no-auth)\n");
+  if (s.with_switch && s.multicast)
+    o += fmt::format("results: once per chunk to multicast group {}:{}, flooded by the bridge "
+                     "to every host (all hold members)\n", p.group, s.switch_port);
   o += fmt::format("\n{:<14} {:<12} {:<22} {:>14} {:>10} {:>10}\n", "link", "address", "between",
                    "rate each way", "queue", "burst");
   for (std::size_t i = 0; i < p.links.size(); ++i) {

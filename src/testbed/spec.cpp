@@ -176,6 +176,7 @@ void SpecInput::merge(const SpecInput& o) {
   take(oversubscription, o.oversubscription);
   take(with_switch, o.with_switch);
   take(auth, o.auth);
+  take(multicast, o.multicast);
   take(switch_args, o.switch_args);
   if (!o.leaf_tables.empty()) leaf_tables = o.leaf_tables;
   for (const auto& [k, v] : o.where) where[k] = v;
@@ -245,6 +246,10 @@ SpecInput parse_spec_text(std::string_view text, const std::string& file) {
     in.auth = r.get_bool("auth", true);
     in.where["auth"] = at(r, "auth");
   }
+  if (r.has("multicast")) {
+    in.multicast = r.get_bool("multicast", false);
+    in.where["multicast"] = at(r, "multicast");
+  }
   if (r.has("switch_args")) {
     in.switch_args = r.get_string_list("switch_args");
     in.where["switch_args"] = at(r, "switch_args");
@@ -312,6 +317,7 @@ Spec build_spec(const SpecInput& in) {
   s.job_slots = in.job_slots.value_or(32);
   s.with_switch = in.with_switch.value_or(true);
   s.auth = in.auth.value_or(true);
+  s.multicast = in.multicast.value_or(false);
   if (in.switch_args) s.switch_args = *in.switch_args;
   if (in.shaper) {
     if (*in.shaper == "tbf") s.shaper = Shaper::tbf;
@@ -406,6 +412,14 @@ Spec build_spec(const SpecInput& in) {
              fmt::format("leaf {} has {} ranks: a switch aggregates at most {} members; use more leaves",
                          k, s.leaves[k].hosts * s.ranks_per_host, kFanIn));
   }
+  // Multicast: the switch's group is flooded or snooped by one bridge. In a two-level tree a
+  // leaf's group would also cross its uplink into the spine's bridge and the other leaves.
+  if (s.multicast && !s.with_switch)
+    fail(where("multicast", "--multicast"), "multicast results need a switch (not with --no-switch)");
+  if (s.multicast && two)
+    fail(where("multicast", "--multicast"),
+         "multicast results are built for one level only: in a two-level tree a leaf's group "
+         "would cross its uplink into the spine and the other leaves (leave it off with --leaves)");
   // Slot size: from the MTU, so that one chunk is one unfragmented datagram.
   if (in.slot_elements) {
     s.slot_elements = *in.slot_elements;

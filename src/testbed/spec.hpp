@@ -51,6 +51,10 @@ struct Spec {
   // runs unauthenticated (measuring the protocol without the MAC work of every emulated host
   // and switch concentrated on this machine's cores).
   bool auth = true;
+  // Results every member gets alike go once to a multicast group the ranks join, replicated by
+  // the bridge (as an ASIC's replication engine would), instead of once per member from the
+  // switch (docs/PROTOCOL.md, "Multicast results"). One level only.
+  bool multicast = false;
   int switch_port = 7710;
   int metrics_port = 9100;  // 0: no Prometheus endpoint
   int slot_elements = 0;    // resolved by build_spec (from the MTU unless given)
@@ -94,7 +98,7 @@ struct SpecInput {
       job_slots;
   std::optional<std::string> link, uplink, shaper, queue, burst, prefix;
   std::optional<double> oversubscription;
-  std::optional<bool> with_switch, auth;
+  std::optional<bool> with_switch, auth, multicast;
   std::optional<std::vector<std::string>> switch_args;
   struct Leaf {
     std::optional<int> hosts;

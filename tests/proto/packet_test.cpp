@@ -82,7 +82,7 @@ TEST(Packet, RoundTripEveryType) {
     h.flags = c.flags;
     h.reason = c.reason;
     auto b = build(h, c.count * elem_size(c.e), 0x5A);
-    if (c.t == PacketType::join_ack) {  // a JoinInfo must be well-formed (lanes, reserved)
+    if (c.t == PacketType::join_ack) {  // a JoinInfo must be well-formed (lanes, group)
       write_join_info(JoinInfo{1, 2, 3, 4, 5, 4, 0}, b.data() + kHeaderBytes);
     }
     PacketView v;
@@ -106,7 +106,7 @@ TEST(Packet, RoundTripEveryType) {
 }
 
 TEST(Packet, ControlPayloadsRoundTrip) {
-  JoinInfo j{64, 256, 9, cap::i32_sum | cap::raw_copy, 0x0302, 0x0201, 0};
+  JoinInfo j{64, 256, 9, cap::i32_sum | cap::raw_copy, 0x0302, 0x0201, 0xEF010203u};
   std::byte buf[kJoinInfoBytes];
   write_join_info(j, buf);
   auto j2 = read_join_info(buf);
@@ -116,10 +116,10 @@ TEST(Packet, ControlPayloadsRoundTrip) {
   EXPECT_EQ(j2.caps, j.caps);
   EXPECT_EQ(j2.lanes, 0x0302);
   EXPECT_EQ(j2.lane, 0x0201);
-  EXPECT_EQ(j2.reserved, 0u);
-  // Layout: {u32 slots, u32 slot_elems, u32 members, u32 caps, u16 lanes, u16 lane, u32 0}.
+  EXPECT_EQ(j2.group, 0xEF010203u);  // 239.1.2.3
+  // Layout: {u32 slots, u32 slot_elems, u32 members, u32 caps, u16 lanes, u16 lane, u32 group}.
   const unsigned char expect[kJoinInfoBytes] = {64, 0, 0, 0, 0, 1, 0, 0, 9, 0, 0, 0,
-                                                0x11, 0, 0, 0, 2, 3, 1, 2, 0, 0, 0, 0};
+                                                0x11, 0, 0, 0, 2, 3, 1, 2, 3, 2, 1, 0xEF};
   EXPECT_EQ(std::memcmp(buf, expect, kJoinInfoBytes), 0);
   AdmitInfo a{0x0102030405060708ull, 17, 5, 2, 0};
   std::byte abuf[kAdmitInfoBytes];
@@ -247,6 +247,13 @@ TEST(Packet, JoinAckLanesAreChecked) {
             Reason::bad_field);
   EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 1})), Reason::bad_field);
   EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0x80000000u})), Reason::bad_field);
+  // The group: none, or an address of 224.0.0.0/4 (239.1.2.3 and the range's ends).
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0xEF010203u})), Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0xE0000000u})), Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0xEFFFFFFFu})), Reason::ok);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0xDFFFFFFFu})), Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0xF0000000u})), Reason::bad_field);
+  EXPECT_EQ(decode_bytes(join_ack({4, 256, 3, cap::all, 2, 1, 0x0A630001u})), Reason::bad_field);
   // A version-1 join_ack (16-byte JoinInfo) does not decode as version 2.
   auto b = join_ack({4, 256, 3, cap::all, 1, 0, 0});
   b.resize(kHeaderBytes + 16);

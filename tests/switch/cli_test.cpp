@@ -101,6 +101,12 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--lanes", "2", "--slots", "64", "--job", "1:4:40"},
        "--job 1 needs 40 slots per lane, but each of the 2 lanes has 32"},
       {{"--topology", "/nonexistent", "--name", "x", "--lanes", "2"}, "do not combine"},
+      {{"--job", "1:2:3", "--multicast", "1=10.0.0.1"}, "'10.0.0.1' is not an IPv4 multicast group"},
+      {{"--job", "1:2:3", "--multicast", "2=239.1.1.1"}, "job 2 is not a static job of this switch"},
+      {{"--job", "1:2:3", "--multicast", "x=239.1.1.1"}, "write JOB=GROUP"},
+      {{"--job", "1:2:3", "--multicast", "1=239.1.1.1", "--multicast", "1=239.1.1.2"}, "job 1 given twice"},
+      {{"--bind", "0.0.0.0:0", "--job", "1:2:3", "--multicast", "1=239.1.1.1"},
+       "--multicast needs --bind with an address"},
   };
   for (auto& b : bad) {
     auto p = spawn(b.args);

@@ -122,7 +122,7 @@ class DataPlaneFixture : public ::testing::Test {
       EXPECT_EQ(info.members, n);
       EXPECT_EQ(info.lanes, 1);  // a single data plane is one lane
       EXPECT_EQ(info.lane, 0);
-      EXPECT_EQ(info.reserved, 0u);
+      EXPECT_EQ(info.group, 0u);  // no multicast unless the job has a group
     }
   }
   std::unique_ptr<SwitchDataPlane> sw;

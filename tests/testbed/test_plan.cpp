@@ -169,6 +169,29 @@ TEST(TestbedPlan, KeyedByDefaultAndNoAuthOnRequest) {
   }
 }
 
+TEST(TestbedPlan, MulticastGivesTheJobAGroupAndTheBridgeFloods) {
+  SpecInput in;
+  in.hosts = 3;
+  Plan uni = make_plan(build_spec(in), test_id());
+  EXPECT_EQ(shell_join(uni.switches[0].argv).find("--multicast"), std::string::npos);
+  in.multicast = true;
+  Plan p = make_plan(build_spec(in), test_id());
+  ASSERT_EQ(p.switches.size(), 1u);
+  EXPECT_NE(shell_join(p.switches[0].argv).find("--multicast 1=239.255.0.1"), std::string::npos);
+  EXPECT_EQ(p.group, "239.255.0.1");
+  bool flood = false;
+  for (const auto& c : p.setup)
+    flood |= shell_join(c).find("type bridge mcast_snooping 0") != std::string::npos;
+  EXPECT_TRUE(flood) << "the bridge must flood the group to every host";
+  EXPECT_NE(describe_plan(p, false).find("multicast group 239.255.0.1:7710"), std::string::npos);
+  // One level only, and only with a switch: refused naming the flag.
+  in.leaves = 2;
+  EXPECT_THROW(build_spec(in), inc::Error);
+  in.leaves = 1;
+  in.with_switch = false;
+  EXPECT_THROW(build_spec(in), inc::Error);
+}
+
 TEST(TestbedPlan, TbfCommandCarriesRateBurstAndLimit) {
   Plan p = plan_for(1, 1, 1);
   const Argv* tbf = nullptr;
