@@ -129,11 +129,19 @@ Client::Client(const std::string& addr, const proto::auth::Key& secret, ctl::Rol
   try {
     flush(deadline);
     while (!s_.established()) {
-      if (!recv(std::chrono::milliseconds(ms_left(deadline))) && !s_.established() && Clock::now() >= deadline)
-        fail("no answer to the hello within the time-out");
+      pollfd q{fd_, POLLIN, 0};
+      const int r = ::poll(&q, 1, ms_left(deadline));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw std::runtime_error("controller " + addr + ": no answer to the hello within the time-out");
+      std::byte buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) throw std::runtime_error("controller " + addr + ": connection closed during the hello");
+      if (!s_.in(std::span(buf, std::size_t(n)))) throw std::runtime_error("controller " + addr + ": " + s_.why());
     }
+    flush(deadline);
   } catch (const std::runtime_error&) {
-    if (fd_ >= 0) ::close(fd_);
+    ::close(fd_);
     fd_ = -1;
     throw;
   }

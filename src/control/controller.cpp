@@ -76,7 +76,13 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
   r.state = st;
   r.last_seen = now;
   r.registered = true;
+  std::set<std::uint32_t> still;
   for (const auto& j : st.jobs) {
+    if (r.releasing.count(j.job)) {
+      still.insert(j.job);
+      actions_.push_back({st.name, false, SwitchJob{j.job, 1, 1, proto::kNoMember}});
+      continue;
+    }
     auto it = jobs_.find(j.job);
     if (it == jobs_.end()) {
       // After a restart of the controller: adopt it until its job re-claims it or the lease ends.
@@ -94,6 +100,7 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
       tree.emplace_back(st.name, j);
     r.reserved[j.job] = j.slots;
   }
+  r.releasing = std::move(still);
   return "";
 }
 
@@ -237,6 +244,7 @@ void Controller::drop_job(std::uint32_t job) {
     auto s = switches_.find(name);
     if (s == switches_.end()) continue;
     s->second.reserved.erase(job);
+    s->second.releasing.insert(job);
     actions_.push_back({name, false, SwitchJob{job, 1, 1, proto::kNoMember}});
   }
   jobs_.erase(it);

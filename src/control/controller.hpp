@@ -72,6 +72,9 @@ struct SwitchRecord {
   Nanos last_seen = 0;
   bool registered = false;
   std::map<std::uint32_t, std::uint32_t> reserved;  // job -> slots per lane
+  // Released by the controller, still in the switch's last state: not adopted again, and the
+  // release is sent again while the switch keeps reporting it (a lost release).
+  std::set<std::uint32_t> releasing;
 };
 
 struct JobRecord {

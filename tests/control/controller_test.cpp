@@ -237,6 +237,16 @@ TEST(Controller, LeaseEndsWithoutHeartbeatsAndTheSlotsComeBack) {
   ASSERT_EQ(c.actions().size(), 1u);
   EXPECT_FALSE(c.actions()[0].admit);
   EXPECT_EQ(c.actions()[0].spec.job, g.job);
+  c.actions().clear();
+  // A heartbeat sent before the switch applied the release still lists the job: not adopted
+  // again (the slots stay free), the release goes out again.
+  auto st = state_of(c.config().fabric, "s0");
+  st.jobs.push_back(g.tree[0].second);
+  ASSERT_EQ(c.switch_state(st, 2 * lease), "");
+  EXPECT_EQ(c.jobs().count(g.job), 0u);
+  EXPECT_EQ(c.free_slots(c.switches().at("s0")), 64u);
+  ASSERT_EQ(c.actions().size(), 1u);
+  EXPECT_FALSE(c.actions()[0].admit);
   c.switch_state(state_of(c.config().fabric, "s0"), 2 * lease);
   EXPECT_TRUE(c.request_tree(req(hosts(2), 64), 2 * lease).ok);
 }
