@@ -330,3 +330,28 @@ TEST(Controller, SeededRandomSequencesKeepReservationsWithinThePools) {
 
 }  // namespace
 }  // namespace inc::control
+
+namespace inc::control {
+namespace {
+
+// The shipped example fabrics load, and a job over every host of each gets a tree.
+TEST(Controller, ShippedExampleFabricsGiveTrees) {
+  for (const char* f : {"one-switch.topo", "fat-tree-2level.topo"}) {
+    std::string err;
+    auto t = sw::load_topology(std::string(INC_EXAMPLES) + "/controller/" + f, err);
+    ASSERT_TRUE(t) << err;
+    ControllerConfig cfg;
+    cfg.fabric = *t;
+    Controller c(cfg);
+    for (const auto& s : t->switches) ASSERT_EQ(c.switch_state(state_of(*t, s.name), 0), "");
+    ctl::TreeRequest r;
+    for (const auto& h : t->hosts) r.hosts.push_back(h.name);
+    if (r.hosts.empty()) r.hosts = {"a", "b"};
+    auto g = c.request_tree(r, 0);
+    ASSERT_TRUE(g.ok) << f << ": " << g.why;
+    EXPECT_EQ(g.ranks.size(), r.hosts.size());
+  }
+}
+
+}  // namespace
+}  // namespace inc::control

@@ -2,8 +2,8 @@
 # `inc controller` with real processes (docs/CONTROLLER.md): a controller, switches that
 # register with it, and jobs under `inc launch` whose communicators (world, split, dup) get
 # their trees from it.
-#   1. one switch: 8 ranks split into 4 groups and 4 ranks into 2, every group in the network,
-#      exact; every tree released at the end
+#   1. one switch (inc launch --controller): 8 ranks split into 4 groups and 4 ranks into 2, every group in the network,
+#      exact; every tree released at the end; an unreachable controller: hosts, saying why
 #   2. a two-level tree (spine, two leaves; INC_CONTROL_HOST=h{rank} puts ranks on hosts of the fabric)
 #   3. four concurrent jobs on one switch with scarce slots, static partition: exact, 16 slots
 #      each; a fifth is refused and runs on the hosts, saying why
@@ -50,10 +50,9 @@ wait_for "$dir/c1.log" "serving 127\.0\.0\.1:$c1" "serving line from the control
   --control-key-file "$dir/ctlkey" >"$dir/s1.log" 2>&1 &
 pids+=($!)
 wait_for "$dir/c1.log" "switch s0 registered" "registration of the switch"
-export INC_CONTROLLER=127.0.0.1:$c1
 for np_groups in "4 2" "8 4"; do
   set -- $np_groups
-  "$inc" launch -n $1 -- "$mp" $2 2 10007 >"$dir/run.log" 2>&1 || fail "$1 ranks split into $2 groups"
+  "$inc" launch -n $1 --controller 127.0.0.1:$c1 --control-key-file "$dir/ctlkey" -- "$mp" $2 2 10007 >"$dir/run.log" 2>&1 || fail "$1 ranks split into $2 groups"
   grep -q "mp_controller: all exact" "$dir/run.log" || fail "no exact result"
   [ "$(grep -c "tree from the controller" "$dir/run.log")" -ge $((1 + 2 * $2)) ] || fail "not every communicator had a tree"
   echo "$1 ranks, split into $2 groups and dup'ed: every group in the network, exact"
@@ -61,6 +60,12 @@ done
 wait_status $c1 '"jobs":\[\],' "empty job list (every tree released)"
 status $c1 | grep -q '"free":256' || fail "slots not all free after the jobs"
 echo "every tree released when its communicator went away"
+# Nobody at the controller's address: the hosts, exact, and a line on stderr saying why.
+MP_CONTROLLER_EXPECT_HOSTS=1 INC_CONTROLLER=127.0.0.1:$((base + 10)) "$inc" launch -n 2 -- "$mp" 0 1 1000 >"$dir/unreachable.log" 2>&1 ||
+  fail "the job without a reachable controller failed"
+grep -q "inc: communicator 0 of 2 ranks (pid [0-9]*): collectives run on the hosts: controller unreachable: controller 127.0.0.1:$((base + 10)): Connection refused" "$dir/unreachable.log" ||
+  fail "an unreachable controller was not reported"
+echo "unreachable controller: the hosts, with the reason on stderr"
 
 # ---- 2. a two-level tree ----------------------------------------------------------------
 c2=$((base + 2)) sp=$((base + 3)) l0=$((base + 4)) l1=$((base + 5))
