@@ -37,8 +37,8 @@ int serve(control::ServerOptions& o, const std::string& fabric, const std::strin
     std::fprintf(stderr, "inc controller: --policy '%s' must be fair, static or first-come\n", policy.c_str());
     return 2;
   }
-  if (o.core.partitions == 0 || o.core.min_slots == 0 || o.core.default_slots == 0 || o.core.default_slots > 0xFFFF) {
-    std::fprintf(stderr, "inc controller: --partitions, --min-slots and --default-slots (<= 65535) must be positive\n");
+  if (o.core.partitions == 0 || o.core.fair_jobs == 0 || o.core.min_slots == 0 || o.core.default_slots == 0 || o.core.default_slots > 0xFFFF) {
+    std::fprintf(stderr, "inc controller: --partitions, --fair-jobs, --min-slots and --default-slots (<= 65535) must be positive\n");
     return 2;
   }
   if (!(lease >= 0.1 && lease <= 86400)) {
@@ -94,6 +94,8 @@ int cmd_controller(int argc, char** argv) {
   sv->add_option("--listen", o.listen, "ADDR:PORT to serve (default 127.0.0.1:7700; port 0: any)");
   sv->add_option("--policy", policy, "switch memory among jobs: fair (default), static, first-come");
   sv->add_option("--partitions", o.core.partitions, "static: parts of each switch's pool (default 4)");
+  sv->add_option("--fair-jobs", o.core.fair_jobs, "fair: shares as if at least N jobs were active (headroom for "
+                                                 "jobs to come: running jobs are never shrunk; default 1)");
   sv->add_option("--max-jobs", o.core.max_jobs, "first-come: jobs per switch (default: no limit)");
   sv->add_option("--max-job-slots", o.core.max_job_slots, "first-come: slots per job (default: no limit)");
   sv->add_option("--min-slots", o.core.min_slots, "fewer slots than this: no tree, the job runs on the hosts (default 1)");

@@ -123,10 +123,12 @@ std::optional<std::uint32_t> Controller::slots_for(const std::vector<std::string
         allow = std::min(P / cfg_.partitions, F);
         rule = "a partition of " + std::to_string(P / cfg_.partitions);
         break;
-      case Policy::fair_share:
-        allow = std::min(P / (n + 1), F);
-        rule = "a fair share of " + std::to_string(P / (n + 1)) + " (" + std::to_string(n + 1) + " jobs)";
+      case Policy::fair_share: {
+        const std::uint32_t among = std::max(n + 1, cfg_.fair_jobs);
+        allow = std::min(P / among, F);
+        rule = "a fair share of " + std::to_string(P / among) + " (" + std::to_string(among) + " jobs)";
         break;
+      }
       case Policy::first_come:
         if (cfg_.max_jobs && n >= cfg_.max_jobs) {
           why_not = Refusal::policy_limit;

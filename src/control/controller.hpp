@@ -32,6 +32,10 @@ struct ControllerConfig {
   sw::Topology fabric;
   Policy policy = Policy::fair_share;
   std::uint32_t partitions = 4;       // static_partition
+  // fair_share: shares as if at least this many jobs were active. Running jobs are never
+  // shrunk (their slots back their windows in flight), so headroom for the jobs still to come
+  // has to be left at admission: 1 = none (a lone job may take everything).
+  std::uint32_t fair_jobs = 1;
   std::uint32_t max_jobs = 0;         // first_come: jobs per switch (0: no limit)
   std::uint32_t max_job_slots = 0;    // first_come: slots per job (0: no limit)
   std::uint32_t min_slots = 1;        // fewer than this: no tree (the job runs on the hosts)

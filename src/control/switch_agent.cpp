@@ -35,10 +35,16 @@ ctl::SwitchState SwitchAgent::state() {
     s.parent_ip = cfg_.parent.ipv4_addr();
     s.parent_port = cfg_.parent.port();
   }
+  std::set<std::uint32_t> still_released;
   for (const auto& j : snap.jobs) {
+    if (released_.count(j.spec.job)) {
+      still_released.insert(j.spec.job);
+      continue;
+    }
     ctl::SwitchJob sj{j.spec.job, j.spec.members, j.spec.slots, j.spec.parent_member};
     (managed_.count(j.spec.job) ? s.jobs : s.static_jobs).push_back(sj);
   }
+  released_ = std::move(still_released);
   return s;
 }
 
@@ -54,11 +60,15 @@ void SwitchAgent::session() {
       if (auto* a = std::get_if<ctl::Admit>(&*m)) {
         sw::JobSpec spec{a->spec.job, a->spec.members, a->spec.slots, a->spec.parent_member, a->key};
         const proto::Reason r = lanes_.admit_on_every_lane(spec);
-        if (r == proto::Reason::ok) managed_.insert(a->spec.job);
+        if (r == proto::Reason::ok) {
+          managed_.insert(a->spec.job);
+          released_.erase(a->spec.job);
+        }
         c.send(ctl::Outcome{a->req, a->spec.job, std::uint8_t(r)}, 2s);
       } else if (auto* rel = std::get_if<ctl::Release>(&*m)) {
         // Only what the controller admitted: a release cannot touch a static job.
         const bool known = managed_.erase(rel->job) && lanes_.release_on_every_lane(rel->job);
+        if (known) released_.insert(rel->job);
         c.send(ctl::Outcome{rel->req, rel->job, std::uint8_t(known ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
       } else {
         throw std::runtime_error("unexpected message from the controller");

@@ -37,6 +37,9 @@ class SwitchAgent {
   sw::SwitchConfig cfg_;
   std::FILE* log_;
   std::set<std::uint32_t> managed_;  // jobs the controller admitted here
+  // Released by the controller but maybe still in the lanes' snapshot (refreshed every
+  // 100 ms): not reported, least of all as a static job.
+  std::set<std::uint32_t> released_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -8,6 +8,7 @@
 // "created ... us" lines (communicator creation times) and "job throughput ..." for the
 // benchmark scripts. MP_CONTROLLER_HOLD=FILE: hold the world's tree until FILE exists;
 // MP_CONTROLLER_UNTIL=FILE: stop iterating once FILE exists (ITERS is then a bound).
+// MP_CONTROLLER_EXPECT_HOSTS: the host path is expected; MP_CONTROLLER_EXPECT_ANY: either.
 // Exit code 0 only if everything was exact and in the network.
 #include <chrono>
 #include <cstdio>
@@ -46,7 +47,7 @@ void check(Communicator& c, const std::vector<int>& world_ranks, const char* wha
     for (std::uint64_t i = 0; i < n; ++i) in[i] = val(world_ranks[static_cast<std::size_t>(c.rank())], i, it);
     c.allreduce(in.data(), out.data(), n, DataType::i32, ReduceOp::sum);
     auto rep = c.last_report();
-    if (rep.in_network != want_network) {
+    if (rep.in_network != want_network && !std::getenv("MP_CONTROLLER_EXPECT_ANY")) {
       std::fprintf(stderr, "FAIL %s: in_network=%d: %s\n", what, int(rep.in_network), rep.reason.c_str());
       ++failures;
       return;

@@ -112,6 +112,22 @@ TEST(Controller, FairShareGivesEachNewJobAtMostItsShare) {
   check_invariants(c);
 }
 
+TEST(Controller, FairShareWithHeadroomLeavesRoomForTheJobsToCome) {
+  ControllerConfig cfg;
+  cfg.fabric = fabric(kOne);
+  cfg.fair_jobs = 4;
+  Controller c(cfg);
+  ASSERT_EQ(c.switch_state(state_of(cfg.fabric, "s0"), 0), "");
+  for (int i = 0; i < 4; ++i) {
+    auto g = c.request_tree(req(hosts(2), 64), 0);
+    ASSERT_TRUE(g.ok) << g.why;
+    EXPECT_EQ(g.slots, 16u);
+  }
+  auto fifth = c.request_tree(req(hosts(2), 64), 0);  // share 64/5 = 12, nothing free
+  EXPECT_FALSE(fifth.ok);
+  check_invariants(c);
+}
+
 TEST(Controller, StaticPartitionRefusesBeyondItsParts) {
   Controller c = make(kOne, Policy::static_partition);
   std::vector<Grant> g;

@@ -59,6 +59,7 @@ for np_groups in "4 2" "8 4"; do
 done
 wait_status $c1 '"jobs":\[\],' "empty job list (every tree released)"
 status $c1 | grep -q '"free":256' || fail "slots not all free after the jobs"
+status $c1 | grep -q '"expired":0' || fail "trees were left to expire instead of being released"
 echo "every tree released when its communicator went away"
 # Nobody at the controller's address: the hosts, exact, and a line on stderr saying why.
 MP_CONTROLLER_EXPECT_HOSTS=1 INC_CONTROLLER=127.0.0.1:$((base + 10)) "$inc" launch -n 2 -- "$mp" 0 1 1000 >"$dir/unreachable.log" 2>&1 ||
@@ -135,7 +136,8 @@ wait_status $c4 '"jobs":\[\{' "job holding a tree"
 kill -9 -- -$victim 2>/dev/null || kill -9 $victim
 wait $victim 2>/dev/null
 wait_status $c4 '"expired":1' "expired lease"
-status $c4 | grep -q '"free":64' || fail "the killed job's slots did not come back"
+wait_status $c4 '"free":64,' "the killed job's slots back"
+status $c4 | grep -q '"static_jobs":0' || { status $c4; fail "a released job is reported as the switch's own"; }
 grep -q "inc_switch" /dev/null
 echo "killed job: its lease expired and its slots came back"
 
