@@ -251,9 +251,9 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     o.faults.seed = u;
   }
 
-  if (!r.topology.empty() && r.name.empty()) return "--topology needs --name (this switch's name in the file)";
-  if (r.topology.empty() && !r.name.empty() && r.controller.empty())
-    return "--name goes with --topology or --controller (the switch's name in the file or the controller's fabric)";
+  // --name also names the switch in a controller's fabric (--controller).
+  if (r.topology.empty() ? (!r.name.empty() && r.controller.empty()) : r.name.empty())
+    return "--topology and --name go together (or --name and --controller)";
   if (!r.name.empty()) o.name = r.name;
   if (!r.topology.empty()) {
     for (const char* f : {"--bind", "--lanes", "--parent", "--slots", "--slot-elements", "--types", "--job"})
