@@ -27,6 +27,7 @@
 #include "src/proto/packet.hpp"
 #include "src/switch/lanes.hpp"
 #include "src/switch/topology.hpp"
+#include "src/switch/udp.hpp"
 #include "tools/commands.hpp"
 
 namespace inc::tools {
@@ -62,6 +63,9 @@ constexpr const char* kUsage =
     "                      INC_TOPOLOGY and INC_SWITCH_JOB (the file's job with N ranks, or\n"
     "                      --switch-job)\n"
     "  --switch-job ID     job id to use from the topology file\n"
+    "  --controller ADDR   every communicator asks `inc controller` at ADDR for its tree; ranks\n"
+    "                      get INC_CONTROLLER and INC_CONTROL_KEY_FILE (docs/CONTROLLER.md)\n"
+    "  --control-key-file F  the cluster's control secret (default: $INC_CONTROL_KEY_FILE)\n"
     "  --switch-args 'A'   appended to every switch's command line, split at spaces, e.g.\n"
     "                      --switch-args='--stats --fault-loss 0.05' (repeatable)\n"
     "  -h, --help          this text\n"
@@ -234,7 +238,7 @@ int cmd_launch(int argc, char** argv) {
   int switch_slots = 0;   // 0: default_slots_per_lane
   int slot_elems = 2048;
   bool switch_flags = false;  // --switch-lanes/--switch-slots/--switch-slot-elements given
-  std::string topology;
+  std::string topology, controller, control_key_file;
   long long switch_job = 0;
   try {
     // CLI11 reads the options; the first argument that is not one (or whatever follows "--")
@@ -258,6 +262,8 @@ int cmd_launch(int argc, char** argv) {
     app.add_option("--switch-slot-elements", elems_s);
     app.add_option("--topology", topology);
     app.add_option("--switch-job", job_s);
+    app.add_option("--controller", controller);
+    app.add_option("--control-key-file", control_key_file);
     app.add_option("--switch-args", switch_args)->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     try {
       app.parse(argc, argv);
@@ -297,6 +303,19 @@ int cmd_launch(int argc, char** argv) {
       throw UsageError{fmt::format("--switch: one switch aggregates at most {} members; use "
                                    "--topology with a tree of switches for -n {}",
                                    proto::kMaxMembers, n)};
+    if (!controller.empty()) {
+      if (with_switch || !topology.empty()) throw UsageError{"--controller excludes --switch and --topology"};
+      auto ep = sw::parse_endpoint(controller);
+      if (!ep || ep->port() == 0) throw UsageError{fmt::format("--controller '{}' is not an IPv4 ADDR:PORT", controller)};
+      if (control_key_file.empty())
+        if (const char* k = std::getenv("INC_CONTROL_KEY_FILE")) control_key_file = k;
+      if (control_key_file.empty())
+        throw UsageError{"--controller needs --control-key-file (or INC_CONTROL_KEY_FILE)"};
+      o.env.emplace_back("INC_CONTROLLER", controller);
+      o.env.emplace_back("INC_CONTROL_KEY_FILE", control_key_file);
+    } else if (!control_key_file.empty()) {
+      throw UsageError{"--control-key-file goes with --controller"};
+    }
     if (!with_switch && topology.empty() && !switch_args.empty())
       throw UsageError{"--switch-args goes with --switch or --topology"};
     if (with_switch || !topology.empty())

@@ -16,6 +16,7 @@ struct Command {
 const Command kCommands[] = {
     {"launch", inc::tools::cmd_launch, "start a rendezvous store and N local ranks of a program"},
     {"bench", inc::tools::cmd_bench, "nccl-tests style collective benchmark (run under a launcher)"},
+    {"controller", inc::tools::cmd_controller, "builds switch trees for every communicator, shares switch memory"},
     {"demo", inc::tools::cmd_demo, "the main job: a local INC cluster running the collectives"},
     {"model", inc::tools::cmd_model, "analytical model: collective costs, training iterations, paper-figure5"},
     {"sim", inc::tools::cmd_sim, "discrete-event simulator: jobs on fat trees / rail clusters, links touched"},
@@ -26,7 +27,7 @@ const Command kCommands[] = {
 
 void usage(std::FILE* out) {
   std::fprintf(out, "usage: inc <command> [options]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out, "\n`inc <command> --help` describes a command.\n");
 }
 }  // namespace

@@ -11,9 +11,11 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <unistd.h>
 
 #include "api/bootstrap.hpp"
 #include "api/call_checks.hpp"
+#include "api/controller_tree.hpp"
 #include "api/inc_path.hpp"
 #include "api/rollcall.hpp"
 #include "api/tuning.hpp"
@@ -146,13 +148,19 @@ struct CommState {
   Algorithm algo = Algorithm::automatic;
   std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
   std::uint64_t segment_bytes = 0;
-  // The switch tree of this communicator (the world only, for now: sub-communicators have no
-  // tree until a controller builds them). `switch_configured` is the process-wide fact.
+  // The switch tree of this communicator: the world's from INC_SWITCH/INC_TOPOLOGY, or any
+  // communicator's from the controller (INC_CONTROLLER). `switch_configured` is the
+  // process-wide fact.
   std::shared_ptr<api::IncPath> inc;
   bool switch_configured = false;
   std::string no_inc_reason;  // why `inc` is null although a switch is configured
+  bool controller_tree = false;
+  std::shared_ptr<api::TreeLease> lease;  // rank 0 of a controller tree: released with the communicator
   std::mutex mu;
   Report last;
+  ~CommState() {
+    if (controller_tree && inc && world && world->engine) world->engine->detach_switch(comm_id);
+  }
 };
 
 struct RequestState {
@@ -290,6 +298,30 @@ void probe_switch(detail::CommState& st) {
   }
 }
 
+// A tree from the controller for this communicator (every member calls it), probed like the
+// world's; none: the reason goes into every report.
+void attach_controller_tree(detail::CommState& st, const transport::EnvLookup& env) {
+  const int p = static_cast<int>(st.members.size());
+  st.switch_configured = true;
+  if (p == 1) {
+    st.no_inc_reason = "a communicator of one rank has nothing to aggregate";
+    return;
+  }
+  coll::Engine& engine = *st.world->engine;
+  auto t = api::request_controller_tree(engine, st.comm_id, st.rank, p, st.members[static_cast<std::size_t>(st.rank)],
+                                        env, engine.timeout(),
+                                        fmt::format("communicator {} of {} ranks (pid {})", st.comm_id, p, getpid()));
+  if (!t.inc) {
+    st.no_inc_reason = t.why_not;
+    return;
+  }
+  st.inc = t.inc;
+  st.lease = t.lease;
+  st.controller_tree = true;
+  probe_switch(st);
+  if (!st.inc) st.lease.reset();
+}
+
 }  // namespace
 
 Communicator Communicator::init(const Options& opts) {
@@ -367,7 +399,9 @@ Communicator Communicator::init(const Options& opts) {
   st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag, timeout);
   st->switch_configured = static_cast<bool>(st->inc);
   world->engine->add_comm(0, st->members);
-  if (st->inc) {
+  if (!st->inc && api::controller_configured(env)) {
+    attach_controller_tree(*st, env);
+  } else if (st->inc) {
     // Every rank must be free to join the switch job (no earlier init() of its process still
     // holds it), or none joins: agreed over TCP before anyone talks to the switch.
     std::int32_t free_here = detail::worlds_on_switch().load() == 0 ? 1 : 0;
@@ -682,6 +716,7 @@ Communicator Communicator::split(int color, int key) const {
   st->segment_bytes = state_->segment_bytes;
   st->switch_configured = state_->switch_configured;
   st->world->engine->add_comm(st->comm_id, st->members);
+  if (auto env = transport::process_env(); api::controller_configured(env)) attach_controller_tree(*st, env);
   return Communicator(std::move(st));
 }
 

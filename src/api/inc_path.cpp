@@ -12,22 +12,14 @@
 
 namespace inc::api {
 
-std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int rank, int nranks,
-                                           std::uint64_t session, std::chrono::milliseconds timeout) {
-  auto sw_addr = env("INC_SWITCH");
-  auto topo_path = env("INC_TOPOLOGY");
-  if (!sw_addr && !topo_path) return nullptr;
-  auto path = std::unique_ptr<IncPath>(new IncPath());
-  coll::SwitchAttachment& att = path->att_;
+namespace {
+
+// What every attachment takes from the environment whoever chose the tree: numerics, window,
+// timers and deadlines (INC_TIMEOUT), the session and injected faults. Returns what to add to
+// the description.
+std::string common_settings(const transport::EnvLookup& env, int rank, std::uint64_t session,
+                            std::chrono::milliseconds timeout, coll::SwitchAttachment& att) {
   sw::WorkerConfig& cfg = att.worker;
-  std::uint32_t job = 1;
-  if (auto j = env("INC_SWITCH_JOB")) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(j->c_str(), &end, 10);
-    if (j->empty() || *end != '\0' || v == 0 || v > 0xffffffffu)
-      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_JOB='{}' is not a job id (1..2^32-1)", *j));
-    job = static_cast<std::uint32_t>(v);
-  }
   if (auto n = env("INC_SWITCH_NUMERICS")) {
     if (*n == "fixed") att.fixed_point = true;
     else if (*n != "float")
@@ -43,6 +35,80 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
                               "of chunks up to 65535",
                               *w));
     cfg.window = static_cast<std::uint32_t>(v);
+  }
+  // Hosts here are often oversubscribed (ranks, switch and other work on few cores): a
+  // descheduled switch looks like loss to a 5 ms timer. Start at 20 ms (doubling to 500 ms).
+  cfg.rto_initial = 20 * sw::kMillisecond;
+  cfg.rto_max = 500 * sw::kMillisecond;
+  if (auto v = env("INC_SWITCH_RTO_MIN_US")) {
+    char* end = nullptr;
+    double us = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(us >= 1) || us > 1e6)
+      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_RTO_MIN_US='{}' must be 1 .. 1000000", *v));
+    cfg.rto_min = static_cast<sw::Nanos>(us * 1000);
+  }
+  // INC_TIMEOUT is the only deadline: a rank may arrive late by anything less, and a switch
+  // or member that stays silent that long is reported.
+  const sw::Nanos deadline = static_cast<sw::Nanos>(timeout.count()) * sw::kMillisecond;
+  // Joining is the start-up probe's first step: a switch that does not answer a join within
+  // INC_SWITCH_JOIN_TIMEOUT (default 10 s, at most INC_TIMEOUT) puts the job on the hosts, with
+  // the reason in every report, rather than holding every rank for the whole INC_TIMEOUT.
+  cfg.join_timeout = std::min<sw::Nanos>(deadline, 10 * sw::kSecond);
+  if (auto v = env("INC_SWITCH_JOIN_TIMEOUT")) {
+    char* end = nullptr;
+    double s = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(s > 0) || s > 86400)
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_SWITCH_JOIN_TIMEOUT='{}' is not a time-out in seconds (0 < t <= 86400)", *v));
+    cfg.join_timeout = std::min<sw::Nanos>(deadline, static_cast<sw::Nanos>(s * 1e9));
+  }
+  cfg.progress_timeout = deadline;
+  // The low 32 bits are rank 0's wall clock in ms (communicator.cpp): a new run's session
+  // compares as newer than a crashed earlier run's at the switch (serial numbers, 24 days).
+  cfg.session = static_cast<std::uint32_t>(session) | 1u;
+  std::string where;
+  // Fault injection into this worker's outgoing datagrams, for tests on real sockets:
+  // INC_FAULT_LOSS / _DUP / _REORDER (probabilities) and INC_FAULT_SEED (the seed is mixed
+  // with the rank so that ranks lose different packets).
+  sw::FaultConfig faults;
+  auto prob = [&](const char* var, double& out) {
+    if (auto v = env(var)) {
+      char* end = nullptr;
+      double x = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end != '\0' || !(x >= 0 && x < 1))
+        throw Error(Error::Kind::config, fmt::format("{}='{}' must be a probability in [0, 1)", var, *v));
+      out = x;
+    }
+  };
+  prob("INC_FAULT_LOSS", faults.loss);
+  prob("INC_FAULT_DUP", faults.dup);
+  prob("INC_FAULT_REORDER", faults.reorder);
+  if (auto v = env("INC_FAULT_SEED")) faults.seed = std::strtoull(v->c_str(), nullptr, 10);
+  faults.seed = faults.seed * 1000003 + static_cast<std::uint64_t>(rank);
+  if (faults.enabled())
+    where += fmt::format(", injected faults: loss {} dup {} reorder {} seed {}", faults.loss,
+                         faults.dup, faults.reorder, faults.seed);
+  att.faults = faults;
+  return where;
+}
+
+}  // namespace
+
+std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int rank, int nranks,
+                                           std::uint64_t session, std::chrono::milliseconds timeout) {
+  auto sw_addr = env("INC_SWITCH");
+  auto topo_path = env("INC_TOPOLOGY");
+  if (!sw_addr && !topo_path) return nullptr;
+  auto path = std::unique_ptr<IncPath>(new IncPath());
+  coll::SwitchAttachment& att = path->att_;
+  sw::WorkerConfig& cfg = att.worker;
+  std::uint32_t job = 1;
+  if (auto j = env("INC_SWITCH_JOB")) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(j->c_str(), &end, 10);
+    if (j->empty() || *end != '\0' || v == 0 || v > 0xffffffffu)
+      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_JOB='{}' is not a job id (1..2^32-1)", *j));
+    job = static_cast<std::uint32_t>(v);
   }
   std::string where;
   if (topo_path) {
@@ -78,36 +144,7 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     where = fmt::format("switch {}, job {}, member {}", ep->str(), job, rank);
   }
   cfg.job = job;
-  // Hosts here are often oversubscribed (ranks, switch and other work on few cores): a
-  // descheduled switch looks like loss to a 5 ms timer. Start at 20 ms (doubling to 500 ms).
-  cfg.rto_initial = 20 * sw::kMillisecond;
-  cfg.rto_max = 500 * sw::kMillisecond;
-  if (auto v = env("INC_SWITCH_RTO_MIN_US")) {
-    char* end = nullptr;
-    double us = std::strtod(v->c_str(), &end);
-    if (v->empty() || *end != '\0' || !(us >= 1) || us > 1e6)
-      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_RTO_MIN_US='{}' must be 1 .. 1000000", *v));
-    cfg.rto_min = static_cast<sw::Nanos>(us * 1000);
-  }
-  // INC_TIMEOUT is the only deadline: a rank may arrive late by anything less, and a switch
-  // or member that stays silent that long is reported.
-  const sw::Nanos deadline = static_cast<sw::Nanos>(timeout.count()) * sw::kMillisecond;
-  // Joining is the start-up probe's first step: a switch that does not answer a join within
-  // INC_SWITCH_JOIN_TIMEOUT (default 10 s, at most INC_TIMEOUT) puts the job on the hosts, with
-  // the reason in every report, rather than holding every rank for the whole INC_TIMEOUT.
-  cfg.join_timeout = std::min<sw::Nanos>(deadline, 10 * sw::kSecond);
-  if (auto v = env("INC_SWITCH_JOIN_TIMEOUT")) {
-    char* end = nullptr;
-    double s = std::strtod(v->c_str(), &end);
-    if (v->empty() || *end != '\0' || !(s > 0) || s > 86400)
-      throw Error(Error::Kind::config,
-                  fmt::format("INC_SWITCH_JOIN_TIMEOUT='{}' is not a time-out in seconds (0 < t <= 86400)", *v));
-    cfg.join_timeout = std::min<sw::Nanos>(deadline, static_cast<sw::Nanos>(s * 1e9));
-  }
-  cfg.progress_timeout = deadline;
-  // The low 32 bits are rank 0's wall clock in ms (communicator.cpp): a new run's session
-  // compares as newer than a crashed earlier run's at the switch (serial numbers, 24 days).
-  cfg.session = static_cast<std::uint32_t>(session) | 1u;
+  std::string more = common_settings(env, rank, session, timeout, att);
   // Authentication: the job's key from INC_KEY_FILE ("JOB HEX64" lines, mode 600; inc launch
   // and inc testbed write one per run). Every packet is then sealed and checked.
   if (auto kf = env("INC_KEY_FILE"); kf && !kf->empty()) {
@@ -123,32 +160,25 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     cfg.seq_base = proto::auth::clock_seq_base();
     where += ", authenticated";
   }
-  // Fault injection into this worker's outgoing datagrams, for tests on real sockets:
-  // INC_FAULT_LOSS / _DUP / _REORDER (probabilities) and INC_FAULT_SEED (the seed is mixed
-  // with the rank so that ranks lose different packets).
-  sw::FaultConfig faults;
-  auto prob = [&](const char* var, double& out) {
-    if (auto v = env(var)) {
-      char* end = nullptr;
-      double x = std::strtod(v->c_str(), &end);
-      if (v->empty() || *end != '\0' || !(x >= 0 && x < 1))
-        throw Error(Error::Kind::config, fmt::format("{}='{}' must be a probability in [0, 1)", var, *v));
-      out = x;
-    }
-  };
-  prob("INC_FAULT_LOSS", faults.loss);
-  prob("INC_FAULT_DUP", faults.dup);
-  prob("INC_FAULT_REORDER", faults.reorder);
-  if (auto v = env("INC_FAULT_SEED")) faults.seed = std::strtoull(v->c_str(), nullptr, 10);
-  faults.seed = faults.seed * 1000003 + static_cast<std::uint64_t>(rank);
-  if (faults.enabled())
-    where += fmt::format(", injected faults: loss {} dup {} reorder {} seed {}", faults.loss,
-                         faults.dup, faults.reorder, faults.seed);
-  att.faults = faults;
-  att.where = where;
+  att.where = where + more;
   return path;
 }
 
+std::unique_ptr<IncPath> IncPath::from_grant(const transport::EnvLookup& env, int rank, std::uint64_t session,
+                                             std::chrono::milliseconds timeout, const TreeAttachment& t) {
+  auto path = std::unique_ptr<IncPath>(new IncPath());
+  coll::SwitchAttachment& att = path->att_;
+  sw::WorkerConfig& cfg = att.worker;
+  cfg.switch_ep = t.switch_ep;
+  cfg.member = t.member;
+  cfg.job = t.job;
+  std::string more = common_settings(env, rank, session, timeout, att);
+  cfg.key = t.key;
+  cfg.instance = proto::auth::random_instance();
+  cfg.seq_base = proto::auth::clock_seq_base();
+  att.where = t.where + ", authenticated" + more;
+  return path;
+}
 
 IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
   const std::string arith = att_.fixed_point ? "f32 as fixed point (reproducible)" : "f32 adds";

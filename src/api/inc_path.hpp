@@ -25,6 +25,8 @@
 #include "coll/executor.hpp"
 #include "inc/types.hpp"
 #include "transport/socket.hpp"
+#include "src/proto/auth.hpp"
+#include "src/switch/common.hpp"
 
 namespace inc::api {
 
@@ -34,12 +36,25 @@ struct IncPlan {
                     // not ok: why the host path is used instead
 };
 
+// A rank's place in a tree the controller built (src/api/controller_tree.cpp).
+struct TreeAttachment {
+  std::uint32_t job = 0;
+  sw::Endpoint switch_ep;
+  std::uint16_t member = 0;
+  proto::auth::Key key{};
+  std::string where;  // "switch leaf0 (127.0.0.1:7102), job 5, member 1, tree root spine, from the controller"
+};
+
 class IncPath {
  public:
   // nullptr if no switch is configured. Throws Error(config) for a bad configuration.
   // `timeout` (INC_TIMEOUT) bounds the worker's join and its waits for progress.
   static std::unique_ptr<IncPath> from_env(const transport::EnvLookup& env, int rank, int nranks,
                                            std::uint64_t session, std::chrono::milliseconds timeout);
+
+  // The same for a tree from the controller (the job's key always: controller trees are keyed).
+  static std::unique_ptr<IncPath> from_grant(const transport::EnvLookup& env, int rank, std::uint64_t session,
+                                             std::chrono::milliseconds timeout, const TreeAttachment& t);
 
   // Can this call run through the switch? (Same answer on every rank for the same call.)
   IncPlan plan(Collective coll, DataType t, ReduceOp op) const;

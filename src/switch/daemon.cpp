@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include "src/control/switch_agent.hpp"
+
 namespace inc::sw {
 
 namespace {
@@ -120,7 +122,11 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
       }
     });
   if (on_ready) on_ready(*lanes, metrics_port);
+  std::unique_ptr<control::SwitchAgent> agent;
+  if (!o.controller.empty() && o.controller_key)
+    agent = std::make_unique<control::SwitchAgent>(o.controller, *o.controller_key, o.name, *lanes, lanes->lane(0).dataplane().config(), log);
   lanes->run(stop);
+  agent.reset();
   stats_stop.store(true);
   if (stats_thread.joinable()) stats_thread.join();
   if (http_thread.joinable()) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct SwitchDaemonOptions {
   FaultConfig faults;
   std::size_t batch = 32;
   UdpOffload offload;         // --offload: UDP GSO/GRO on the lanes' sockets
+  std::string controller;     // --controller: register with `inc controller` (src/control)
+  std::optional<proto::auth::Key> controller_key;  // --control-key-file
 };
 
 std::string switch_usage();

@@ -52,7 +52,7 @@ bool parse_double(const std::string& s, double& v, double lo, double hi) {
 // Every option is read as text by CLI11 and checked by check_values (one message per flag).
 struct RawArgs {
   std::string bind, slots, slot_elems, types, parent, topology, name, control_key, idle_timeout,
-      incarnation, key_file, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
+      incarnation, key_file, controller, control_key_file, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
       fault_reorder, fault_delay, fault_jitter, fault_seed;
   std::vector<std::string> jobs, multicast;
   bool stats = false;
@@ -90,6 +90,11 @@ void define(CLI::App& app, RawArgs& r) {
                                                   "(hex 0x.. or decimal, non-zero); without it they are refused")->type_name("KEY");
   app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
                                            "packet of a keyed job is authenticated (docs/PROTOCOL.md)")->type_name("FILE");
+  app.add_option("--controller", r.controller, "register with `inc controller` at ADDR:PORT, heart-beat and "
+                                               "take its admissions and releases (docs/CONTROLLER.md); needs "
+                                               "--control-key-file")->type_name("ADDR:PORT");
+  app.add_option("--control-key-file", r.control_key_file, "the cluster's control secret (a key file, mode "
+                                                           "600) sealing the controller's connection")->type_name("FILE");
   app.add_option("--idle-timeout", r.idle_timeout, "release jobs admitted by control packets after SEC idle on "
                                                    "every lane (default 300)")->type_name("SEC");
   app.add_option("--incarnation", r.incarnation, "identity of this start (default: random); workers detect "
@@ -250,7 +255,10 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     o.faults.seed = u;
   }
 
-  if (r.topology.empty() != r.name.empty()) return "--topology and --name go together";
+  // --name also names the switch in a controller's fabric (--controller).
+  if (r.topology.empty() ? (!r.name.empty() && r.controller.empty()) : r.name.empty())
+    return "--topology and --name go together (or --name and --controller)";
+  if (!r.name.empty()) o.name = r.name;
   if (!r.topology.empty()) {
     for (const char* f : {"--bind", "--lanes", "--parent", "--slots", "--slot-elements", "--types", "--job"})
       if (given(f))
@@ -329,6 +337,18 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       return "--multicast needs --bind with an address (the group's datagrams leave by its "
              "interface), not " + o.bind.str();
     it->multicast = *g;  // port 0: lane 0's, filled in when the lanes are bound
+  }
+  if (given("--controller") != given("--control-key-file"))
+    return "--controller and --control-key-file go together (the control connection is sealed)";
+  if (given("--controller")) {
+    auto ep = parse_endpoint(r.controller);
+    if (!ep || ep->port() == 0) return "--controller '" + r.controller + "' is not an IPv4 ADDR:PORT";
+    std::string err;
+    auto keys = proto::auth::load_key_file(r.control_key_file, err);
+    if (!keys) return "--control-key-file " + err;
+    if (keys->empty()) return "--control-key-file " + r.control_key_file + " has no key";
+    o.controller = r.controller;
+    o.controller_key = keys->front().key;
   }
   const std::uint32_t per_lane = slots_per_lane(o.cfg.slots, o.lanes);
   for (const auto& j : o.jobs) {

@@ -191,6 +191,35 @@ void SwitchLanes::handle(const Pending& p) {
   servers_[p.lane]->post([reply, answer](SwitchDataPlane& dp) { dp.answer_control(reply, answer); });
 }
 
+proto::Reason SwitchLanes::admit_on_every_lane(const JobSpec& spec) {
+  struct Admitted {
+    proto::Reason r = proto::Reason::ok;
+    bool existed = false;
+  };
+  auto res = every_lane<Admitted>([spec](SwitchDataPlane& dp) {
+    Admitted a;
+    a.existed = dp.has_job(spec.job);
+    a.r = dp.admit(spec, monotonic_now(), false);
+    return a;
+  });
+  if (!res) return proto::Reason::unexpected;  // stopping
+  proto::Reason answer = proto::Reason::ok;
+  for (const auto& a : *res)
+    if (a.r != proto::Reason::ok) answer = a.r;
+  if (answer != proto::Reason::ok) {
+    std::vector<bool> undo;
+    for (const auto& a : *res) undo.push_back(a.r == proto::Reason::ok && !a.existed);
+    const std::uint32_t job = spec.job;
+    every_lane<bool>([job, undo](SwitchDataPlane& dp) { return undo[dp.config().lane] ? dp.release(job) : false; });
+  }
+  return answer;
+}
+
+bool SwitchLanes::release_on_every_lane(std::uint32_t job) {
+  auto res = every_lane<bool>([job](SwitchDataPlane& dp) { return dp.release(job); });
+  return res && !res->empty() && res->front();
+}
+
 void SwitchLanes::expire_idle(Nanos now) {
   const Nanos idle = c_.cfg.idle_timeout;
   if (idle <= 0) return;

@@ -65,6 +65,12 @@ class SwitchLanes {
   // lane that refused; lanes that admitted are rolled back.
   proto::Reason admit_static(const JobSpec& spec, Nanos now, std::uint16_t& refused_lane);
 
+  // While run() runs (from another thread): admits a job on every lane, not dynamic (it stays
+  // until released: the controller's lease decides), or releases it. Lanes that admitted are
+  // rolled back on a refusal. Used by the controller's agent (src/control/switch_agent.cpp).
+  proto::Reason admit_on_every_lane(const JobSpec& spec);
+  bool release_on_every_lane(std::uint32_t job);
+
   // Runs the lanes (one thread each) and the control loop on the calling thread until `stop`.
   void run(const std::atomic<bool>& stop);
   // The merged snapshot of every lane (thread-safe; refreshed by the lanes every 100 ms).

@@ -1,6 +1,7 @@
 #include "src/switch/topology.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,11 @@ namespace inc::sw {
 const TopoSwitch* Topology::find(std::string_view name) const {
   for (const auto& s : switches)
     if (s.name == name) return &s;
+  return nullptr;
+}
+const TopoHost* Topology::find_host(std::string_view name) const {
+  for (const auto& h : hosts)
+    if (h.name == name) return &h;
   return nullptr;
 }
 const TopoJob* Topology::find_job(std::uint32_t id) const {
@@ -109,6 +115,11 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
           if (!parse_u32(v, l, proto::kMaxLanes) || l == 0)
             return fail("bad lanes '" + v + "' (1.." + std::to_string(proto::kMaxLanes) + ")");
           s.lanes = std::uint16_t(l);
+        } else if (k == "rate") {
+          char* end = nullptr;
+          s.uplink_gbps = std::strtod(v.c_str(), &end);
+          if (v.empty() || *end != '\0' || !(s.uplink_gbps > 0 && s.uplink_gbps <= 1e6))
+            return fail("bad rate '" + v + "' (Gb/s of the link to the parent, > 0)");
         } else if (k == "types") {
           auto c = parse_types(v);
           if (!c) return fail("bad types '" + v + "' (i32,f32)");
@@ -137,8 +148,12 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
         }
       }
       t.jobs.push_back(j);
+    } else if (w[0] == "host") {
+      if (w.size() != 3 || w[2].rfind("leaf=", 0) != 0) return fail("expected: host NAME leaf=SWITCH");
+      if (t.find_host(w[1])) return fail("host '" + w[1] + "' defined twice");
+      t.hosts.push_back({w[1], w[2].substr(5), n});
     } else {
-      return fail("unknown statement '" + w[0] + "' (switch, job)");
+      return fail("unknown statement '" + w[0] + "' (switch, job, host)");
     }
   }
   // Cross-checks: ports of lanes, parents exist, no cycles, jobs attach to known switches,
@@ -165,6 +180,10 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
       if (steps > t.switches.size()) return fail("parent links of '" + s.name + "' form a cycle");
       p = t.find(p->parent);
     }
+  }
+  for (const auto& h : t.hosts) {
+    n = h.line;
+    if (!t.find(h.leaf)) return fail("host '" + h.name + "': unknown switch '" + h.leaf + "'");
   }
   for (auto& j : t.jobs) {
     n = j.line;

@@ -6,6 +6,10 @@
 //   switch leaf0 127.0.0.1:7102 parent=spine slots=512 slot-elements=256 types=i32,f32 lanes=2
 //   switch leaf1 127.0.0.1:7104 parent=spine
 //   job 7 slots=32 leaf0=0-3 leaf1=4-7
+//   host node3 leaf=leaf1            (the controller's fabric: which leaf a host hangs off)
+//
+// `rate=GBPS` on a switch line is the rate of its link to the parent (the controller's fabric;
+// 0 = not given).
 //
 // plan_job turns a job line into the admission (JobSpec) of every switch on the job's tree and
 // the attachment (switch, member id) of every rank. The controller issue will compute trees;
@@ -31,6 +35,14 @@ struct TopoSwitch {
   std::uint32_t slot_elems = 256;
   std::uint32_t caps = proto::cap::all;
   std::uint16_t lanes = 1;         // lane l serves addr port + l (default 1 in files)
+  double uplink_gbps = 0;          // rate= of the link to the parent (0: not given)
+  int line = 0;
+};
+
+// A host of the controller's fabric and the leaf switch it hangs off.
+struct TopoHost {
+  std::string name;
+  std::string leaf;
   int line = 0;
 };
 
@@ -45,7 +57,9 @@ struct TopoJob {
 struct Topology {
   std::vector<TopoSwitch> switches;
   std::vector<TopoJob> jobs;
+  std::vector<TopoHost> hosts;
   const TopoSwitch* find(std::string_view name) const;
+  const TopoHost* find_host(std::string_view name) const;
   const TopoJob* find_job(std::uint32_t id) const;
 };
 

@@ -1,0 +1,101 @@
+#include "src/control/switch_agent.hpp"
+
+#include <chrono>
+
+#include "src/control/conn.hpp"
+
+namespace inc::control {
+
+namespace ctl = proto::ctl;
+using namespace std::chrono_literals;
+
+SwitchAgent::SwitchAgent(std::string controller, const proto::auth::Key& secret, std::string name,
+                         sw::SwitchLanes& lanes, const sw::SwitchConfig& cfg, std::FILE* log)
+    : controller_(std::move(controller)), secret_(secret), name_(std::move(name)), lanes_(lanes), cfg_(cfg), log_(log) {
+  thread_ = std::thread([this] { run(); });
+}
+
+SwitchAgent::~SwitchAgent() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+ctl::SwitchState SwitchAgent::state() {
+  const sw::SwitchSnapshot snap = lanes_.snapshot();
+  ctl::SwitchState s;
+  s.name = name_;
+  s.ip = lanes_.local(0).ipv4_addr();
+  s.port = lanes_.local(0).port();
+  s.lanes = lanes_.lanes();
+  s.slots_per_lane = lanes_.slots_per_lane();
+  s.slot_elems = snap.slot_elems;
+  s.caps = cfg_.caps;
+  s.incarnation = snap.incarnation;
+  if (cfg_.parent.valid()) {
+    s.parent_ip = cfg_.parent.ipv4_addr();
+    s.parent_port = cfg_.parent.port();
+  }
+  std::set<std::uint32_t> still_released;
+  for (const auto& j : snap.jobs) {
+    if (released_.count(j.spec.job)) {
+      still_released.insert(j.spec.job);
+      continue;
+    }
+    ctl::SwitchJob sj{j.spec.job, j.spec.members, j.spec.slots, j.spec.parent_member};
+    (managed_.count(j.spec.job) ? s.jobs : s.static_jobs).push_back(sj);
+  }
+  released_ = std::move(still_released);
+  return s;
+}
+
+void SwitchAgent::session() {
+  Client c(controller_, secret_, ctl::Role::switch_agent, 2s);
+  c.send(state(), 2s);
+  std::fprintf(log_, "inc switch %s: registered with the controller %s\n", name_.c_str(), controller_.c_str());
+  std::fflush(log_);
+  auto next = std::chrono::steady_clock::now() + 1s;
+  while (!stop_.load()) {
+    auto m = c.recv(100ms);
+    if (m) {
+      if (auto* a = std::get_if<ctl::Admit>(&*m)) {
+        sw::JobSpec spec{a->spec.job, a->spec.members, a->spec.slots, a->spec.parent_member, a->key};
+        const proto::Reason r = lanes_.admit_on_every_lane(spec);
+        if (r == proto::Reason::ok) {
+          managed_.insert(a->spec.job);
+          released_.erase(a->spec.job);
+        }
+        c.send(ctl::Outcome{a->req, a->spec.job, std::uint8_t(r)}, 2s);
+      } else if (auto* rel = std::get_if<ctl::Release>(&*m)) {
+        // Only what the controller admitted: a release cannot touch a static job.
+        const bool known = managed_.erase(rel->job) && lanes_.release_on_every_lane(rel->job);
+        if (known) released_.insert(rel->job);
+        c.send(ctl::Outcome{rel->req, rel->job, std::uint8_t(known ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
+      } else {
+        throw std::runtime_error("unexpected message from the controller");
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next) {
+      c.send(state(), 2s);
+      next = std::chrono::steady_clock::now() + 1s;
+    }
+  }
+}
+
+void SwitchAgent::run() {
+  std::string last;
+  while (!stop_.load()) {
+    try {
+      session();
+    } catch (const std::exception& e) {
+      if (e.what() != last) {  // said once per distinct failure, not every second
+        std::fprintf(log_, "inc switch %s: controller: %s (retrying every second; the data plane carries on)\n",
+                     name_.c_str(), e.what());
+        std::fflush(log_);
+        last = e.what();
+      }
+    }
+    for (int i = 0; i < 10 && !stop_.load(); ++i) std::this_thread::sleep_for(100ms);
+  }
+}
+
+}  // namespace inc::control
