@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 echo "== release build (-Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON >/dev/null
+# INC_TORCH=ON: the PyTorch backend (python/) is built and tested, never skipped silently.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON -DINC_TORCH=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== test suite"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)

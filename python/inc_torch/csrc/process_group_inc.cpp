@@ -38,8 +38,9 @@ inc::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* coll) {
     case c10d::ReduceOp::MAX: return inc::ReduceOp::max;
     default: break;
   }
-  TORCH_CHECK_VALUE(false, "inc: ", coll, " does not support ReduceOp ",
-                    static_cast<int>(op.op_),
+  constexpr const char* names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  const auto i = static_cast<unsigned>(op.op_);
+  TORCH_CHECK_VALUE(false, "inc: ", coll, " does not support ReduceOp ", i < 9 ? names[i] : "?",
                     " (BAND, BOR, BXOR and PREMUL_SUM are not INC operations; INC has SUM, "
                     "PRODUCT, MIN, MAX and AVG)");
 }
