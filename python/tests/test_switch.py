@@ -1,4 +1,4 @@
-"""The "inc" backend with a Core-INC switch (python/tests/switch.sh starts one and sets
+"""The "inc" backend with a Core-INC switch (python/tests/with_switch.sh starts one and sets
 INC_SWITCH): f32 sums are aggregated in the network, as the group's INC report says."""
 
 import torch
