@@ -2,6 +2,7 @@
 the scikit-learn wheel: nothing is downloaded), with the backend named on the command line.
 
     torchrun --standalone --nproc-per-node=4 python/examples/ddp_digits.py --backend inc
+    inc testbed --hosts 4 --link 1gbit -- python3 python/examples/ddp_digits.py   # or inc launch
 
 Every rank trains on its shard of the training set; DDP averages the gradients with
 all_reduce. Rank 0 prints the loss curve and writes one JSON line (--json FILE): losses, test
@@ -12,6 +13,7 @@ runs gloo and inc (with and without a switch) and prints the table.
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -34,6 +36,19 @@ def data(rank, world):
     return train_x[rank::world], train_y[rank::world], test_x, test_y
 
 
+def init(backend):
+    if "RANK" in os.environ or "INC_RANK" not in os.environ:
+        dist.init_process_group(backend)  # torchrun
+        return
+    # Started by `inc launch` or `inc testbed`: rank and size are INC's; torch's store is a file
+    # (one machine), named after this job's INC store; rank 0 runs on the INC store's host, where
+    # inc_torch then hosts the group's own INC store (MASTER_ADDR names it, docs/PYTORCH.md).
+    host, port = os.environ["INC_STORE"].rsplit(":", 1)
+    os.environ.setdefault("MASTER_ADDR", host)
+    dist.init_process_group(backend, init_method=f"file:///tmp/ddp_digits.{port}",
+                            rank=int(os.environ["INC_RANK"]), world_size=int(os.environ["INC_WORLD_SIZE"]))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="inc", choices=["inc", "gloo"])
@@ -44,7 +59,7 @@ def main():
     p.add_argument("--label", default=None, help="name of this run in the JSON line")
     args = p.parse_args()
 
-    dist.init_process_group(args.backend)
+    init(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
     model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden), nn.ReLU(),
