@@ -3,6 +3,9 @@
 # other on this machine, then a table: loss curves against gloo's, iteration times (median;
 # ratio to gloo measured in the same script) and bytes per iteration.
 # usage: compare_ddp.sh [BUILD_DIR] [RANKS] [extra ddp_digits.py args...]   (default: build 4)
+# With TESTBED="--link 1gbit" (any `inc testbed` flags; root), every run is on an emulated
+# cluster of RANKS hosts instead (docs/TESTBED.md): gloo over the hosts' eth0, inc with
+# INC_ALGO=ring on the hosts, and inc through the testbed's switch.
 set -euo pipefail
 here=$(dirname "$(readlink -f "$0")")
 build=$(readlink -f "${1:-$here/../../build}")
@@ -17,10 +20,24 @@ run() {  # label, backend, [command prefix...]
   "$@" python3 -m torch.distributed.run --standalone --nproc-per-node="$n" "$here/ddp_digits.py" \
     --backend "$backend" --label "$label" --json "$out" "${extra[@]}" 2>&1 | grep -vE "^W[0-9]{4}|^\*+$|OMP_NUM_THREADS"
 }
+run_testbed() {  # label, backend, [variables...]
+  local label=$1 backend=$2
+  shift 2
+  # shellcheck disable=SC2086
+  "$build/tools/inc" testbed --hosts "$n" $TESTBED -- env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 "$@" \
+    python3 "$here/ddp_digits.py" --backend "$backend" --label "$label" --json "$out" "${extra[@]}" 2>&1 |
+    grep -E "iterations|loss:|testbed:|error|Error"
+}
 extra=("$@")
-run gloo gloo
-run inc inc
-run "inc+switch" inc bash "$here/../tests/with_switch.sh" "$build/tools/inc" "$n"
+if [[ -n ${TESTBED:-} ]]; then
+  run_testbed gloo gloo
+  run_testbed "inc ring" inc INC_ALGO=ring
+  run_testbed "inc+switch" inc
+else
+  run gloo gloo
+  run inc inc
+  run "inc+switch" inc bash "$here/../tests/with_switch.sh" "$build/tools/inc" "$n"
+fi
 python3 - "$out" <<'PY'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]

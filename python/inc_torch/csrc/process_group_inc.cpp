@@ -83,6 +83,33 @@ std::function<void()> run_all(std::vector<std::function<void()>> fs) {
 
 std::size_t count(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
+void check_pair(const at::Tensor& output, const at::Tensor& input, const char* coll) {
+  check_tensor(input, coll);
+  check_tensor(output, coll);
+  same_dtype(output, input, coll);
+}
+
+// An out-of-place op from the contiguous `src` into `output` (staged if not contiguous):
+// `start(comm, send, recv, send_count, recv_count)` issues it.
+template <class Start>
+Op staged_op(at::Tensor src, const at::Tensor& output, Start start) {
+  std::vector<std::function<void()>> copies;
+  at::Tensor buf = output_buffer(output, copies);
+  Op op;
+  op.keep = {src, buf};
+  op.start = [src, buf, start](inc::Communicator& c) {
+    return start(c, src.data_ptr(), buf.data_ptr(), count(src), count(buf));
+  };
+  op.finish = run_all(std::move(copies));
+  return op;
+}
+
+auto reduce_scatter_start(inc::DataType dt, inc::ReduceOp rop) {
+  return [dt, rop](inc::Communicator& c, const void* s, void* r, std::size_t, std::size_t n) {
+    return c.ireduce_scatter(s, r, n, dt, rop);
+  };
+}
+
 }  // namespace
 
 WorkInc::WorkInc(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs)
@@ -294,22 +321,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInc::allgather(std::vector<std::vecto
 c10::intrusive_ptr<c10d::Work> ProcessGroupInc::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::AllgatherOptions&) {
   const char* coll = "allgather_into_tensor";
-  check_tensor(input, coll);
-  check_tensor(output, coll);
-  same_dtype(output, input, coll);
+  check_pair(output, input, coll);
   TORCH_CHECK_VALUE(output.numel() == static_cast<int64_t>(size_) * input.numel(), "inc: ", coll,
                     ": the output has ", output.numel(), " elements, expected ", size_, " x ",
                     input.numel());
-  std::vector<std::function<void()>> copies;
-  at::Tensor src = input.contiguous();
-  at::Tensor buf = output_buffer(output, copies);
   auto dt = data_type(input, coll);
-  Op op;
-  op.keep = {src, buf};
-  op.start = [src, buf, dt](inc::Communicator& c) {
-    return c.iallgather(src.data_ptr(), buf.data_ptr(), count(src), dt);
-  };
-  op.finish = run_all(std::move(copies));
+  Op op = staged_op(input.contiguous(), output,
+                    [dt](inc::Communicator& c, const void* s, void* r, std::size_t n, std::size_t) {
+                      return c.iallgather(s, r, n, dt);
+                    });
   return enqueue(c10d::OpType::_ALLGATHER_BASE, "inc:_allgather_base", {output}, std::move(op));
 }
 
@@ -331,39 +351,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInc::reduce_scatter(std::vector<at::T
                       " elements, the output ", out.numel());
     flat_in.push_back(i.reshape({-1}));
   }
-  at::Tensor src = at::cat(flat_in);
-  std::vector<std::function<void()>> copies;
-  at::Tensor buf = output_buffer(out, copies);
-  auto dt = data_type(out, coll);
-  Op op;
-  op.keep = {src, buf};
-  op.start = [src, buf, dt, rop](inc::Communicator& c) {
-    return c.ireduce_scatter(src.data_ptr(), buf.data_ptr(), count(buf), dt, rop);
-  };
-  op.finish = run_all(std::move(copies));
+  Op op = staged_op(at::cat(flat_in), out, reduce_scatter_start(data_type(out, coll), rop));
   return enqueue(c10d::OpType::REDUCE_SCATTER, "inc:reduce_scatter", outputs, std::move(op));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupInc::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::ReduceScatterOptions& opts) {
   const char* coll = "reduce_scatter_tensor";
-  check_tensor(input, coll);
-  check_tensor(output, coll);
-  same_dtype(output, input, coll);
+  check_pair(output, input, coll);
   auto rop = reduce_op(opts.reduceOp, coll);
   TORCH_CHECK_VALUE(input.numel() == static_cast<int64_t>(size_) * output.numel(), "inc: ", coll,
                     ": the input has ", input.numel(), " elements, expected ", size_, " x ",
                     output.numel());
-  std::vector<std::function<void()>> copies;
-  at::Tensor src = input.contiguous();
-  at::Tensor buf = output_buffer(output, copies);
-  auto dt = data_type(input, coll);
-  Op op;
-  op.keep = {src, buf};
-  op.start = [src, buf, dt, rop](inc::Communicator& c) {
-    return c.ireduce_scatter(src.data_ptr(), buf.data_ptr(), count(buf), dt, rop);
-  };
-  op.finish = run_all(std::move(copies));
+  Op op = staged_op(input.contiguous(), output, reduce_scatter_start(data_type(input, coll), rop));
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "inc:_reduce_scatter_base", {output}, std::move(op));
 }
 
@@ -372,9 +372,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInc::alltoall_base(at::Tensor& output
                                                               std::vector<int64_t>& input_splits,
                                                               const c10d::AllToAllOptions&) {
   const char* coll = "all_to_all_single";
-  check_tensor(input, coll);
-  check_tensor(output, coll);
-  same_dtype(output, input, coll);
+  check_pair(output, input, coll);
   TORCH_CHECK_VALUE(input.numel() == output.numel(), "inc: ", coll, ": input has ", input.numel(),
                     " elements, output ", output.numel(), " (INC's alltoall sends equal blocks)");
   TORCH_CHECK_VALUE(input.dim() >= 1 && input.size(0) % size_ == 0, "inc: ", coll,
@@ -388,17 +386,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInc::alltoall_base(at::Tensor& output
   for (auto* splits : {&input_splits, &output_splits})
     TORCH_CHECK_VALUE(splits->empty() || static_cast<int>(splits->size()) == size_, "inc: ", coll,
                       ": ", splits->size(), " split sizes for a group of ", size_);
-  std::vector<std::function<void()>> copies;
-  at::Tensor src = input.contiguous();
-  at::Tensor buf = output_buffer(output, copies);
   auto dt = data_type(input, coll);
-  const std::size_t block = count(src) / static_cast<std::size_t>(size_);
-  Op op;
-  op.keep = {src, buf};
-  op.start = [src, buf, dt, block](inc::Communicator& c) {
-    return c.ialltoall(src.data_ptr(), buf.data_ptr(), block, dt);
-  };
-  op.finish = run_all(std::move(copies));
+  const auto ranks = static_cast<std::size_t>(size_);
+  Op op = staged_op(input.contiguous(), output,
+                    [dt, ranks](inc::Communicator& c, const void* s, void* r, std::size_t n, std::size_t) {
+                      return c.ialltoall(s, r, n / ranks, dt);
+                    });
   return enqueue(c10d::OpType::ALLTOALL_BASE, "inc:all_to_all", {output}, std::move(op));
 }
 
