@@ -86,6 +86,18 @@ def test_non_contiguous_tensors():
     assert torch.equal(out, want)
 
 
+def test_empty_tensors():
+    n = dist.get_world_size()
+    e = torch.empty(0)
+    dist.all_reduce(e)
+    dist.broadcast(e, src=n - 1)
+    dist.all_gather_into_tensor(torch.empty(0), e)
+    dist.all_to_all_single(torch.empty(0), e)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert e.numel() == 0 and torch.equal(t, torch.full((2,), float(n)))
+
+
 def test_async_work_and_future():
     r, n = dist.get_rank(), dist.get_world_size()
     store = dist.distributed_c10d._get_default_store()
