@@ -31,3 +31,14 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Python packages of the PyTorch backend, its tests and example: pinned in python/requirements.txt.
+req="$(dirname "$0")/../python/requirements.txt"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps -r "$req"
+if ! python3 -c "import torch" 2>/dev/null; then
+  # No CUDA 13 toolkit here to provide torch's libraries: take them from PyPI (several GB).
+  torch_pin=$(grep -E '^torch==' "$req")
+  echo "install-deps: 'import torch' fails with the system's CUDA libraries; installing $torch_pin with its dependencies"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$torch_pin"
+  python3 -c "import torch"
+fi

@@ -20,7 +20,8 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 fi
 stage "release build (-Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON "${launcher[@]}" >/dev/null
+# INC_TORCH=ON: the PyTorch backend (python/) is built and tested, never skipped silently.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINC_WERROR=ON -DINC_TORCH=ON "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 stage "test suite"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)

@@ -1,0 +1,44 @@
+"""The "inc" backend with a Core-INC switch (python/tests/with_switch.sh starts one and sets
+INC_SWITCH): f32 sums are aggregated in the network, as the group's INC report says."""
+
+import torch
+import torch.distributed as dist
+
+import inc_torch
+from conftest import rank_input, reference, same
+
+
+def test_f32_sum_in_network():
+    r, n = dist.get_rank(), dist.get_world_size()
+    t = rank_input(r, "sw/f32", torch.float32, "sum", 1000)
+    dist.all_reduce(t)
+    rep = inc_torch.last_report()
+    pending = rank_input(r, "sw/async", torch.float32, "sum", 4096)
+    work = dist.all_reduce(pending, async_op=True)
+    work.wait()
+    rep_async = inc_torch.last_report()
+    assert same(t, reference([rank_input(q, "sw/f32", torch.float32, "sum", 1000) for q in range(n)],
+                             "sum", torch.float32))
+    assert rep["in_network"] and rep["algorithm"] == "inc", rep
+    assert same(pending, reference([rank_input(q, "sw/async", torch.float32, "sum", 4096) for q in range(n)],
+                                   "sum", torch.float32))
+    assert rep_async["in_network"], rep_async
+    assert inc_torch.totals()["in_network"] >= 2
+
+
+def test_other_dtypes_and_groups_say_where_they_ran():
+    r, n = dist.get_rank(), dist.get_world_size()
+    x = rank_input(r, "sw/i64", torch.int64, "max", 64)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    rep_max = inc_torch.last_report()
+    g = dist.new_group(list(range(n)))
+    y = torch.ones(8)
+    dist.all_reduce(y, group=g)
+    rep_group = inc_torch.last_report(g)
+    assert same(x, reference([rank_input(q, "sw/i64", torch.int64, "max", 64) for q in range(n)], "max",
+                             torch.int64))
+    assert rep_max["reason"], rep_max
+    # A group made by new_group is a second INC communicator of this process: on the hosts,
+    # saying why (the switch job belongs to the world's communicator).
+    assert torch.equal(y, torch.full((8,), float(n)))
+    assert not rep_group["in_network"] and rep_group["reason"], rep_group
