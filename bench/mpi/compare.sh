@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# MPI_Allreduce latency and bandwidth under mpirun: the MPI alone, the same binary with the PMPI
+# library (INC on the hosts), and with the library and a Core-INC switch; one table with the
+# ratios to the MPI alone (> 1: slower than MPI). Runs in one script, same machine, same sizes.
+# usage: bench/mpi/compare.sh BUILD_DIR [openmpi|mpich] [NRANKS] [MIN_BYTES MAX_BYTES]
+set -eu
+build=$(readlink -f "${1:-build}") flavour=${2:-openmpi} n=${3:-4} lo=${4:-8} hi=${5:-4194304}
+prog=$build/bench/mpi/mpi_allreduce_bench_$flavour lib=$build/src/mpi/libinc_mpi_$flavour.so inc=$build/tools/inc
+dir=$(mktemp -d)
+sw=
+trap 'kill $sw 2>/dev/null; rm -rf "$dir"' EXIT
+launch() {  # OUT VAR=VALUE... -- : runs the benchmark with these variables
+  local out=$1 envs=()
+  shift
+  while [ "$1" != "--" ]; do
+    if [ "$flavour" = openmpi ]; then envs+=(-x "$1"); else envs+=(-genv "${1%%=*}" "${1#*=}"); fi
+    shift
+  done
+  if [ "$flavour" = openmpi ]; then
+    mpirun.openmpi --oversubscribe --allow-run-as-root --mca btl self,vader -n "$n" "${envs[@]}" "$prog" "$lo" "$hi" >"$out"
+  else
+    mpiexec.mpich -n "$n" "${envs[@]}" "$prog" "$lo" "$hi" >"$out"
+  fi
+}
+launch "$dir/mpi" --
+launch "$dir/inc" LD_PRELOAD="$lib" INC_MPI_SUMMARY=1 -- 2>"$dir/inc.err"
+grep -q "calls on INC" "$dir/inc.err" || { cat "$dir/inc.err"; echo "no summary from the library"; exit 1; }
+port=$((30000 + ($$ * 13 + RANDOM) % 20000))
+(umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/keys")
+"$inc" switch --bind 127.0.0.1:$port --lanes 1 --job 1:$n:16 --key-file "$dir/keys" >"$dir/sw" 2>&1 &
+sw=$!
+for ((i = 0; i < 600; ++i)); do grep -q "serving" "$dir/sw" && break; sleep 0.1; done
+launch "$dir/sw_run" LD_PRELOAD="$lib" INC_MPI_SUMMARY=1 INC_SWITCH=127.0.0.1:$port INC_SWITCH_JOB=1 \
+  INC_KEY_FILE="$dir/keys" -- 2>"$dir/sw.err"
+net=$(grep -oE "MPI_Allreduce +[0-9]+ +\(in network [0-9]+" "$dir/sw.err" | grep -oE "[0-9]+$" || echo 0)
+echo "MPI_Allreduce f32 sum, $n ranks, $flavour (median of 7; time per call; ratio = time / MPI's)"
+printf "%10s %12s %12s %8s %14s %8s\n" bytes "MPI us" "+INC us" ratio "+INC+switch us" ratio
+paste "$dir/mpi" "$dir/inc" "$dir/sw_run" | awk 'NR > 1 {
+  printf "%10d %12.2f %12.2f %8.2f %14.2f %8.2f\n", $1, $2, $5, $5 / $2, $8, $8 / $2 }'
+printf "%10s %12s %12s %8s %14s %8s\n" bytes "MPI GB/s" "+INC GB/s" "" "+INC+sw GB/s" ""
+paste "$dir/mpi" "$dir/inc" "$dir/sw_run" | awk 'NR > 1 { printf "%10d %12.3f %12.3f %8s %14.3f\n", $1, $3, $6, "", $9 }'
+echo "with the switch: $net MPI_Allreduce calls of rank 0 ran in the network (library summary)"
