@@ -27,7 +27,10 @@ launch() {
   done
   shift
   if [ "$flavour" = openmpi ]; then
-    timeout 300 mpirun.openmpi --oversubscribe --allow-run-as-root --mca btl self,vader -n "$n" "${envs[@]}" "$@" >"$out" 2>&1
+    # Copy-in/copy-out for large messages: the sender must progress them, as over a network
+    # (with single-copy the receiver pulls alone, and a rank that never drives MPI goes unnoticed).
+    timeout 300 mpirun.openmpi --oversubscribe --allow-run-as-root --mca btl self,vader \
+      --mca btl_vader_single_copy_mechanism none -n "$n" "${envs[@]}" "$@" >"$out" 2>&1
   else
     timeout 300 mpiexec.mpich -n "$n" "${envs[@]}" "$@" >"$out" 2>&1
   fi
