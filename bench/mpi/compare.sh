@@ -9,21 +9,14 @@ prog=$build/bench/mpi/mpi_allreduce_bench_$flavour lib=$build/src/mpi/libinc_mpi
 dir=$(mktemp -d)
 sw=
 trap 'kill $sw 2>/dev/null; rm -rf "$dir"' EXIT
-launch() {  # OUT VAR=VALUE... -- : runs the benchmark with these variables
-  local out=$1 envs=()
+source "$(dirname "$(readlink -f "$0")")/../../tests/mpi/mpi_launch.sh"
+launch() {  # OUT VAR=VALUE... : runs the benchmark with these variables, its table in OUT
+  local out=$1
   shift
-  while [ "$1" != "--" ]; do
-    if [ "$flavour" = openmpi ]; then envs+=(-x "$1"); else envs+=(-genv "${1%%=*}" "${1#*=}"); fi
-    shift
-  done
-  if [ "$flavour" = openmpi ]; then
-    mpirun.openmpi --oversubscribe --allow-run-as-root --mca btl self,vader -n "$n" "${envs[@]}" "$prog" "$lo" "$hi" >"$out"
-  else
-    mpiexec.mpich -n "$n" "${envs[@]}" "$prog" "$lo" "$hi" >"$out"
-  fi
+  mpi_launch "$flavour" "$n" "$@" -- "$prog" "$lo" "$hi" >"$out"
 }
-launch "$dir/mpi" --
-launch "$dir/inc" LD_PRELOAD="$lib" INC_MPI_SUMMARY=1 -- 2>"$dir/inc.err"
+launch "$dir/mpi"
+launch "$dir/inc" LD_PRELOAD="$lib" INC_MPI_SUMMARY=1 2>"$dir/inc.err"
 grep -q "calls on INC" "$dir/inc.err" || { cat "$dir/inc.err"; echo "no summary from the library"; exit 1; }
 port=$((30000 + ($$ * 13 + RANDOM) % 20000))
 (umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/keys")
@@ -31,7 +24,7 @@ port=$((30000 + ($$ * 13 + RANDOM) % 20000))
 sw=$!
 for ((i = 0; i < 600; ++i)); do grep -q "serving" "$dir/sw" && break; sleep 0.1; done
 launch "$dir/sw_run" LD_PRELOAD="$lib" INC_MPI_SUMMARY=1 INC_SWITCH=127.0.0.1:$port INC_SWITCH_JOB=1 \
-  INC_KEY_FILE="$dir/keys" -- 2>"$dir/sw.err"
+  INC_KEY_FILE="$dir/keys" 2>"$dir/sw.err"
 net=$(grep -oE "MPI_Allreduce +[0-9]+ +\(in network [0-9]+" "$dir/sw.err" | grep -oE "[0-9]+$" || echo 0)
 echo "MPI_Allreduce f32 sum, $n ranks, $flavour (median of 7; time per call; ratio = time / MPI's)"
 printf "%10s %12s %12s %8s %14s %8s\n" bytes "MPI us" "+INC us" ratio "+INC+switch us" ratio

@@ -17,23 +17,15 @@ dir=$(mktemp -d)
 sw=
 trap 'kill $sw 2>/dev/null; rm -rf "$dir"' EXIT
 export INC_TIMEOUT=${INC_TIMEOUT:-60}
-# launch OUT VAR=VALUE... -- PROG ARGS: runs the MPI job, output in OUT, returns its status.
-launch() {
-  local out=$1 envs=()
+source "$(dirname "$(readlink -f "$0")")/mpi_launch.sh"
+# OpenMPI with copy-in/copy-out for large messages: the sender must progress them, as over a
+# network (with single-copy the receiver pulls alone, and a rank that never drives MPI while
+# inside an INC call goes unnoticed).
+OPENMPI_ARGS=(--mca btl_vader_single_copy_mechanism none)
+launch() {  # OUT VAR=VALUE... -- PROG ARGS: the job's output in OUT, its status returned
+  local out=$1
   shift
-  while [ "$1" != "--" ]; do
-    if [ "$flavour" = openmpi ]; then envs+=(-x "$1"); else envs+=(-genv "${1%%=*}" "${1#*=}"); fi
-    shift
-  done
-  shift
-  if [ "$flavour" = openmpi ]; then
-    # Copy-in/copy-out for large messages: the sender must progress them, as over a network
-    # (with single-copy the receiver pulls alone, and a rank that never drives MPI goes unnoticed).
-    timeout 300 mpirun.openmpi --oversubscribe --allow-run-as-root --mca btl self,vader \
-      --mca btl_vader_single_copy_mechanism none -n "$n" "${envs[@]}" "$@" >"$out" 2>&1
-  else
-    timeout 300 mpiexec.mpich -n "$n" "${envs[@]}" "$@" >"$out" 2>&1
-  fi
+  mpi_launch "$flavour" "$n" "$@" >"$out" 2>&1
 }
 fail() { echo "FAIL: $*"; exit 1; }
 
