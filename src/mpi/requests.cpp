@@ -162,6 +162,7 @@ class Driver {
     static Driver d;
     return d;
   }
+  ~Driver() { quit(); }  // a program that exits without MPI_Finalize
   void start() {
     std::lock_guard lk(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
