@@ -236,10 +236,14 @@ int run_blocking(const char* call, MPI_Comm comm, Launch& l) {
   try {
     Request req = l.start(*l.comm);
     // Not req.wait(): a peer may be blocked in MPI on a transfer this rank must advance
-    // (a rendezvous Isend posted before this call), so MPI's progress engine is poked too.
-    while (!req.test()) {
-      progress();
-      poke_mpi();
+    // (a rendezvous Isend posted before this call), so MPI's progress engine is poked too,
+    // every 16th round: a poke costs a pass of MPI's progress engine (which may yield the core
+    // when oversubscribed), and a short call should not pay it.
+    for (unsigned round = 1; !req.test(); ++round) {
+      if (round % 16 == 0) {
+        progress();
+        poke_mpi();
+      }
       sched_yield();
     }
     if (l.finish) l.finish();

@@ -8,6 +8,8 @@
 #   MODE switch:   also through a Core-INC switch (INC=path to the inc tool): collectives must
 #                  have run in the network
 #   MODE mismatch: only with the library: the program's error handler reports INC's error
+#   MODE off:      INC_MPI=0 passes every call (same digest, nothing on INC); a bad
+#                  INC_MPI_SUMMARY stops every rank at MPI_Init naming it
 #   MODE sample:   a program that is not mpi_check (e.g. a sample): same output with and
 #                  without, and some calls on INC
 set -u
@@ -39,6 +41,20 @@ if [ "$mode" = mismatch ]; then
 fi
 
 launch "$dir/plain" -- "$prog" "$@" || { cat "$dir/plain"; fail "$prog without the library exited non-zero"; }
+if [ "$mode" = off ]; then
+  launch "$dir/bad" LD_PRELOAD="$lib" INC_MPI_SUMMARY=yes -- "$prog" "$@" && { cat "$dir/bad"; fail "a bad INC_MPI_SUMMARY was accepted"; }
+  [ "$(grep -c "inc_mpi: INC_MPI_SUMMARY='yes' must be 0, 1 or all" "$dir/bad")" -ge 1 ] ||
+    { cat "$dir/bad"; fail "a bad INC_MPI_SUMMARY is not named"; }
+  launch "$dir/with" LD_PRELOAD="$lib" INC_MPI=0 INC_MPI_SUMMARY=1 -- "$prog" "$@" ||
+    { cat "$dir/with"; fail "INC_MPI=0 run exited non-zero"; }
+  grep -q "INC inactive: INC_MPI=0" "$dir/with" || { cat "$dir/with"; fail "no summary saying INC_MPI=0"; }
+  grep -qE "inc_mpi: rank 0: 0 calls on INC \(0 in network\), [1-9][0-9]* passed to MPI" "$dir/with" ||
+    { cat "$dir/with"; fail "calls ran on INC with INC_MPI=0"; }
+  plain=$(grep -o "digest [0-9a-f]*" "$dir/plain") with=$(grep -o "digest [0-9a-f]*" "$dir/with")
+  [ -n "$plain" ] && [ "$plain" = "$with" ] || fail "results differ: '$plain' and '$with'"
+  echo "OK: INC_MPI=0 passes every call, a bad INC_MPI_SUMMARY is named"
+  exit 0
+fi
 extra=()
 if [ "$mode" = switch ]; then
   port=$((30000 + ($$ * 13 + RANDOM) % 20000))
