@@ -9,7 +9,8 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev     # formatting, JSON output, CLI parsing
   libcpp-httplib-dev                             # switch /metrics endpoint
   libtomlplusplus-dev                            # model and topology files
-  libgloo-dev openmpi-bin libopenmpi-dev         # peers measured side by side
+  libgloo-dev openmpi-bin libopenmpi-dev         # peers measured side by side; the PMPI library
+  mpich libmpich-dev                             # (src/mpi) is built and tested for both MPIs
   libsimgrid-dev gnuplot-nox                     # simulator validation, plots
   clang clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz targets (scripts/fuzz.sh: clang++ is
                                                       # clang-14 on Debian 12; -fsanitize=fuzzer)
