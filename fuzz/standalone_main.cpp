@@ -39,9 +39,13 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
   switch (h.type) {
     case PacketType::data:
     case PacketType::result: {
-      const int k = int(rng() % 4);
-      h.elem = k == 0 ? ElemType::none : k == 1 ? ElemType::raw : k == 2 ? ElemType::i32 : ElemType::f32;
-      h.op = h.elem == ElemType::none ? WireOp::none : h.elem == ElemType::raw ? WireOp::copy : WireOp(1 + rng() % 3);
+      // Every element type, 16-bit ones with sum/max/min/sum_widen, f16w/bf16w with sum_widen.
+      h.elem = ElemType(rng() % (kMaxElemType + 1));
+      h.op = h.elem == ElemType::none                                 ? WireOp::none
+             : h.elem == ElemType::raw                                ? WireOp::copy
+             : h.elem == ElemType::f16w || h.elem == ElemType::bf16w ? WireOp::sum_widen
+             : (h.elem == ElemType::f16 || h.elem == ElemType::bf16) && rng() % 2 ? WireOp::sum_widen
+                                                                                  : WireOp(1 + rng() % 3);
       h.count = h.elem == ElemType::none ? 0 : std::uint16_t(1 + rng() % 10);
       h.flags = std::uint8_t(rng() % 8) & (h.type == PacketType::data ? 7 : 4);
       payload = h.count * elem_size(h.elem);

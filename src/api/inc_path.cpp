@@ -34,6 +34,13 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
       throw Error(Error::Kind::config,
                   fmt::format("INC_SWITCH_NUMERICS='{}' must be 'float' or 'fixed'", *n));
   }
+  if (auto a = env("INC_ACCUMULATE")) {
+    auto v = parse_accumulate(*a);
+    if (!v || *v == Accumulate::automatic)
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_ACCUMULATE='{}' must be 'narrow', 'widen' or 'wide'", *a));
+    path->accumulate_ = *v;
+  }
   if (auto w = env("INC_SWITCH_WINDOW")) {
     char* end = nullptr;
     unsigned long v = std::strtoul(w->c_str(), &end, 10);
@@ -150,7 +157,29 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
 }
 
 
-IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
+namespace {
+// Where a 16-bit sum rounds on this path, for the report.
+std::string h16_sum_how(DataType t, Accumulate acc) {
+  switch (acc) {
+    case Accumulate::narrow:
+      return fmt::format("{0} sums narrow end to end (2 B/element on every link; each add in a "
+                         "switch rounds to {0})",
+                         name(t));
+    case Accumulate::wide:
+      return fmt::format("{} sums wide (the hosts send f32, 4 B/element; the switches add f32; "
+                         "each host rounds the f32 result once)",
+                         name(t));
+    case Accumulate::widen:
+    case Accumulate::automatic: break;
+  }
+  return fmt::format("{} sums widened at the first aggregating hop (2 B/element from the hosts, "
+                     "f32 partial sums between switches, rounded once at the root; 2 B/element "
+                     "back)",
+                     name(t));
+}
+}  // namespace
+
+IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) const {
   const std::string arith = att_.fixed_point ? "f32 as fixed point (reproducible)" : "f32 adds";
   switch (coll) {
     case Collective::alltoall:
@@ -172,9 +201,16 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
   }
   if (t == DataType::i32)
     return {true, fmt::format("in-network aggregation, i32 wrap-around adds, via {}", att_.where)};
+  if (t == DataType::f16 || t == DataType::bf16) {
+    if (op == ReduceOp::min || op == ReduceOp::max)
+      return {true, fmt::format("in-network aggregation, {} {} (exact, 2 B/element), via {}", name(t),
+                                name(op), att_.where)};
+    return {true, fmt::format("in-network aggregation, {}{}, via {}", h16_sum_how(t, acc),
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
   if (t == DataType::u32 && (op == ReduceOp::sum || op == ReduceOp::avg))
     return {true, fmt::format("in-network aggregation, u32 as i32 wrap-around adds, via {}", att_.where)};
-  return {false, fmt::format("the switch adds only i32 and f32, not {} {} ({})", name(t), name(op),
+  return {false, fmt::format("the switch adds only i32, f32, f16 and bf16, not {} {} ({})", name(t), name(op),
                              att_.where)};
 }
 

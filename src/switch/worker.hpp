@@ -45,6 +45,9 @@ enum class NumKind : std::uint8_t {
   f32,   // switch adds f32 (arrival-order dependent)
   fx32,  // f32 as i32 fixed point with a per-block shared exponent: order-independent results
   raw,   // opaque bytes, replication only (broadcast, allgather)
+  // 2 bytes per element on the member's link (docs/NUMERICS.md, "In the switch"):
+  f16, bf16,              // sum: narrow cells, every add in the switch rounds; min/max: exact
+  f16_widen, bf16_widen,  // sum only: f32 accumulators from the first aggregating hop on
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
@@ -67,7 +70,9 @@ struct WorkerOp {
   bool sync = false;               // send one empty chunk even without elements (barrier)
   std::vector<Segment> segments;
 
-  static std::size_t elem_bytes(NumKind k) { return k == NumKind::raw ? 1 : 4; }
+  static std::size_t elem_bytes(NumKind k) {
+    return k == NumKind::raw ? 1 : (k >= NumKind::f16 ? 2 : 4);
+  }
   static WorkerOp allreduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
                             std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks);
   // in: nranks x count elements; out: this rank's count elements.
