@@ -180,14 +180,15 @@ void bench_dataplane(const Args& a) {
   std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload per"
               " CPU second of the thread (so that a loaded machine does not hide the per-core rate)\n",
               a.members, a.slots);
-  std::printf("(16-bit rows: E elements of 2 bytes per packet, so memcpy/add-kernel move E x 4 bytes"
-              " there: compare their packet rates; 'w' = sum_widen, f32 cells, rounded at the root)\n");
+  std::printf("(16/8-bit rows: E elements of 2/1 bytes per packet, so memcpy/add-kernel move E x 4 bytes"
+              " there: compare their packet rates; 'w' = sum_widen, f32/i32 cells, narrowed at the root)\n");
   std::printf("%-6s %8s %12s %12s %12s %12s %10s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s", "dp/memcpy");
   using proto::ElemType;
   using proto::WireOp;
   for (auto [t, op] : {std::pair{ElemType::i32, WireOp::sum}, std::pair{ElemType::f32, WireOp::sum},
                        std::pair{ElemType::f16, WireOp::sum}, std::pair{ElemType::f16, WireOp::sum_widen},
-                       std::pair{ElemType::bf16, WireOp::sum}, std::pair{ElemType::bf16, WireOp::sum_widen}}) {
+                       std::pair{ElemType::bf16, WireOp::sum}, std::pair{ElemType::bf16, WireOp::sum_widen},
+                       std::pair{ElemType::i8, WireOp::sum}, std::pair{ElemType::i8, WireOp::sum_widen}}) {
     for (auto E : a.elems) {
       std::vector<double> dp, mc, ad;
       std::uint64_t bytes = 0;

@@ -62,8 +62,10 @@ struct Report {
   std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received (in the network:
   std::uint64_t bytes_received = 0;  // its datagrams to and from the switch, headers included)
   double seconds = 0;             // from start to completion as seen by this rank
-  bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
-  // In-network reductions of f16/bf16 sums: the accumulator policy that ran (automatic when
+  // In-network i32/i8/u8 sums wrapped around somewhere in the tree (i8/u8 under widen: exactly
+  // when a total left the type's range; narrow or i32: when any partial sum did).
+  bool overflow = false;
+  // In-network reductions of f16/bf16/i8/u8 sums: the accumulator policy that ran (automatic when
   // it did not apply: host path, other types or operations) and the bytes per element on this
   // rank's link to the switch (0 on the host path). `reason` says where rounding happened.
   Accumulate accumulate = Accumulate::automatic;

@@ -201,6 +201,20 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
   }
   if (t == DataType::i32)
     return {true, fmt::format("in-network aggregation, i32 wrap-around adds, via {}", att_.where)};
+  if (t == DataType::i8 || t == DataType::u8) {
+    if (op == ReduceOp::min || op == ReduceOp::max)
+      return {true, fmt::format("in-network aggregation, {} {} (exact, 1 B/element), via {}", name(t),
+                                name(op), att_.where)};
+    const bool narrow = acc == Accumulate::narrow;
+    return {true, fmt::format("in-network aggregation, {} sums wrapping modulo 2^8 as on the hosts (1 "
+                              "B/element on every host link; {}){}, via {}",
+                              name(t),
+                              narrow ? "narrow: 8-bit cells, the report's overflow flags any partial "
+                                       "sum that wrapped"
+                                     : "widen: i32 partial sums between switches, the report's "
+                                       "overflow flags exactly a total outside the type's range",
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
   if (t == DataType::f16 || t == DataType::bf16) {
     if (op == ReduceOp::min || op == ReduceOp::max)
       return {true, fmt::format("in-network aggregation, {} {} (exact, 2 B/element), via {}", name(t),
@@ -210,7 +224,7 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
   }
   if (t == DataType::u32 && (op == ReduceOp::sum || op == ReduceOp::avg))
     return {true, fmt::format("in-network aggregation, u32 as i32 wrap-around adds, via {}", att_.where)};
-  return {false, fmt::format("the switch adds only i32, f32, f16 and bf16, not {} {} ({})", name(t), name(op),
+  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8 and u8, not {} {} ({})", name(t), name(op),
                              att_.where)};
 }
 

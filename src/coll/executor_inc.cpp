@@ -94,10 +94,11 @@ void Engine::check_inc_call(const CollOp& op) const {
   if (p.dtype == DataType::i32) ok = sum || minmax;
   if (p.dtype == DataType::u32) ok = sum;  // i32 wrap-around adds are u32 adds; min/max are not
   if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) ok = sum || minmax;
+  if (p.dtype == DataType::i8 || p.dtype == DataType::u8) ok = sum || minmax;
   if (!ok)
     throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16 and bf16 "
-                            "sum/min/max, u32 sum{})",
+                fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8 and "
+                            "u8 sum/min/max, u32 sum{})",
                             describe(op), name(p.dtype), name(p.op),
                             op.link->cfg.fixed_point ? "; fixed-point f32 sums only" : ""));
 }
@@ -178,6 +179,15 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
         if (w.op == sw::ReduceKind::sum) op.info_.accumulate = p.accumulate;
         if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
+      if (p.dtype == DataType::i8 || p.dtype == DataType::u8) {
+        // Integers wrap whatever the policy; widening only makes the overflow flag exact.
+        // `wide` (hosts sending i32) is not offered: it would give the same bits as widen.
+        const bool widen = w.op == sw::ReduceKind::sum && p.accumulate != Accumulate::narrow;
+        const bool i8 = p.dtype == DataType::i8;
+        w.kind = widen ? (i8 ? sw::NumKind::i8_widen : sw::NumKind::u8_widen)
+                       : (i8 ? sw::NumKind::i8 : sw::NumKind::u8);
+        if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
+      }
       op.info_.link_bytes_per_element =
           static_cast<std::uint32_t>(sw::WorkerOp::elem_bytes(w.kind));
       w.contributors = static_cast<std::uint32_t>(p.nranks);
@@ -257,8 +267,11 @@ void Engine::service_links() {
       op.info_.bytes_sent += c.report.bytes_sent;
       op.info_.bytes_received += c.report.bytes_received;
       op.info_.retransmissions += c.report.retransmissions;
-      // The switch's flag is about i32 wrap-around; u32 sums wrap by definition.
-      if (c.report.overflow && op.params.dtype == DataType::i32) op.info_.overflow = true;
+      // The switch's flag is about i32 (and i8/u8: the type's range) wrap-around; u32 sums
+      // wrap by definition.
+      if (c.report.overflow && (op.params.dtype == DataType::i32 || op.params.dtype == DataType::i8 ||
+                                op.params.dtype == DataType::u8))
+        op.info_.overflow = true;
       ++op.inc_completed;
       if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
         const Op& o = op.sched.ops[i];

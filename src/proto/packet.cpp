@@ -13,7 +13,8 @@ std::string_view name(PacketType t) noexcept {
 }
 
 std::string_view name(ElemType t) noexcept {
-  constexpr std::string_view names[] = {"none", "raw", "i32", "f32", "f16", "bf16", "f16w", "bf16w"};
+  constexpr std::string_view names[] = {"none", "raw", "i32", "f32", "f16", "bf16",
+                                        "f16w", "bf16w", "i8", "u8", "i8w", "u8w"};
   auto i = static_cast<unsigned>(t);
   return i <= kMaxElemType ? names[i] : std::string_view("?");
 }
@@ -58,6 +59,13 @@ std::uint32_t required_cap(ElemType elem, WireOp op) noexcept {
       return 0;
     case ElemType::f16w:
     case ElemType::bf16w: return op == WireOp::sum_widen ? cap::h16_widen : 0;
+    case ElemType::i8:
+    case ElemType::u8:
+      if (op == WireOp::sum || op == WireOp::sum_widen) return cap::i8_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::i8_minmax;
+      return 0;
+    case ElemType::i8w:
+    case ElemType::u8w: return op == WireOp::sum_widen ? cap::i8_sum : 0;
   }
   return 0;
 }
@@ -100,12 +108,16 @@ Reason check_elem_op(ElemType e, WireOp op) noexcept {
                                                                          : Reason::bad_op;
     case ElemType::f16:
     case ElemType::bf16:
+    case ElemType::i8:
+    case ElemType::u8:
       return (op == WireOp::sum || op == WireOp::max || op == WireOp::min ||
               op == WireOp::sum_widen)
                  ? Reason::ok
                  : Reason::bad_op;
     case ElemType::f16w:
-    case ElemType::bf16w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    case ElemType::bf16w:
+    case ElemType::i8w:
+    case ElemType::u8w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
   }
   return Reason::bad_elem_type;
 }

@@ -350,9 +350,13 @@ void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
     cp.st |= kAwaitParent;
     forward_up(j, cp, idx, false);
   } else {
-    // The root of a sum_widen rounds the f32 accumulators once; results go down narrow.
-    if (proto::narrow_of(cp.elem) != cp.elem)
-      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count);
+    // The root of a sum_widen rounds (f16/bf16) or wraps (i8/u8, flagging a total that does
+    // not fit) the accumulators once; results go down narrow.
+    if (proto::narrow_of(cp.elem) != cp.elem) {
+      bool overflow = false;
+      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, overflow);
+      if (overflow) cp.st |= kOverflow;
+    }
     cp.st |= kComplete;
     ++c_.results;
     ++j.c.results;
@@ -579,7 +583,8 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
         cp.st |= kOverflow;
     } else if (h.op == WireOp::sum_widen && J.spec.members > 1 &&
                proto::widened(h.elem) != ElemType::none) {
-      // The first hop that adds two or more inputs: f32 accumulators from here to the root.
+      // The first hop that adds two or more inputs: f32 (i32 for i8/u8) accumulators from here
+      // to the root.
       if (std::size_t(h.count) * 4 > slot_bytes()) {
         drop(j, Reason::too_large);
         return nack(j, from, h, Reason::too_large);

@@ -1,4 +1,4 @@
-// f16/bf16 collectives through a real switch (or a tree of switches) with every accumulator
+// f16/bf16 (and i8/u8, at the end) collectives through a real switch (or a tree of switches) with every accumulator
 // policy, run by `inc launch --switch` / `--topology` (CMakeLists.txt). Results are checked
 // against references written here (decoding with ldexp, exact sums in double, one rounding
 // with an explicit tie rule), every rank must hold the same bits, and each call's report must
@@ -160,5 +160,50 @@ TEST(IncH16, AvgMinMaxAndReduceScatter) {
       wrong += rout[i] != round_once(exact, f);
     }
     EXPECT_EQ(wrong, 0u) << name(t) << " reduce_scatter";
+  }
+}
+
+// i8/u8 (1 byte per element): sums wrap modulo 2^8 as on the hosts under both policies; the
+// report's overflow flag is raised when a total leaves the range (and not when it fits and
+// every partial sum does); min/max exact.
+TEST(IncI8, SumsWrapAsOnTheHostsAndOverflowIsReported) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  const std::uint64_t n = 30011;
+  for (Accumulate acc : {Accumulate::narrow, Accumulate::widen}) {
+    CallOptions o;
+    o.accumulate = acc;
+    std::vector<std::int8_t> in(n), out(n);
+    for (std::uint64_t i = 0; i < n; ++i) in[i] = static_cast<std::int8_t>((i * 7 + rank * 3) % 21) - 10;
+    comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, o);
+    Report rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_EQ(rep.accumulate, acc);
+    EXPECT_EQ(rep.link_bytes_per_element, 1u);
+    EXPECT_GE(rep.bytes_sent, n);
+    EXPECT_LT(rep.bytes_sent, n + n / 8);
+    EXPECT_FALSE(rep.overflow) << name(acc);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      int s = 0;
+      for (int r = 0; r < p; ++r) s += static_cast<int>((i * 7 + r * 3) % 21) - 10;
+      wrong += out[i] != s;
+    }
+    EXPECT_EQ(wrong, 0u) << name(acc);
+    std::vector<std::uint8_t> big(n, 200), bout(n);  // every total 200 p: out of range
+    comm.allreduce(big.data(), bout.data(), n, DataType::u8, ReduceOp::sum, o);
+    rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_EQ(rep.overflow, p > 1) << name(acc);
+    for (auto v : bout) ASSERT_EQ(v, static_cast<std::uint8_t>(200 * p));
+  }
+  std::vector<std::uint8_t> u(n), umax(n);
+  for (std::uint64_t i = 0; i < n; ++i) u[i] = static_cast<std::uint8_t>(i * 13 + rank * 101);
+  comm.allreduce(u.data(), umax.data(), n, DataType::u8, ReduceOp::max);
+  ASSERT_TRUE(comm.last_report().in_network);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    int m = 0;
+    for (int r = 0; r < p; ++r) m = std::max(m, static_cast<int>(static_cast<std::uint8_t>(i * 13 + r * 101)));
+    ASSERT_EQ(umax[i], m) << i;
   }
 }

@@ -105,9 +105,16 @@ TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
     EXPECT_TRUE(p->plan(Collective::allreduce, t, ReduceOp::max, Accumulate::narrow).ok);
     EXPECT_FALSE(p->plan(Collective::allreduce, t, ReduceOp::prod, Accumulate::widen).ok);
   }
-  auto no = p->plan(Collective::allreduce, DataType::u8, ReduceOp::sum);
+  for (DataType t : {DataType::i8, DataType::u8}) {
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::widen).why.find("exactly a total"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::narrow).why.find("any partial sum"),
+              std::string::npos);
+    EXPECT_TRUE(p->plan(Collective::reduce_scatter, t, ReduceOp::min, Accumulate::narrow).ok);
+  }
+  auto no = p->plan(Collective::allreduce, DataType::i64, ReduceOp::sum);
   EXPECT_FALSE(no.ok);
-  EXPECT_NE(no.why.find("u8"), std::string::npos) << no.why;
+  EXPECT_NE(no.why.find("i64"), std::string::npos) << no.why;
   no = p->plan(Collective::allreduce, DataType::i32, ReduceOp::prod);
   EXPECT_FALSE(no.ok);
   EXPECT_NE(no.why.find("multiply"), std::string::npos) << no.why;
