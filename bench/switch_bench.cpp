@@ -83,10 +83,14 @@ struct Stream {
   std::vector<std::vector<std::byte>> pkts;  // [pos * M + m]
 };
 
+// E elements per packet of type t with operation op (f16/bf16: 2 bytes each; sum_widen: the
+// switch widens into f32 cells and rounds at completion, this switch being the root).
 // With `key`, a keyed job: every contribution is sealed by its member (untimed: the sealing
 // time is subtracted) and opened by the switch, which seals each result it sends.
 double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double seconds,
-                     std::uint64_t& bytes_out, const proto::auth::Key* key = nullptr) {
+                     std::uint64_t& bytes_out, const proto::auth::Key* key = nullptr,
+                     proto::WireOp op = proto::WireOp::sum) {
+  const std::size_t es = proto::elem_size(t);
   SwitchConfig cfg;
   cfg.slots = std::uint32_t(K);
   cfg.slot_elems = E;
@@ -118,19 +122,22 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       h.type = proto::PacketType::data;
       h.flags = proto::flag::want_result;
       h.elem = t;
-      h.op = proto::WireOp::sum;
+      h.op = op;
       h.member = std::uint16_t(m);
       h.job = 1;
       h.epoch = epoch;
       h.chunk = std::uint32_t(pos);
       h.slot = std::uint16_t(pos % K);
       h.count = std::uint16_t(E);
-      std::vector<std::byte> p(proto::kHeaderBytes + E * 4 + trailer);
+      std::vector<std::byte> p(proto::kHeaderBytes + E * es + trailer);
       proto::encode_header(h, p.data());
       for (std::uint32_t i = 0; i < E; ++i) {
         float f = float((i + std::uint32_t(m)) % 7);
         std::int32_t v = std::int32_t(i * 3 + std::uint32_t(m));
-        std::memcpy(p.data() + proto::kHeaderBytes + 4 * i, t == proto::ElemType::f32 ? (void*)&f : (void*)&v, 4);
+        // 16-bit: 1.0 plus a few ulps (f16 0x3c00, bf16 0x3f80), finite sums
+        std::uint16_t h16 = std::uint16_t((t == proto::ElemType::f16 ? 0x3c00 : 0x3f80) + (i + std::uint32_t(m)) % 7);
+        std::memcpy(p.data() + proto::kHeaderBytes + es * i,
+                    es == 2 ? (void*)&h16 : t == proto::ElemType::f32 ? (void*)&f : (void*)&v, es);
       }
       s.pkts.push_back(std::move(p));
     }
@@ -169,7 +176,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
                  (unsigned long long)sw.counters().aggregations, (unsigned long long)chunks);
     std::exit(1);
   }
-  bytes_out = chunks * std::uint64_t(M) * E * 4;
+  bytes_out = chunks * std::uint64_t(M) * E * es;
   return double(bytes_out) / (t1 - t0) / 1e9;
 }
 
@@ -197,24 +204,33 @@ void bench_dataplane(const Args& a) {
   std::printf("\n# data plane, in-process, one core: %d members, %d slots; GB/s of contributed payload per"
               " CPU second of the thread (so that a loaded machine does not hide the per-core rate)\n",
               a.members, a.slots);
+  std::printf("(16/8-bit rows: E elements of 2/1 bytes per packet, so memcpy/add-kernel move E x 4 bytes"
+              " there: compare their packet rates; 'w' = sum_widen, f32/i32 cells, narrowed at the root)\n");
   std::printf("%-6s %8s %12s %12s %12s %12s %10s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s", "dp/memcpy");
-  for (auto t : {proto::ElemType::i32, proto::ElemType::f32}) {
+  using proto::ElemType;
+  using proto::WireOp;
+  for (auto [t, op] : {std::pair{ElemType::i32, WireOp::sum}, std::pair{ElemType::f32, WireOp::sum},
+                       std::pair{ElemType::f16, WireOp::sum}, std::pair{ElemType::f16, WireOp::sum_widen},
+                       std::pair{ElemType::bf16, WireOp::sum}, std::pair{ElemType::bf16, WireOp::sum_widen},
+                       std::pair{ElemType::i8, WireOp::sum}, std::pair{ElemType::i8, WireOp::sum_widen}}) {
     for (auto E : a.elems) {
       std::vector<double> dp, mc, ad;
       std::uint64_t bytes = 0;
       for (int r = 0; r < a.runs; ++r) {
-        dp.push_back(run_dataplane(t, E, a.members, a.slots, a.seconds, bytes));
+        dp.push_back(run_dataplane(t, E, a.members, a.slots, a.seconds, bytes, nullptr, op));
         mc.push_back(run_copy(E, a.members, a.slots, a.seconds, false));
         ad.push_back(run_copy(E, a.members, a.slots, a.seconds, true));
       }
+      const double es = double(proto::elem_size(t));
       double d = median(dp), m = median(mc), k = median(ad);
-      double mpps = d * 1e9 / (E * 4.0) / 1e6;
-      std::printf("%-6s %8u %12.2f %12.2f %12.2f %12.2f %10.2f\n", std::string(proto::name(t)).c_str(), E, d, m, k, mpps, d / m);
+      double mpps = d * 1e9 / (E * es) / 1e6;
+      const std::string tn = std::string(proto::name(t)) + (op == WireOp::sum_widen ? "w" : "");
+      std::printf("%-6s %8u %12.2f %12.2f %12.2f %12.2f %10.2f\n", tn.c_str(), E, d, m, k, mpps, d / m);
       char buf[512];
       std::snprintf(buf, sizeof buf,
                     "{\"bench\":\"dataplane\",\"type\":\"%s\",\"elems\":%u,\"members\":%d,\"dataplane_GBps\":%.3f,"
                     "\"memcpy_GBps\":%.3f,\"add_kernel_GBps\":%.3f,\"Mpkts\":%.3f}",
-                    std::string(proto::name(t)).c_str(), E, a.members, d, m, k, mpps);
+                    tn.c_str(), E, a.members, d, m, k, mpps);
       emit_json(buf);
     }
   }

@@ -39,9 +39,14 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
   switch (h.type) {
     case PacketType::data:
     case PacketType::result: {
-      const int k = int(rng() % 4);
-      h.elem = k == 0 ? ElemType::none : k == 1 ? ElemType::raw : k == 2 ? ElemType::i32 : ElemType::f32;
-      h.op = h.elem == ElemType::none ? WireOp::none : h.elem == ElemType::raw ? WireOp::copy : WireOp(1 + rng() % 3);
+      // Every element type; the ones with an accumulator type also with sum_widen, the
+      // accumulator types (f16w, bf16w, i8w, u8w) with sum_widen only.
+      h.elem = ElemType(rng() % (kMaxElemType + 1));
+      h.op = h.elem == ElemType::none                                  ? WireOp::none
+             : h.elem == ElemType::raw                                 ? WireOp::copy
+             : narrow_of(h.elem) != h.elem                             ? WireOp::sum_widen
+             : widened(h.elem) != ElemType::none && rng() % 2 == 0     ? WireOp::sum_widen
+                                                                       : WireOp(1 + rng() % 3);
       h.count = h.elem == ElemType::none ? 0 : std::uint16_t(1 + rng() % 10);
       h.flags = std::uint8_t(rng() % 8) & (h.type == PacketType::data ? 7 : 4);
       payload = h.count * elem_size(h.elem);

@@ -47,6 +47,9 @@ struct Options {
 // Per-call options.
 struct CallOptions {
   std::string algo;  // overrides the communicator's algorithm for this call ("" = keep)
+  // f16/bf16 sums in the network: where the accumulator is kept (see Accumulate in types.hpp);
+  // automatic = the communicator's default (INC_ACCUMULATE, else widen).
+  Accumulate accumulate = Accumulate::automatic;
 };
 
 // How a collective ran: algorithm, in the network or on the hosts, and why.
@@ -59,7 +62,14 @@ struct Report {
   std::uint64_t bytes_sent = 0;   // payload bytes this rank sent / received (in the network:
   std::uint64_t bytes_received = 0;  // its datagrams to and from the switch, headers included)
   double seconds = 0;             // from start to completion as seen by this rank
-  bool overflow = false;          // in-network i32 sums wrapped around somewhere in the tree
+  // In-network i32/i8/u8 sums wrapped around somewhere in the tree (i8/u8 under widen: exactly
+  // when a total left the type's range; narrow or i32: when any partial sum did).
+  bool overflow = false;
+  // In-network reductions of f16/bf16/i8/u8 sums: the accumulator policy that ran (automatic when
+  // it did not apply: host path, other types or operations) and the bytes per element on this
+  // rank's link to the switch (0 on the host path). `reason` says where rounding happened.
+  Accumulate accumulate = Accumulate::automatic;
+  std::uint32_t link_bytes_per_element = 0;
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
   // The segmentation this call actually used: point-to-point messages this rank sent, and
   // switch operations it took part in; each carries at most the segment size

@@ -27,6 +27,15 @@ enum class Collective : std::uint8_t {
 };
 inline constexpr int kNumCollectives = 6;
 
+// Where a sum of a 16-bit type (f16, bf16) in the network keeps its accumulator
+// (docs/NUMERICS.md "In the switch"): `narrow`: 16 bits on every link and in every switch,
+// each add rounded; `widen`: 16 bits from the hosts to the first switch that adds two or more
+// inputs, f32 partial sums between switches, rounded once at the root; `wide`: the hosts send
+// f32 and round the f32 result once. `automatic`: the communicator's default
+// (INC_ACCUMULATE, else widen). The host algorithms are unaffected (each step rounds).
+enum class Accumulate : std::uint8_t { automatic, narrow, widen, wide };
+inline constexpr int kNumAccumulate = 4;
+
 constexpr std::size_t size_of(DataType t) noexcept {
   switch (t) {
     case DataType::f64:
@@ -71,10 +80,17 @@ constexpr std::string_view name(Collective c) noexcept {
   return i < kNumCollectives ? names[i] : std::string_view("?");
 }
 
+constexpr std::string_view name(Accumulate a) noexcept {
+  constexpr std::string_view names[] = {"automatic", "narrow", "widen", "wide"};
+  auto i = static_cast<unsigned>(a);
+  return i < kNumAccumulate ? names[i] : std::string_view("?");
+}
+
 // Parsers accept the canonical names above plus common aliases (float, half, int32, ...).
 std::optional<DataType> parse_data_type(std::string_view s) noexcept;
 std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept;
 std::optional<Collective> parse_collective(std::string_view s) noexcept;
+std::optional<Accumulate> parse_accumulate(std::string_view s) noexcept;  // the names above
 
 // Every failure the library reports is an inc::Error with a category and a message that
 // names the collective, the step, the peer and what was expected.

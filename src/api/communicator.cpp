@@ -191,6 +191,8 @@ struct RequestState {
     report.messages_sent = info.messages_sent;
     report.switch_operations = info.switch_operations;
     report.overflow = info.overflow;
+    report.accumulate = info.accumulate;
+    report.link_bytes_per_element = info.link_bytes_per_element;
     report.seconds = info.seconds;
     report.predicted_us = predicted_us;
     std::lock_guard lk(comm->mu);
@@ -536,7 +538,9 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
     } else if (c.count == 0 && c.coll != Collective::barrier) {
       no_switch = "nothing to send";
     } else {
-      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op);
+      params.accumulate =
+          o.accumulate != Accumulate::automatic ? o.accumulate : st->inc->accumulate_default();
+      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op, params.accumulate);
       if (plan.ok) switch_how = plan.why;
       else no_switch = plan.why;
     }

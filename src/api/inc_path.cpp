@@ -17,6 +17,17 @@ namespace {
 // What every attachment takes from the environment whoever chose the tree: numerics, window,
 // timers and deadlines (INC_TIMEOUT), the session and injected faults. Returns what to add to
 // the description.
+// INC_ACCUMULATE: the communicator's default accumulator policy for 16- and 8-bit sums.
+Accumulate accumulate_setting(const transport::EnvLookup& env) {
+  auto a = env("INC_ACCUMULATE");
+  if (!a) return Accumulate::widen;
+  auto v = parse_accumulate(*a);
+  if (!v || *v == Accumulate::automatic)
+    throw Error(Error::Kind::config,
+                fmt::format("INC_ACCUMULATE='{}' must be 'narrow', 'widen' or 'wide'", *a));
+  return *v;
+}
+
 std::string common_settings(const transport::EnvLookup& env, int rank, std::uint64_t session,
                             std::chrono::milliseconds timeout, coll::SwitchAttachment& att) {
   sw::WorkerConfig& cfg = att.worker;
@@ -110,6 +121,7 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
       throw Error(Error::Kind::config, fmt::format("INC_SWITCH_JOB='{}' is not a job id (1..2^32-1)", *j));
     job = static_cast<std::uint32_t>(v);
   }
+  path->accumulate_ = accumulate_setting(env);
   std::string where;
   if (topo_path) {
     std::string err;
@@ -173,6 +185,7 @@ std::unique_ptr<IncPath> IncPath::from_grant(const transport::EnvLookup& env, in
   cfg.member = t.member;
   cfg.job = t.job;
   std::string more = common_settings(env, rank, session, timeout, att);
+  path->accumulate_ = accumulate_setting(env);
   cfg.key = t.key;
   cfg.instance = proto::auth::random_instance();
   cfg.seq_base = proto::auth::clock_seq_base();
@@ -180,7 +193,29 @@ std::unique_ptr<IncPath> IncPath::from_grant(const transport::EnvLookup& env, in
   return path;
 }
 
-IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
+namespace {
+// Where a 16-bit sum rounds on this path, for the report.
+std::string h16_sum_how(DataType t, Accumulate acc) {
+  switch (acc) {
+    case Accumulate::narrow:
+      return fmt::format("{0} sums narrow end to end (2 B/element on every link; each add in a "
+                         "switch rounds to {0})",
+                         name(t));
+    case Accumulate::wide:
+      return fmt::format("{} sums wide (the hosts send f32, 4 B/element; the switches add f32; "
+                         "each host rounds the f32 result once)",
+                         name(t));
+    case Accumulate::widen:
+    case Accumulate::automatic: break;
+  }
+  return fmt::format("{} sums widened at the first aggregating hop (2 B/element from the hosts, "
+                     "f32 partial sums between switches, rounded once at the root; 2 B/element "
+                     "back)",
+                     name(t));
+}
+}  // namespace
+
+IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) const {
   const std::string arith = att_.fixed_point ? "f32 as fixed point (reproducible)" : "f32 adds";
   switch (coll) {
     case Collective::alltoall:
@@ -202,9 +237,30 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op) const {
   }
   if (t == DataType::i32)
     return {true, fmt::format("in-network aggregation, i32 wrap-around adds, via {}", att_.where)};
+  if (t == DataType::i8 || t == DataType::u8) {
+    if (op == ReduceOp::min || op == ReduceOp::max)
+      return {true, fmt::format("in-network aggregation, {} {} (exact, 1 B/element), via {}", name(t),
+                                name(op), att_.where)};
+    const bool narrow = acc == Accumulate::narrow;
+    return {true, fmt::format("in-network aggregation, {} sums wrapping modulo 2^8 as on the hosts (1 "
+                              "B/element on every host link; {}){}, via {}",
+                              name(t),
+                              narrow ? "narrow: 8-bit cells, the report's overflow flags any partial "
+                                       "sum that wrapped"
+                                     : "widen: i32 partial sums between switches, the report's "
+                                       "overflow flags exactly a total outside the type's range",
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
+  if (t == DataType::f16 || t == DataType::bf16) {
+    if (op == ReduceOp::min || op == ReduceOp::max)
+      return {true, fmt::format("in-network aggregation, {} {} (exact, 2 B/element), via {}", name(t),
+                                name(op), att_.where)};
+    return {true, fmt::format("in-network aggregation, {}{}, via {}", h16_sum_how(t, acc),
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
   if (t == DataType::u32 && (op == ReduceOp::sum || op == ReduceOp::avg))
     return {true, fmt::format("in-network aggregation, u32 as i32 wrap-around adds, via {}", att_.where)};
-  return {false, fmt::format("the switch adds only i32 and f32, not {} {} ({})", name(t), name(op),
+  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8 and u8, not {} {} ({})", name(t), name(op),
                              att_.where)};
 }
 

@@ -11,6 +11,9 @@
 //   INC_SWITCH_NUMERICS=float|fixed   f32 sums as switch f32 adds (arrival-order dependent) or
 //                               as i32 fixed point with a shared exponent per block
 //                               (order-independent, bitwise reproducible); default float
+//   INC_ACCUMULATE=narrow|widen|wide   f16/bf16 sums in the network: the communicator's
+//                               default accumulator policy (CallOptions::accumulate per call);
+//                               default widen (docs/NUMERICS.md "In the switch")
 //   INC_SWITCH_WINDOW=N         chunks in flight: 0 (default) congestion-controlled, N > 0 a
 //                               fixed window (experiments; capped by the job's slots)
 //   INC_FAULT_LOSS / _DUP / _REORDER / _SEED   seeded faults injected into this rank's
@@ -57,7 +60,10 @@ class IncPath {
                                              std::chrono::milliseconds timeout, const TreeAttachment& t);
 
   // Can this call run through the switch? (Same answer on every rank for the same call.)
-  IncPlan plan(Collective coll, DataType t, ReduceOp op) const;
+  // `acc`: the accumulator policy of the call (never automatic: the caller resolves it).
+  IncPlan plan(Collective coll, DataType t, ReduceOp op, Accumulate acc = Accumulate::widen) const;
+  // INC_ACCUMULATE, else widen.
+  Accumulate accumulate_default() const { return accumulate_; }
 
   // What the engine needs to attach this rank to the switch tree.
   const coll::SwitchAttachment& attachment() const { return att_; }
@@ -66,6 +72,7 @@ class IncPath {
  private:
   IncPath() = default;
   coll::SwitchAttachment att_;
+  Accumulate accumulate_ = Accumulate::widen;
 };
 
 }  // namespace inc::api

@@ -43,6 +43,10 @@ struct RunInfo {
   std::uint64_t messages_sent = 0;
   std::uint64_t switch_operations = 0;
   bool overflow = false;              // in the network: an i32 partial sum wrapped around
+  // In the network, f16/bf16 sums: the accumulator policy that ran; and the bytes per element
+  // on this rank's link to the switch (0 on the host path).
+  Accumulate accumulate = Accumulate::automatic;
+  std::uint32_t link_bytes_per_element = 0;
   double seconds = 0;
 };
 
@@ -108,6 +112,8 @@ class CollOp {
   // result to copy into dst on completion (when dst is not whole i32 words).
   std::vector<std::vector<std::byte>> staging;
   std::unordered_map<std::uint32_t, std::size_t> staged_out;
+  // Accumulate::wide: per op index, the f32 result (staging index) to round into dst (f16/bf16).
+  std::unordered_map<std::uint32_t, std::size_t> widened_out;
 };
 
 class Engine : public transport::MessageSink {
@@ -187,6 +193,7 @@ class Engine : public transport::MessageSink {
   // In-network ops (executor_inc.cpp).
   void check_inc_call(const CollOp& op) const;
   sw::WorkerOp make_worker_op(CollOp& op, std::uint32_t i);
+  void widen_on_host(CollOp& op, std::uint32_t i, sw::Segment& seg);
   void submit_ready_inc(SwitchLink& l);
   void on_link_readable(SwitchLink& l);
   void service_links();  // timers, sends, completions and failures of every switch worker

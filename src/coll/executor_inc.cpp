@@ -18,6 +18,8 @@
 #include <cstring>
 #include <limits>
 
+#include "numerics/reduce.hpp"
+
 namespace inc::coll {
 
 void Engine::attach_switch(std::uint32_t comm_id, const SwitchAttachment& a) {
@@ -92,12 +94,46 @@ void Engine::check_inc_call(const CollOp& op) const {
   if (p.dtype == DataType::f32) ok = sum || (minmax && !op.link->cfg.fixed_point);
   if (p.dtype == DataType::i32) ok = sum || minmax;
   if (p.dtype == DataType::u32) ok = sum;  // i32 wrap-around adds are u32 adds; min/max are not
+  if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) ok = sum || minmax;
+  if (p.dtype == DataType::i8 || p.dtype == DataType::u8) ok = sum || minmax;
   if (!ok)
     throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: the switch cannot aggregate {} {} (i32 and f32 sum/min/max, u32 "
-                            "sum{})",
+                fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8 and "
+                            "u8 sum/min/max, u32 sum{})",
                             describe(op), name(p.dtype), name(p.op),
                             op.link->cfg.fixed_point ? "; fixed-point f32 sums only" : ""));
+}
+
+namespace {
+// How an f16/bf16 reduction travels (docs/NUMERICS.md "In the switch"): min/max exact in
+// 16 bits; sums by the accumulator policy (wide: as f32, see widen_on_host).
+sw::NumKind h16_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
+  const bool f16 = t == DataType::f16;
+  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return sw::NumKind::f32;
+  if (op == sw::ReduceKind::sum && acc != Accumulate::narrow)
+    return f16 ? sw::NumKind::f16_widen : sw::NumKind::bf16_widen;
+  return f16 ? sw::NumKind::f16 : sw::NumKind::bf16;
+}
+}  // namespace
+
+// Accumulate::wide: this rank's f16/bf16 input widened to f32 (exact) for the switch, and its
+// f32 result staged, to be rounded once into dst when the op completes (service_links).
+void Engine::widen_on_host(CollOp& op, std::uint32_t i, sw::Segment& seg) {
+  const DataType t = op.params.dtype;
+  const std::size_t n = std::max(seg.in.size(), seg.out.size()) / 2;
+  if (!seg.in.empty()) {
+    auto& in = op.staging.emplace_back(n * 4);
+    for (std::size_t k = 0; k < n; ++k) {
+      const float x = static_cast<float>(numerics::load_as_double(t, seg.in.data(), k));
+      std::memcpy(in.data() + 4 * k, &x, 4);
+    }
+    seg.in = {in.data(), in.size()};
+  }
+  if (!seg.out.empty()) {
+    op.widened_out[i] = op.staging.size();
+    auto& out = op.staging.emplace_back(n * 4);
+    seg.out = {out.data(), out.size()};
+  }
 }
 
 sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
@@ -133,14 +169,30 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
       w.contributors = 1;
       seg.elems = bytes;
     } else {
-      w.kind = p.dtype == DataType::f32
-                   ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
-                   : sw::NumKind::i32;
       w.op = p.op == ReduceOp::min   ? sw::ReduceKind::min
              : p.op == ReduceOp::max ? sw::ReduceKind::max
                                      : sw::ReduceKind::sum;
+      w.kind = p.dtype == DataType::f32
+                   ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
+                   : sw::NumKind::i32;
+      if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) {
+        w.kind = h16_kind(p.dtype, w.op, p.accumulate);
+        if (w.op == sw::ReduceKind::sum) op.info_.accumulate = p.accumulate;
+        if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
+      }
+      if (p.dtype == DataType::i8 || p.dtype == DataType::u8) {
+        // Integers wrap whatever the policy; widening only makes the overflow flag exact.
+        // `wide` (hosts sending i32) is not offered: it would give the same bits as widen.
+        const bool widen = w.op == sw::ReduceKind::sum && p.accumulate != Accumulate::narrow;
+        const bool i8 = p.dtype == DataType::i8;
+        w.kind = widen ? (i8 ? sw::NumKind::i8_widen : sw::NumKind::u8_widen)
+                       : (i8 ? sw::NumKind::i8 : sw::NumKind::u8);
+        if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
+      }
+      op.info_.link_bytes_per_element =
+          static_cast<std::uint32_t>(sw::WorkerOp::elem_bytes(w.kind));
       w.contributors = static_cast<std::uint32_t>(p.nranks);
-      seg.elems = bytes / sw::WorkerOp::elem_bytes(w.kind);
+      seg.elems = std::max(seg.in.size(), seg.out.size()) / sw::WorkerOp::elem_bytes(w.kind);
     }
     w.segments.push_back(seg);
   }
@@ -219,12 +271,24 @@ void Engine::service_links() {
       op.info_.bytes_sent += c.report.bytes_sent;
       op.info_.bytes_received += c.report.bytes_received;
       op.info_.retransmissions += c.report.retransmissions;
-      // The switch's flag is about i32 wrap-around; u32 sums wrap by definition.
-      if (c.report.overflow && op.params.dtype == DataType::i32) op.info_.overflow = true;
+      // The switch's flag is about i32 (and i8/u8: the type's range) wrap-around; u32 sums
+      // wrap by definition.
+      if (c.report.overflow && (op.params.dtype == DataType::i32 || op.params.dtype == DataType::i8 ||
+                                op.params.dtype == DataType::u8))
+        op.info_.overflow = true;
       ++op.inc_completed;
       if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
         const Op& o = op.sched.ops[i];
         std::memcpy(region_ptr(op, o.dst), op.staging[s->second].data(), o.dst.bytes);
+      }
+      if (auto s = op.widened_out.find(i); s != op.widened_out.end()) {  // one rounding, f32 -> 16 bits
+        const Op& o = op.sched.ops[i];
+        const auto& wide = op.staging[s->second];
+        for (std::uint64_t k = 0; k < o.dst.bytes / 2; ++k) {
+          float x;
+          std::memcpy(&x, wide.data() + 4 * k, 4);
+          numerics::store_from_double(op.params.dtype, region_ptr(op, o.dst), k, x);
+        }
       }
       complete(op, i);  // may finish (and free) the collective
     }

@@ -110,6 +110,9 @@ struct CollectiveParams {
   // Largest message the schedule issues; larger transfers are segmented so that the
   // inferred dependencies pipeline them. 0 = algorithm default.
   std::uint64_t segment_bytes = 0;
+  // f16/bf16 sums in the network (inc_reduce ops): where the accumulator is kept; resolved by
+  // the caller (automatic = widen). The host algorithms ignore it.
+  Accumulate accumulate = Accumulate::automatic;
 };
 
 struct RankSchedule {

@@ -55,12 +55,21 @@ constexpr std::pair<std::string_view, CO> kCollectives[] = {
     {"alltoall", CO::alltoall},            {"barrier", CO::barrier},
 };
 
+constexpr std::pair<std::string_view, Accumulate> kAccumulate[] = {
+    {"automatic", Accumulate::automatic}, {"auto", Accumulate::automatic},
+    {"narrow", Accumulate::narrow},       {"widen", Accumulate::widen},
+    {"wide", Accumulate::wide},
+};
+
 }  // namespace
 
 std::optional<DataType> parse_data_type(std::string_view s) noexcept { return lookup(kDataTypes, s); }
 std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept { return lookup(kReduceOps, s); }
 std::optional<Collective> parse_collective(std::string_view s) noexcept {
   return lookup(kCollectives, s);
+}
+std::optional<Accumulate> parse_accumulate(std::string_view s) noexcept {
+  return lookup(kAccumulate, s);
 }
 
 }  // namespace inc

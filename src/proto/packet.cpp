@@ -13,13 +13,14 @@ std::string_view name(PacketType t) noexcept {
 }
 
 std::string_view name(ElemType t) noexcept {
-  constexpr std::string_view names[] = {"none", "raw", "i32", "f32"};
+  constexpr std::string_view names[] = {"none", "raw", "i32", "f32", "f16", "bf16",
+                                        "f16w", "bf16w", "i8", "u8", "i8w", "u8w"};
   auto i = static_cast<unsigned>(t);
   return i <= kMaxElemType ? names[i] : std::string_view("?");
 }
 
 std::string_view name(WireOp op) noexcept {
-  constexpr std::string_view names[] = {"none", "sum", "max", "min", "copy"};
+  constexpr std::string_view names[] = {"none", "sum", "max", "min", "copy", "sum_widen"};
   auto i = static_cast<unsigned>(op);
   return i <= kMaxWireOp ? names[i] : std::string_view("?");
 }
@@ -50,6 +51,21 @@ std::uint32_t required_cap(ElemType elem, WireOp op) noexcept {
       if (op == WireOp::sum) return cap::f32_sum;
       if (op == WireOp::max || op == WireOp::min) return cap::f32_minmax;
       return 0;
+    case ElemType::f16:
+    case ElemType::bf16:
+      if (op == WireOp::sum) return cap::h16_sum;
+      if (op == WireOp::sum_widen) return cap::h16_widen;
+      if (op == WireOp::max || op == WireOp::min) return cap::h16_minmax;
+      return 0;
+    case ElemType::f16w:
+    case ElemType::bf16w: return op == WireOp::sum_widen ? cap::h16_widen : 0;
+    case ElemType::i8:
+    case ElemType::u8:
+      if (op == WireOp::sum || op == WireOp::sum_widen) return cap::i8_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::i8_minmax;
+      return 0;
+    case ElemType::i8w:
+    case ElemType::u8w: return op == WireOp::sum_widen ? cap::i8_sum : 0;
   }
   return 0;
 }
@@ -90,6 +106,18 @@ Reason check_elem_op(ElemType e, WireOp op) noexcept {
     case ElemType::f32:
       return (op == WireOp::sum || op == WireOp::max || op == WireOp::min) ? Reason::ok
                                                                          : Reason::bad_op;
+    case ElemType::f16:
+    case ElemType::bf16:
+    case ElemType::i8:
+    case ElemType::u8:
+      return (op == WireOp::sum || op == WireOp::max || op == WireOp::min ||
+              op == WireOp::sum_widen)
+                 ? Reason::ok
+                 : Reason::bad_op;
+    case ElemType::f16w:
+    case ElemType::bf16w:
+    case ElemType::i8w:
+    case ElemType::u8w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
   }
   return Reason::bad_elem_type;
 }

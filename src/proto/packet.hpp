@@ -47,16 +47,50 @@ enum class PacketType : std::uint8_t {
 inline constexpr std::uint8_t kMaxPacketType = 12;
 
 // Element types the switch can see. `raw` is opaque bytes: replication only, never arithmetic.
-enum class ElemType : std::uint8_t { none = 0, raw = 1, i32 = 2, f32 = 3 };
-inline constexpr std::uint8_t kMaxElemType = 3;
+// f16/bf16 are IEEE binary16 / bfloat16 (2 bytes). f16w/bf16w are partial sums of an f16/bf16
+// reduction widened to an f32 accumulator (4 bytes each): they travel only between switches
+// under `sum_widen` and are rounded to f16/bf16 once, at the root (docs/NUMERICS.md).
+// i8/u8 (1 byte) sums wrap modulo 2^8 as on the hosts; i8w/u8w are their i32 accumulators
+// under sum_widen (exact up to 2^23 members), narrowed (wrapping) at the root.
+enum class ElemType : std::uint8_t {
+  none = 0, raw = 1, i32 = 2, f32 = 3, f16 = 4, bf16 = 5, f16w = 6, bf16w = 7,
+  i8 = 8, u8 = 9, i8w = 10, u8w = 11
+};
+inline constexpr std::uint8_t kMaxElemType = 11;
 
-enum class WireOp : std::uint8_t { none = 0, sum = 1, max = 2, min = 3, copy = 4 };
-inline constexpr std::uint8_t kMaxWireOp = 4;
+// sum_widen: a sum whose first aggregating hop (a switch adding two or more inputs) widens the
+// narrow inputs to their accumulator type (f16w/bf16w) and whose root rounds the result once.
+// `sum` on f16/bf16 is the narrow policy: every switch keeps f16/bf16 cells and rounds each add.
+enum class WireOp : std::uint8_t { none = 0, sum = 1, max = 2, min = 3, copy = 4, sum_widen = 5 };
+inline constexpr std::uint8_t kMaxWireOp = 5;
+
+// The narrow type a widened accumulator type stands for (f16w -> f16, bf16w -> bf16); any
+// other type is its own.
+constexpr ElemType narrow_of(ElemType t) noexcept {
+  switch (t) {
+    case ElemType::f16w: return ElemType::f16;
+    case ElemType::bf16w: return ElemType::bf16;
+    case ElemType::i8w: return ElemType::i8;
+    case ElemType::u8w: return ElemType::u8;
+    default: return t;
+  }
+}
+// The accumulator type of a narrow type under sum_widen (f16 -> f16w, bf16 -> bf16w, i8 -> i8w,
+// u8 -> u8w; none else).
+constexpr ElemType widened(ElemType t) noexcept {
+  switch (t) {
+    case ElemType::f16: return ElemType::f16w;
+    case ElemType::bf16: return ElemType::bf16w;
+    case ElemType::i8: return ElemType::i8w;
+    case ElemType::u8: return ElemType::u8w;
+    default: return ElemType::none;
+  }
+}
 
 namespace flag {
 inline constexpr std::uint8_t want_result = 0x01;      // data: sender wants the result payload
 inline constexpr std::uint8_t retransmit = 0x02;       // data/join: this is a retransmission
-inline constexpr std::uint8_t overflow = 0x04;         // data/result: an i32 partial sum wrapped
+inline constexpr std::uint8_t overflow = 0x04;         // data/result: an integer sum wrapped (see arith.hpp)
 inline constexpr std::uint8_t elided = 0x08;           // result: payload left out (not wanted)
 inline constexpr std::uint8_t awaiting_parent = 0x10;  // pending: complete here, parent not yet
 // data: a header-only question about a chunk (with `retransmit`, no element type, count 0):
@@ -119,9 +153,17 @@ std::string_view name(Reason r) noexcept;
 constexpr std::size_t elem_size(ElemType t) noexcept {
   switch (t) {
     case ElemType::none: return 0;
-    case ElemType::raw: return 1;
+    case ElemType::raw:
+    case ElemType::i8:
+    case ElemType::u8: return 1;
+    case ElemType::f16:
+    case ElemType::bf16: return 2;
     case ElemType::i32:
-    case ElemType::f32: return 4;
+    case ElemType::f32:
+    case ElemType::f16w:
+    case ElemType::bf16w:
+    case ElemType::i8w:
+    case ElemType::u8w: return 4;
   }
   return 0;
 }
@@ -170,7 +212,12 @@ inline constexpr std::uint32_t i32_minmax = 0x02;
 inline constexpr std::uint32_t f32_sum = 0x04;  // IEEE f32 adds (arrival-order dependent)
 inline constexpr std::uint32_t f32_minmax = 0x08;
 inline constexpr std::uint32_t raw_copy = 0x10;  // replication
-inline constexpr std::uint32_t all = 0x1F;
+inline constexpr std::uint32_t h16_sum = 0x20;     // f16/bf16 narrow sums (every add rounds)
+inline constexpr std::uint32_t h16_minmax = 0x40;  // f16/bf16 min/max (exact)
+inline constexpr std::uint32_t h16_widen = 0x80;   // f16/bf16 sum_widen (f32 accumulators)
+inline constexpr std::uint32_t i8_sum = 0x100;     // i8/u8 sum and sum_widen (wrap, overflow flag)
+inline constexpr std::uint32_t i8_minmax = 0x200;  // i8/u8 min/max
+inline constexpr std::uint32_t all = 0x3FF;
 }  // namespace cap
 // The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;

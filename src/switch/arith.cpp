@@ -2,7 +2,11 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+
+#include "src/numerics/half.hpp"
+#include "src/numerics/reduce.hpp"
 
 namespace inc::sw {
 
@@ -74,6 +78,155 @@ bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* sr
     if (op == WireOp::min) elementwise(a, src, count, ieee_minimum);
   }
   return false;
+}
+
+namespace {
+// The hosts' f16/bf16 kernel (widen, combine in f32, round once; F16C where the CPU has it),
+// so a narrow sum in the switch rounds exactly as a host step would. It reads the payload as
+// 16/32-bit words: an odd address (never from our receive paths) takes the portable loop.
+void combine_h16(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+                 std::size_t n) noexcept {
+  const DataType dt = t == proto::ElemType::f16 ? DataType::f16 : DataType::bf16;
+  const ReduceOp rop = op == proto::WireOp::max   ? ReduceOp::max
+                       : op == proto::WireOp::min ? ReduceOp::min
+                                                  : ReduceOp::sum;
+  if (reinterpret_cast<std::uintptr_t>(src) % 4 == 0 && reinterpret_cast<std::uintptr_t>(acc) % 4 == 0)
+    return numerics::reduce(dt, rop, acc, acc, src, n);
+  auto* a = static_cast<std::uint16_t*>(acc);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    numerics::reduce(dt, rop, &a[i], &a[i], &b, 1);
+  }
+}
+}  // namespace
+
+namespace {
+// 8-bit sums wrap; the flag says whether any partial sum left the range (signed overflow of
+// a + b = r: a and b share a sign that r does not; unsigned: a carry out of bit 7).
+bool add_8_wrap(bool is_signed, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  unsigned ov = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned x = a[i], y = std::to_integer<unsigned>(src[i]), r = (x + y) & 0xFF;
+    ov |= is_signed ? ((x ^ r) & (y ^ r)) >> 7 : (x + y) >> 8;
+    a[i] = static_cast<std::uint8_t>(r);
+  }
+  return (ov & 1) != 0;
+}
+template <class T>
+void minmax_8(proto::WireOp op, void* acc, const std::byte* src, std::size_t n) noexcept {
+  auto* a = static_cast<T*>(acc);
+  for (std::size_t i = 0; i < n; ++i) {
+    const T b = static_cast<T>(std::to_integer<unsigned>(src[i]));
+    a[i] = op == proto::WireOp::max ? (a[i] < b ? b : a[i]) : (b < a[i] ? b : a[i]);
+  }
+}
+}  // namespace
+
+bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
+             const std::byte* src, std::size_t count) noexcept {
+  using proto::ElemType;
+  if (acc_t == ElemType::i8 || acc_t == ElemType::u8) {  // src_t is the same (narrow)
+    if (op == proto::WireOp::max || op == proto::WireOp::min) {
+      if (acc_t == ElemType::i8) minmax_8<std::int8_t>(op, acc, src, count);
+      else minmax_8<std::uint8_t>(op, acc, src, count);
+      return false;
+    }
+    return add_8_wrap(acc_t == ElemType::i8, static_cast<std::uint8_t*>(acc), src, count);
+  }
+  if (acc_t == ElemType::i8w || acc_t == ElemType::u8w) {  // i32 accumulators: exact
+    auto* a = static_cast<std::int32_t*>(acc);
+    if (src_t == acc_t) {
+      add_i32_wrap(a, src, count);  // (cannot wrap: |total| < 2^8 x 64 members per hop x depth)
+    } else if (src_t == ElemType::i8) {
+      for (std::size_t i = 0; i < count; ++i) a[i] += static_cast<std::int8_t>(std::to_integer<unsigned>(src[i]));
+    } else {
+      for (std::size_t i = 0; i < count; ++i) a[i] += static_cast<std::int32_t>(std::to_integer<unsigned>(src[i]));
+    }
+    return false;
+  }
+  if (acc_t == src_t) {
+    if (acc_t == ElemType::f16 || acc_t == ElemType::bf16) {
+      combine_h16(acc_t, op, acc, src, count);
+      return false;
+    }
+    if (acc_t == ElemType::f16w || acc_t == ElemType::bf16w) {
+      add_f32(static_cast<float*>(acc), src, count);
+      return false;
+    }
+    return combine(acc_t, op, acc, src, count);
+  }
+  // A narrow input into a widened accumulator: acc += (f32) src.
+  auto* a = static_cast<float*>(acc);
+  if (src_t == ElemType::f16) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint16_t b;
+      std::memcpy(&b, src + 2 * i, 2);
+      a[i] += numerics::f16_to_f32(b);
+    }
+  } else if (src_t == ElemType::bf16) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint16_t b;
+      std::memcpy(&b, src + 2 * i, 2);
+      a[i] += numerics::bf16_to_f32(b);
+    }
+  }
+  return false;
+}
+
+namespace {
+// Each loop has one conversion, so that GCC vectorises it (branch-free selects inside).
+template <float (*Widen)(std::uint16_t)>
+void widen_loop(float* acc, const std::byte* src, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    acc[i] = Widen(b);
+  }
+}
+template <std::uint16_t (*Narrow)(float)>
+void narrow_loop(std::byte* p, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, p + 4 * i, 4);
+    const std::uint16_t h = Narrow(x);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+}
+}  // namespace
+
+void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::size_t n) noexcept {
+  if (src_t == proto::ElemType::i8 || src_t == proto::ElemType::u8) {
+    auto* a = reinterpret_cast<std::int32_t*>(acc);
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned b = std::to_integer<unsigned>(src[i]);
+      a[i] = src_t == proto::ElemType::i8 ? std::int32_t(static_cast<std::int8_t>(b)) : std::int32_t(b);
+    }
+    return;
+  }
+  if (src_t == proto::ElemType::f16) widen_loop<numerics::f16_to_f32>(acc, src, n);
+  else widen_loop<numerics::bf16_to_f32>(acc, src, n);
+}
+
+proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
+                                bool& overflow) noexcept {
+  if (wide_t == proto::ElemType::i8w || wide_t == proto::ElemType::u8w) {
+    auto* p = static_cast<std::byte*>(cells);
+    const std::int32_t lo = wide_t == proto::ElemType::i8w ? -128 : 0, hi = lo + 255;
+    for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own i32 at 4i
+      std::int32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      overflow |= x < lo || x > hi;
+      p[i] = static_cast<std::byte>(static_cast<std::uint32_t>(x) & 0xFF);
+    }
+    return proto::narrow_of(wide_t);
+  }
+  // Element i's 2 bytes land at 2i, below its own f32 at 4i (and past every f32 read before it).
+  // (In place and in order, so the loop must stay scalar: GCC sees the overlap.)
+  auto* p = static_cast<std::byte*>(cells);
+  if (wide_t == proto::ElemType::f16w) narrow_loop<numerics::f32_to_f16>(p, n);
+  else narrow_loop<numerics::f32_to_bf16>(p, n);
+  return proto::narrow_of(wide_t);
 }
 
 std::int32_t fx32_block_exponent(const float* x, std::size_t n) noexcept {

@@ -6,6 +6,20 @@
 //  * f32 sum: IEEE binary32 adds in arrival order (not reproducible across runs).
 //  * i32/f32 min/max (f32: IEEE 754-2019 maximum/minimum: NaN wins, -0 < +0); raw copy
 //    (replication only).
+//  * f16/bf16 (2 bytes on the wire), policy per collective (docs/NUMERICS.md, "In the switch"):
+//    - sum (narrow): the cells hold f16/bf16 and every add widens both operands to f32, adds
+//      and rounds once to nearest-even (src/numerics reduce(), the hosts' kernel): the result
+//      of each add is the correctly rounded 16-bit sum; the total depends on arrival order.
+//    - sum_widen: a switch adding two or more inputs widens them into f32 cells (f16w/bf16w,
+//      exact) and adds in f32; partial sums travel wide between switches; the root rounds once.
+//    - min/max: exact (IEEE 754-2019 minimum/maximum, as on the hosts).
+//  * i8/u8 (1 byte on the wire): sums wrap modulo 2^8 (as on the hosts, so every policy gives
+//    the hosts' bits); the overflow flag says whether a sum left the type's range.
+//    - sum (narrow): 8-bit cells; the flag is raised when any partial sum wrapped (order
+//      dependent: a total that fits may still be flagged).
+//    - sum_widen: i32 cells from the first aggregating hop (exact); the root wraps the total
+//      to 8 bits and raises the flag exactly when the total does not fit.
+//    - min/max: exact.
 //  * fx32: f32 carried as i32 fixed point with a per-block shared exponent agreed in a first
 //    round (SwitchML), so the switch only adds integers and the result does not depend on the
 //    arrival order or tree shape. The conversions run on the workers.
@@ -22,6 +36,18 @@ namespace inc::sw {
 // sum wrapped. For raw/copy, does nothing (replication never combines).
 bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
              std::size_t count) noexcept;
+// The same where the cells hold `acc_t` and the payload `src_t`: equal, or acc_t is the widened
+// accumulator of src_t (sum_widen: a narrow input from a member that did not aggregate).
+bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
+             const std::byte* src, std::size_t count) noexcept;
+// sum_widen's first aggregating hop: acc[i] = src[i] widened (exact): to f32 for f16/bf16, to
+// i32 for i8/u8 (`acc` then holds i32).
+void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::size_t n) noexcept;
+// The root of a sum_widen: the accumulators in `cells` narrowed into the narrow type, packed at
+// the start of `cells`: f16w/bf16w rounded once to nearest-even; i8w/u8w wrapped modulo 2^8,
+// setting `overflow` if some total does not fit. Returns the narrow type.
+proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
+                                bool& overflow) noexcept;
 
 bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept;
 void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;

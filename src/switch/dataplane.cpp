@@ -361,6 +361,13 @@ void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
     cp.st |= kAwaitParent;
     forward_up(j, cp, idx, false);
   } else {
+    // The root of a sum_widen rounds (f16/bf16) or wraps (i8/u8, flagging a total that does
+    // not fit) the accumulators once; results go down narrow.
+    if (proto::narrow_of(cp.elem) != cp.elem) {
+      bool overflow = false;
+      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, overflow);
+      if (overflow) cp.st |= kOverflow;
+    }
     cp.st |= kComplete;
     ++c_.results;
     ++j.c.results;
@@ -574,13 +581,30 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   }
   if (h.elem != ElemType::none) {
     if (cp.st & kHasData) {
-      if (cp.elem != h.elem || cp.op != h.op || cp.count != h.count || h.elem == ElemType::raw) {
+      // The same collective: type, operation and count; a widened accumulator (sum_widen) also
+      // takes the narrow inputs of members that did not aggregate (a child with one member).
+      if ((cp.elem != h.elem && cp.elem != proto::widened(h.elem)) || cp.op != h.op ||
+          cp.count != h.count || h.elem == ElemType::raw) {
         drop(j, Reason::mismatch);
         return nack(j, from, h, Reason::mismatch,
                     std::uint32_t(cp.count) | std::uint32_t(cp.elem) << 16 |
                         std::uint32_t(cp.op) << 20);
       }
-      if (combine(h.elem, h.op, writable_cells(idx), v.payload.data(), h.count)) cp.st |= kOverflow;
+      if (combine(cp.elem, h.elem, h.op, writable_cells(idx), v.payload.data(), h.count))
+        cp.st |= kOverflow;
+    } else if (h.op == WireOp::sum_widen && J.spec.members > 1 &&
+               proto::widened(h.elem) != ElemType::none) {
+      // The first hop that adds two or more inputs: f32 (i32 for i8/u8) accumulators from here
+      // to the root.
+      if (std::size_t(h.count) * 4 > slot_bytes()) {
+        drop(j, Reason::too_large);
+        return nack(j, from, h, Reason::too_large);
+      }
+      widen_into(h.elem, reinterpret_cast<float*>(writable_cells(idx)), v.payload.data(), h.count);
+      cp.elem = proto::widened(h.elem);
+      cp.op = h.op;
+      cp.count = h.count;
+      cp.st |= kHasData;
     } else {
       std::memcpy(writable_cells(idx), v.payload.data(), v.payload.size());
       cp.elem = h.elem;

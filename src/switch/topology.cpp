@@ -33,6 +33,10 @@ std::optional<std::uint32_t> parse_types(std::string_view list) {
     std::string_view t = list.substr(0, c);
     if (t == "i32") caps |= proto::cap::i32_sum | proto::cap::i32_minmax;
     else if (t == "f32") caps |= proto::cap::f32_sum | proto::cap::f32_minmax;
+    else if (t == "f16" || t == "bf16")  // (one ALU for both 16-bit formats)
+      caps |= proto::cap::h16_sum | proto::cap::h16_minmax | proto::cap::h16_widen;
+    else if (t == "i8" || t == "u8")  // (one ALU for both 8-bit types)
+      caps |= proto::cap::i8_sum | proto::cap::i8_minmax;
     else if (t == "raw") {}
     else return std::nullopt;
     if (c == std::string_view::npos) break;

@@ -132,6 +132,9 @@ std::string WorkerProtocol::stall_detail(const Entry& e, Nanos now) const {
 }
 
 std::uint32_t WorkerProtocol::chunk_elems(NumKind k) const {
+  // Narrow 16-bit cells hold two elements; sum_widen needs an f32 accumulator per element.
+  if (k == NumKind::f16 || k == NumKind::bf16) return info_.slot_elems * 2;
+  if (k == NumKind::i8 || k == NumKind::u8) return info_.slot_elems * 4;
   return k == NumKind::raw ? info_.slot_elems * 4 : info_.slot_elems;
 }
 
@@ -179,6 +182,12 @@ std::uint64_t WorkerProtocol::submit(WorkerOp w, Nanos now) {
   }
   if (w.kind == NumKind::fx32 && w.op != ReduceKind::sum) {
     fail(WorkerErrorKind::invalid, "fx32 (fixed point) supports only sum", w.label);
+    return id;
+  }
+  if ((w.kind == NumKind::f16_widen || w.kind == NumKind::bf16_widen || w.kind == NumKind::i8_widen ||
+       w.kind == NumKind::u8_widen) &&
+      w.op != ReduceKind::sum) {
+    fail(WorkerErrorKind::invalid, "a widened accumulator is for sums only", w.label);
     return id;
   }
   Op& op = ops_.emplace_back();
@@ -231,6 +240,14 @@ bool WorkerProtocol::begin_op(Op& op) {
     case NumKind::f32: need = mm ? proto::cap::f32_minmax : proto::cap::f32_sum; break;
     case NumKind::fx32: need = proto::cap::i32_sum | proto::cap::i32_minmax; break;
     case NumKind::raw: need = proto::cap::raw_copy; break;
+    case NumKind::f16:
+    case NumKind::bf16: need = mm ? proto::cap::h16_minmax : proto::cap::h16_sum; break;
+    case NumKind::f16_widen:
+    case NumKind::bf16_widen: need = proto::cap::h16_widen; break;
+    case NumKind::i8:
+    case NumKind::u8: need = mm ? proto::cap::i8_minmax : proto::cap::i8_sum; break;
+    case NumKind::i8_widen:
+    case NumKind::u8_widen: need = proto::cap::i8_sum; break;
   }
   bool has_data = false;
   for (const auto& s : op.w.segments) has_data |= s.elems > 0;

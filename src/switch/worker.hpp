@@ -45,6 +45,12 @@ enum class NumKind : std::uint8_t {
   f32,   // switch adds f32 (arrival-order dependent)
   fx32,  // f32 as i32 fixed point with a per-block shared exponent: order-independent results
   raw,   // opaque bytes, replication only (broadcast, allgather)
+  // 2 bytes per element on the member's link (docs/NUMERICS.md, "In the switch"):
+  f16, bf16,              // sum: narrow cells, every add in the switch rounds; min/max: exact
+  f16_widen, bf16_widen,  // sum only: f32 accumulators from the first aggregating hop on
+  // 1 byte per element; sums wrap modulo 2^8 (as on the hosts), overflow flagged:
+  i8, u8,                 // sum: 8-bit cells, any partial sum that wrapped is flagged; min/max
+  i8_widen, u8_widen,     // sum only: i32 accumulators, the root flags a total that does not fit
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
@@ -67,7 +73,9 @@ struct WorkerOp {
   bool sync = false;               // send one empty chunk even without elements (barrier)
   std::vector<Segment> segments;
 
-  static std::size_t elem_bytes(NumKind k) { return k == NumKind::raw ? 1 : 4; }
+  static std::size_t elem_bytes(NumKind k) {
+    return k == NumKind::raw || k >= NumKind::i8 ? 1 : (k >= NumKind::f16 ? 2 : 4);
+  }
   static WorkerOp allreduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
                             std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks);
   // in: nranks x count elements; out: this rank's count elements.
@@ -166,7 +174,7 @@ struct OpReport {
   std::uint64_t duplicate_results = 0;  // results for chunks already complete (ignored)
   std::uint64_t foreign = 0;            // undecodable / other job / other epoch (ignored)
   std::uint64_t unauthenticated = 0;    // keyed job: unsealed, wrong tag or replayed (ignored)
-  bool overflow = false;                // i32: some partial sum wrapped (see arith.hpp)
+  bool overflow = false;                // i32/i8/u8: a sum wrapped (see arith.hpp)
 };
 
 // One finished op of the stream: its id (from submit()) and the traffic of its own chunks.

@@ -20,6 +20,14 @@ inline ElemType wire_elem(NumKind k) {
     case NumKind::fx32: return ElemType::i32;
     case NumKind::f32: return ElemType::f32;
     case NumKind::raw: return ElemType::raw;
+    case NumKind::f16:
+    case NumKind::f16_widen: return ElemType::f16;
+    case NumKind::bf16:
+    case NumKind::bf16_widen: return ElemType::bf16;
+    case NumKind::i8:
+    case NumKind::i8_widen: return ElemType::i8;
+    case NumKind::u8:
+    case NumKind::u8_widen: return ElemType::u8;
   }
   return ElemType::none;
 }
@@ -27,6 +35,9 @@ inline ElemType wire_elem(NumKind k) {
 inline WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
   if (k == NumKind::raw) return WireOp::copy;
   if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
+  if (k == NumKind::f16_widen || k == NumKind::bf16_widen || k == NumKind::i8_widen ||
+      k == NumKind::u8_widen)
+    return WireOp::sum_widen;
   switch (op) {
     case ReduceKind::sum: return WireOp::sum;
     case ReduceKind::max: return WireOp::max;

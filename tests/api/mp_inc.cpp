@@ -131,12 +131,12 @@ TEST(Inc, SwitchBarrierHoldsEveryRankUntilAllEntered) {
 TEST(Inc, UnsupportedCallsFallBackToHostsAndSayWhy) {
   auto& comm = world();
   const int p = comm.size();
-  std::vector<std::uint16_t> h(100, 0x3c00);  // f16 1.0
-  std::vector<std::uint16_t> ho(100);
-  comm.allreduce(h.data(), ho.data(), 100, DataType::f16, ReduceOp::sum);
+  std::vector<double> h(100, 1.0);
+  std::vector<double> ho(100);
+  comm.allreduce(h.data(), ho.data(), 100, DataType::f64, ReduceOp::sum);
   auto rep = comm.last_report();
   EXPECT_FALSE(rep.in_network);
-  EXPECT_NE(rep.reason.find("f16"), std::string::npos) << rep.reason;
+  EXPECT_NE(rep.reason.find("f64"), std::string::npos) << rep.reason;
   std::vector<std::int32_t> a(10, 2), b(10);
   comm.allreduce(a.data(), b.data(), 10, DataType::i32, ReduceOp::prod);
   EXPECT_FALSE(comm.last_report().in_network);

@@ -49,14 +49,14 @@ TEST(Tuning, SmallAllreduceTakesTheSwitchLargeTheRing) {
 }
 
 TEST(Tuning, TheSwitchIsNotACandidateWhereItCannotTakeTheCall) {
-  // f16 runs on the hosts: the tuned choice is among host algorithms only.
-  std::vector<std::uint16_t> in(64 * 4, 0x3c00), out(64);  // 1.0 in f16
-  comm().reduce_scatter(in.data(), out.data(), 64, inc::DataType::f16, inc::ReduceOp::sum);
+  // f64 runs on the hosts: the tuned choice is among host algorithms only.
+  std::vector<double> in(64 * 4, 1.0), out(64);
+  comm().reduce_scatter(in.data(), out.data(), 64, inc::DataType::f64, inc::ReduceOp::sum);
   auto r = comm().last_report();
   EXPECT_EQ(r.algorithm, "ring") << r.reason;
   ASSERT_EQ(r.predicted_us.size(), 1u) << r.reason;
   EXPECT_NE(r.reason.find("not the switch"), std::string::npos) << r.reason;
-  for (auto v : out) EXPECT_EQ(v, 0x4400);  // 4.0
+  for (auto v : out) EXPECT_EQ(v, 4.0);
 }
 
 TEST(Tuning, CollectivesTheTableLacksAreUntunedAndSaySo) {

@@ -73,6 +73,18 @@ TEST(IncPath, BadValuesNameTheVariable) {
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_FAULT_LOSS", "1.5"}}).find("INC_FAULT_LOSS"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_TOPOLOGY", "/nonexistent/tree.topo"}}).find("INC_TOPOLOGY"), std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_ACCUMULATE", "wider"}}).find("INC_ACCUMULATE"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_ACCUMULATE", "auto"}}).find("INC_ACCUMULATE"),
+            std::string::npos);
+}
+
+TEST(IncPath, AccumulatorPolicyDefaultsToWidenAndFollowsTheEnvironment) {
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}})->accumulate_default(), Accumulate::widen);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_ACCUMULATE", "narrow"}})->accumulate_default(),
+            Accumulate::narrow);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_ACCUMULATE", "WIDE"}})->accumulate_default(),
+            Accumulate::wide);
 }
 
 TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
@@ -83,9 +95,26 @@ TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
   EXPECT_TRUE(p->plan(Collective::allgather, DataType::f16, ReduceOp::sum).ok);  // replication
   EXPECT_TRUE(p->plan(Collective::broadcast, DataType::u8, ReduceOp::sum).ok);
   EXPECT_TRUE(p->plan(Collective::barrier, DataType::u8, ReduceOp::sum).ok);
-  auto no = p->plan(Collective::allreduce, DataType::f16, ReduceOp::sum);
+  for (DataType t : {DataType::f16, DataType::bf16}) {
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::widen).why.find("rounded once at the root"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::reduce_scatter, t, ReduceOp::avg, Accumulate::narrow).why.find("each add in a switch rounds"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::wide).why.find("4 B/element"),
+              std::string::npos);
+    EXPECT_TRUE(p->plan(Collective::allreduce, t, ReduceOp::max, Accumulate::narrow).ok);
+    EXPECT_FALSE(p->plan(Collective::allreduce, t, ReduceOp::prod, Accumulate::widen).ok);
+  }
+  for (DataType t : {DataType::i8, DataType::u8}) {
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::widen).why.find("exactly a total"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::narrow).why.find("any partial sum"),
+              std::string::npos);
+    EXPECT_TRUE(p->plan(Collective::reduce_scatter, t, ReduceOp::min, Accumulate::narrow).ok);
+  }
+  auto no = p->plan(Collective::allreduce, DataType::i64, ReduceOp::sum);
   EXPECT_FALSE(no.ok);
-  EXPECT_NE(no.why.find("f16"), std::string::npos) << no.why;
+  EXPECT_NE(no.why.find("i64"), std::string::npos) << no.why;
   no = p->plan(Collective::allreduce, DataType::i32, ReduceOp::prod);
   EXPECT_FALSE(no.ok);
   EXPECT_NE(no.why.find("multiply"), std::string::npos) << no.why;

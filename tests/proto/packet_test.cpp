@@ -165,7 +165,7 @@ TEST(Packet, EveryDecodeReason) {
   b[6] = std::byte(flag::elided);  // known bit, not allowed on data
   EXPECT_EQ(decode_bytes(b), Reason::bad_flags);
   b = good;
-  b[7] = std::byte(9);
+  b[7] = std::byte(kMaxElemType + 1);
   EXPECT_EQ(decode_bytes(b), Reason::bad_elem_type);
   b = good;
   b[8] = std::byte(9);

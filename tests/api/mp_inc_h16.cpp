@@ -1,0 +1,209 @@
+// f16/bf16 (and i8/u8, at the end) collectives through a real switch (or a tree of switches) with every accumulator
+// policy, run by `inc launch --switch` / `--topology` (CMakeLists.txt). Results are checked
+// against references written here (decoding with ldexp, exact sums in double, one rounding
+// with an explicit tie rule), every rank must hold the same bits, and each call's report must
+// give the policy, the bytes per element on the rank's link and where rounding happened.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inc/inc.hpp"
+
+using namespace inc;
+
+namespace {
+
+Communicator& world() {
+  static Communicator c = Communicator::init();
+  return c;
+}
+
+struct Format {
+  int mant, bias, emax;
+};
+Format format(DataType t) { return t == DataType::f16 ? Format{10, 15, 15} : Format{7, 127, 127}; }
+
+double decode(std::uint16_t b, Format f) {
+  const int ebits = 15 - f.mant;
+  const int e = (b >> f.mant) & ((1 << ebits) - 1);
+  const double m = b & ((1 << f.mant) - 1);
+  const double s = (b & 0x8000) ? -1.0 : 1.0;
+  if (e == (1 << ebits) - 1) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * std::ldexp(m, 1 - f.bias - f.mant);
+  return s * std::ldexp(m + std::ldexp(1.0, f.mant), e - f.bias - f.mant);
+}
+
+std::uint16_t round_once(double x, Format f) {
+  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  x = std::fabs(x);
+  if (x == 0) return sign;
+  int k = 0;
+  std::frexp(x, &k);
+  int e = std::max(k - 1, 1 - f.bias);
+  const double m = std::ldexp(x, f.mant - e);
+  double r = std::floor(m);
+  if (m - r > 0.5 || (m - r == 0.5 && std::fmod(r, 2) == 1)) r += 1;
+  if (r == std::ldexp(1.0, f.mant + 1)) r /= 2, ++e;
+  if (e > f.emax) return std::uint16_t(sign | (((1 << (15 - f.mant)) - 1) << f.mant));
+  const auto ri = static_cast<std::uint32_t>(r);
+  if (ri < (1u << f.mant)) return std::uint16_t(sign | ri);
+  return std::uint16_t(sign | std::uint32_t(e + f.bias) << f.mant | (ri - (1u << f.mant)));
+}
+
+// Magnitudes in [2^-4, 2^4): every f32 partial sum of up to 64 of them is exact, so widen and
+// wide must give round_once(exact sum) whatever the order and the tree.
+std::uint16_t val(DataType t, int r, std::uint64_t i) {
+  const Format f = format(t);
+  const std::uint64_t h = (i * 2654435761u + static_cast<std::uint64_t>(r) * 97531u) ^ (i >> 7);
+  const int e = static_cast<int>(h % 8) - 4;
+  const std::uint32_t mant = static_cast<std::uint32_t>((h >> 3) % (1u << f.mant));
+  return static_cast<std::uint16_t>(((h >> 20) & 1) << 15 | std::uint32_t(e + f.bias) << f.mant | mant);
+}
+
+// The same bits on every rank: min and max over ranks of a checksum agree.
+bool same_everywhere(Communicator& comm, const std::vector<std::uint16_t>& v) {
+  std::uint32_t h = 2166136261u;
+  for (auto x : v) h = (h ^ x) * 16777619u;
+  std::int64_t s = h, mn = 0, mx = 0;
+  comm.allreduce(&s, &mn, 1, DataType::i64, ReduceOp::min);
+  comm.allreduce(&s, &mx, 1, DataType::i64, ReduceOp::max);
+  return mn == mx;
+}
+
+}  // namespace
+
+TEST(IncH16, SumsRunInTheNetworkWithEachPolicyAndReportIt) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  for (DataType t : {DataType::f16, DataType::bf16})
+    for (Accumulate acc : {Accumulate::narrow, Accumulate::widen, Accumulate::wide})
+      for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{100003}}) {
+        const Format f = format(t);
+        std::vector<std::uint16_t> in(n), out(n);
+        for (std::uint64_t i = 0; i < n; ++i) in[i] = val(t, rank, i);
+        CallOptions o;
+        o.accumulate = acc;
+        comm.allreduce(in.data(), out.data(), n, t, ReduceOp::sum, o);
+        const Report rep = comm.last_report();
+        const std::string what = std::string(name(t)) + " " + std::string(name(acc)) + " n=" + std::to_string(n);
+        ASSERT_TRUE(rep.in_network) << what << ": " << rep.reason;
+        EXPECT_EQ(rep.accumulate, acc) << what;
+        const std::uint32_t bpe = acc == Accumulate::wide ? 4 : 2;
+        EXPECT_EQ(rep.link_bytes_per_element, bpe) << what;
+        // The traffic: the elements at bpe bytes each, plus headers (< 1/8 more at this size).
+        EXPECT_GE(rep.bytes_sent, n * bpe) << what;
+        if (n == 100003) {
+          EXPECT_LT(rep.bytes_sent, n * bpe + n * bpe / 8) << what;
+        }
+        EXPECT_NE(rep.reason.find(acc == Accumulate::widen   ? "rounded once at the root"
+                                  : acc == Accumulate::wide ? "rounds the f32 result once"
+                                                            : "each add in a switch rounds"),
+                  std::string::npos)
+            << rep.reason;
+        ASSERT_TRUE(same_everywhere(comm, out)) << what;
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+          double exact = 0;
+          for (int r = 0; r < p; ++r) exact += decode(val(t, r, i), f);
+          if (acc == Accumulate::narrow) {  // p - 1 roundings of partial sums below 2^7
+            wrong += !(std::fabs(decode(out[i], f) - exact) <= (p - 1) * std::ldexp(0.5, 6 - f.mant));
+          } else {
+            wrong += out[i] != round_once(exact, f);
+          }
+        }
+        EXPECT_EQ(wrong, 0u) << what;
+      }
+}
+
+TEST(IncH16, AvgMinMaxAndReduceScatter) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  const std::uint64_t n = 5003;
+  for (DataType t : {DataType::f16, DataType::bf16}) {
+    const Format f = format(t);
+    std::vector<std::uint16_t> in(n), out(n);
+    for (std::uint64_t i = 0; i < n; ++i) in[i] = val(t, rank, i);
+    for (ReduceOp op : {ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
+      comm.allreduce(in.data(), out.data(), n, t, op);  // the communicator's default: widen
+      const Report rep = comm.last_report();
+      ASSERT_TRUE(rep.in_network) << rep.reason;
+      EXPECT_EQ(rep.link_bytes_per_element, 2u);
+      std::uint64_t wrong = 0;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        double s = 0, mn = INFINITY, mx = -INFINITY;
+        for (int r = 0; r < p; ++r) {
+          const double x = decode(val(t, r, i), f);
+          s += x, mn = std::min(mn, x), mx = std::max(mx, x);
+        }
+        // avg as on the hosts: the sum rounded once (at the root), then divided and rounded.
+        const std::uint16_t want = op == ReduceOp::avg   ? round_once(decode(round_once(s, f), f) / p, f)
+                                   : op == ReduceOp::min ? round_once(mn, f)
+                                                         : round_once(mx, f);
+        wrong += out[i] != want;
+      }
+      EXPECT_EQ(wrong, 0u) << name(t) << " " << name(op);
+    }
+    // Reduce_scatter: rank r's shard of the allreduce.
+    const std::uint64_t shard = 777;
+    std::vector<std::uint16_t> rin(shard * p), rout(shard);
+    for (std::uint64_t i = 0; i < rin.size(); ++i) rin[i] = val(t, rank, i);
+    comm.reduce_scatter(rin.data(), rout.data(), shard, t, ReduceOp::sum);
+    ASSERT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < shard; ++i) {
+      double exact = 0;
+      for (int r = 0; r < p; ++r) exact += decode(val(t, r, rank * shard + i), f);
+      wrong += rout[i] != round_once(exact, f);
+    }
+    EXPECT_EQ(wrong, 0u) << name(t) << " reduce_scatter";
+  }
+}
+
+// i8/u8 (1 byte per element): sums wrap modulo 2^8 as on the hosts under both policies; the
+// report's overflow flag is raised when a total leaves the range (and not when it fits and
+// every partial sum does); min/max exact.
+TEST(IncI8, SumsWrapAsOnTheHostsAndOverflowIsReported) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  const std::uint64_t n = 30011;
+  for (Accumulate acc : {Accumulate::narrow, Accumulate::widen}) {
+    CallOptions o;
+    o.accumulate = acc;
+    std::vector<std::int8_t> in(n), out(n);
+    for (std::uint64_t i = 0; i < n; ++i) in[i] = static_cast<std::int8_t>((i * 7 + rank * 3) % 21) - 10;
+    comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, o);
+    Report rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_EQ(rep.accumulate, acc);
+    EXPECT_EQ(rep.link_bytes_per_element, 1u);
+    EXPECT_GE(rep.bytes_sent, n);
+    EXPECT_LT(rep.bytes_sent, n + n / 8);
+    EXPECT_FALSE(rep.overflow) << name(acc);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      int s = 0;
+      for (int r = 0; r < p; ++r) s += static_cast<int>((i * 7 + r * 3) % 21) - 10;
+      wrong += out[i] != s;
+    }
+    EXPECT_EQ(wrong, 0u) << name(acc);
+    std::vector<std::uint8_t> big(n, 200), bout(n);  // every total 200 p: out of range
+    comm.allreduce(big.data(), bout.data(), n, DataType::u8, ReduceOp::sum, o);
+    rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_EQ(rep.overflow, p > 1) << name(acc);
+    for (auto v : bout) ASSERT_EQ(v, static_cast<std::uint8_t>(200 * p));
+  }
+  std::vector<std::uint8_t> u(n), umax(n);
+  for (std::uint64_t i = 0; i < n; ++i) u[i] = static_cast<std::uint8_t>(i * 13 + rank * 101);
+  comm.allreduce(u.data(), umax.data(), n, DataType::u8, ReduceOp::max);
+  ASSERT_TRUE(comm.last_report().in_network);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    int m = 0;
+    for (int r = 0; r < p; ++r) m = std::max(m, static_cast<int>(static_cast<std::uint8_t>(i * 13 + r * 101)));
+    ASSERT_EQ(umax[i], m) << i;
+  }
+}
