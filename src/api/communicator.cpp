@@ -177,6 +177,8 @@ struct RequestState {
     if (copy_out && copy_bytes) std::memcpy(copy_out, temp.data(), copy_bytes);
     if (edge_op) {
       const auto& r = edge_op->result;
+      report.coll = static_cast<Collective>(r.coll);
+      report.seq = r.seq;
       report.algorithm = std::string(coll::name(static_cast<Algorithm>(r.algo)));
       report.offload = "edge";
       report.reason = selection;

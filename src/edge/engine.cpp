@@ -74,6 +74,7 @@ std::string EdgeEngine::admit(std::uint64_t job, int rank, const std::uint8_t (&
   }
   s.ranks[rank] = 1;
   ++stats_.connections;
+  ++stats_.attached;
   return "";
 }
 
@@ -81,7 +82,7 @@ void EdgeEngine::leave(std::uint64_t job, int rank) {
   std::lock_guard lk(mu_);
   auto it = sessions_.find(job);
   if (it == sessions_.end()) return;
-  it->second.ranks.erase(rank);
+  if (it->second.ranks.erase(rank)) --stats_.attached;
   if (it->second.ranks.empty()) sessions_.erase(it);  // the next job with this id starts afresh
 }
 

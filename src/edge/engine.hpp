@@ -38,6 +38,8 @@ struct EngineConfig {
 struct EngineStats {
   std::uint64_t connections = 0, refused = 0, sessions = 0;
   std::uint64_t collectives = 0, failed = 0, protocol_errors = 0;
+  // Now: ranks attached, and bytes of rank memory (rings and registrations) mapped.
+  std::uint64_t attached = 0, mapped_bytes = 0;
 };
 
 class EdgeEngine {

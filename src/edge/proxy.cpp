@@ -52,7 +52,21 @@ RankProxy::RankProxy(EdgeEngine& owner, transport::Fd sock, std::uint32_t uid)
     : owner_(owner), sock_(std::move(sock)), peer_uid_(uid) {}
 
 RankProxy::~RankProxy() {
+  engine_.reset();  // before the memory it may point into
+  std::uint64_t mapped = rings_.size();
+  for (const auto& [id, r] : regs_) mapped += r.size();
+  regs_.clear();
+  rings_ = SharedRegion();
+  {
+    std::lock_guard lk(owner_.mu_);
+    owner_.stats_.mapped_bytes -= mapped;
+  }
   if (admitted_) owner_.leave(job_, rank_);
+}
+
+void RankProxy::count_mapped(std::uint64_t bytes) {
+  std::lock_guard lk(owner_.mu_);
+  owner_.stats_.mapped_bytes += bytes;
 }
 
 bool RankProxy::reply(bool ok, Error::Kind kind, const std::string& msg) {
@@ -116,6 +130,7 @@ bool RankProxy::handshake() {
     refuse(fmt::format("the rings: {}", e.what()));
     return false;
   }
+  count_mapped(rings_.size());
   sq_ = SpscRing(rings_.data(), kRingEntries, kSqEntryBytes);
   cq_ = SpscRing(rings_.data() + SpscRing::bytes_for(kRingEntries, kSqEntryBytes), kRingEntries, kCqEntryBytes);
   doorbell_ = std::move(fds[1]);
@@ -189,6 +204,7 @@ void RankProxy::serve_control() {
         if (regs_.size() >= kMaxRegistrations)
           throw Error(Error::Kind::invalid_argument, fmt::format("more than {} registrations", kMaxRegistrations));
         regs_.emplace(r.id, SharedRegion::map(fds[0].release(), r.bytes));
+        count_mapped(r.bytes);
         reply(true, Error::Kind::internal, "");
       } catch (const Error& e) {
         reply(false, e.kind(), fmt::format("edge engine: registration {}: {}", r.id, e.what()));
@@ -331,6 +347,8 @@ void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error*
   if (op) {
     const auto& info = op->info();
     c.algo = static_cast<std::uint8_t>(info.algo);
+    c.coll = static_cast<std::uint8_t>(info.coll);
+    c.seq = info.seq;
     c.bytes_sent = info.bytes_sent;
     c.bytes_received = info.bytes_received;
     c.messages_sent = info.messages_sent;

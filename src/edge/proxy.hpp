@@ -48,6 +48,7 @@ class RankProxy {
   void complete(std::uint64_t uid, const coll::CollOp* op, const Error* err);
   void flush_completions();
   static std::uint64_t rings_bytes();
+  void count_mapped(std::uint64_t bytes);
 
   EdgeEngine& owner_;
   transport::Fd sock_;

@@ -90,11 +90,12 @@ struct Completion {
   std::uint64_t uid = 0;
   std::uint32_t ok = 0;
   std::uint32_t error_kind = 0;
-  std::uint8_t algo = 0;
-  std::uint8_t pad[7] = {};
+  std::uint8_t algo = 0, coll = 0;
+  std::uint8_t pad[6] = {};
+  std::uint64_t seq = 0;  // the collective's sequence number on its communicator
   std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0;
   double seconds = 0;  // on the engine, from the descriptor's start to its completion
-  char message[448] = {};
+  char message[440] = {};
 };
 
 inline constexpr std::uint32_t kSqEntryBytes = 128;
