@@ -101,6 +101,11 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--csv", csv_path, "also write CSV to FILE");
   app.add_option("--json", json_path, "also write JSON to FILE");
   app.add_flag("--no-progress", no_progress, "no progress line on stderr");
+  std::string offload;
+  app.add_option("--offload", offload,
+                 "host | edge: post every collective to this host's Edge-INC engine (INC_OFFLOAD; "
+                 "`inc launch --edge` starts one)")
+      ->check(CLI::IsMember({"host", "edge"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -137,7 +142,9 @@ int cmd_bench(int argc, char** argv) {
 
   Communicator comm;
   try {
-    comm = Communicator::init();
+    Options opts;
+    opts.offload = offload;
+    comm = Communicator::init(opts);
   } catch (const Error& e) {
     std::fprintf(stderr, "inc bench: %s\n", e.what());
     return 1;

@@ -176,7 +176,8 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   comm.allreduce(mine, slowest_pair, 2, DataType::f64, ReduceOp::max);
   const double slowest = slowest_pair[0];
   res.median_us = slowest_pair[1];
-  res.algorithm = rep.algorithm;
+  // "edge:ring" when this host's Edge-INC engine ran it.
+  res.algorithm = rep.offload.empty() ? rep.algorithm : rep.offload + ":" + rep.algorithm;
   res.reason = rep.reason;
   res.bytes_sent = rep.bytes_sent;
   res.messages_sent = rep.messages_sent;

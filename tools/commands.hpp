@@ -11,4 +11,5 @@ int cmd_sim(int argc, char** argv);
 int cmd_switch(int argc, char** argv);
 int cmd_testbed(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
+int cmd_edge(int argc, char** argv);
 }  // namespace inc::tools

@@ -68,6 +68,8 @@ constexpr const char* kUsage =
     "  --control-key-file F  the cluster's control secret (default: $INC_CONTROL_KEY_FILE)\n"
     "  --switch-args 'A'   appended to every switch's command line, split at spaces, e.g.\n"
     "                      --switch-args='--stats --fault-loss 0.05' (repeatable)\n"
+    "  --edge              also start this host's Edge-INC engine (`inc edge`) on a private\n"
+    "                      socket; ranks get INC_OFFLOAD=edge, INC_EDGE and a fresh INC_EDGE_TOKEN\n"
     "  -h, --help          this text\n"
     "\n"
     "exit code: 0 if every rank exited 0; else the failing rank's exit code, 128+signal if it\n"
@@ -209,6 +211,38 @@ void add_switches(api::LaunchOptions& o, int n, bool single, int lanes, int slot
   o.env.emplace_back("INC_KEY_FILE", keys.file);
 }
 
+// --edge: one engine for this host (all ranks run here), its socket in a private directory.
+struct EdgeDir {
+  std::string dir, sock;
+  EdgeDir() = default;
+  EdgeDir(const EdgeDir&) = delete;
+  EdgeDir& operator=(const EdgeDir&) = delete;
+  ~EdgeDir() {
+    if (!sock.empty()) ::unlink(sock.c_str());
+    if (!dir.empty()) ::rmdir(dir.c_str());
+  }
+};
+
+void add_edge(api::LaunchOptions& o, EdgeDir& d) {
+  std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
+                     "/inc-edge-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw Error(Error::Kind::config, fmt::format("mkdtemp {}: {}", tmpl, std::strerror(errno)));
+  d.dir = tmpl;
+  d.sock = d.dir + "/edge.sock";
+  api::SidecarSpec sc;
+  sc.name = "edge";
+  sc.argv = {self_exe(), "edge", "--socket", d.sock};
+  const std::string path = d.sock;
+  sc.ready_probe = [path](pid_t) { return ::access(path.c_str(), F_OK) == 0; };
+  o.sidecars.push_back(std::move(sc));
+  auto key = proto::auth::random_key();
+  std::string token;
+  for (auto b : key) token += fmt::format("{:02x}", static_cast<unsigned>(b));
+  o.env.emplace_back("INC_OFFLOAD", "edge");
+  o.env.emplace_back("INC_EDGE", d.sock);
+  o.env.emplace_back("INC_EDGE_TOKEN", token);
+}
+
 long long parse_int_arg(std::string_view flag, std::string_view v, long long lo, long long hi) {
   long long x = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
@@ -230,10 +264,12 @@ std::chrono::milliseconds parse_seconds_arg(std::string_view flag, std::string_v
 
 int cmd_launch(int argc, char** argv) {
   KeyDir keys;  // outlives the ranks and switches
+  EdgeDir edge_dir;
   api::LaunchOptions o;
   o.forward_signals = true;
   int n = -1;
   bool with_switch = false;
+  bool with_edge = false;
   int switch_lanes = 0;   // 0: the CPUs available
   int switch_slots = 0;   // 0: default_slots_per_lane
   int slot_elems = 2048;
@@ -256,6 +292,7 @@ int cmd_launch(int argc, char** argv) {
     app.add_option("--grace", grace);
     app.add_option("--store-port", store_port);
     app.add_flag("--no-prefix", no_prefix)->disable_flag_override();
+    app.add_flag("--edge", with_edge)->disable_flag_override();
     app.add_flag("--switch", with_switch)->disable_flag_override();
     app.add_option("--switch-lanes", lanes_s);
     app.add_option("--switch-slots", slots_s);
@@ -336,6 +373,7 @@ int cmd_launch(int argc, char** argv) {
   }
   o.world_size = n;
   try {
+    if (with_edge) add_edge(o, edge_dir);
     auto r = api::launch_ranks(o);
     return r.exit_code;
   } catch (const Error& e) {

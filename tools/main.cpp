@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"switch", inc::tools::cmd_switch, "software Core-INC aggregation switch (UDP daemon)"},
     {"testbed", inc::tools::cmd_testbed, "emulated cluster: namespaces, shaped links, switches; runs a job"},
     {"tune", inc::tools::cmd_tune, "measure every path of every collective; write a tuning file for auto"},
+    {"edge", inc::tools::cmd_edge, "Edge-INC offload engine of this host: runs collectives posted by its ranks"},
 };
 
 void usage(std::FILE* out) {

@@ -42,6 +42,10 @@ struct Options {
   std::chrono::milliseconds timeout{0};  // INC_TIMEOUT (seconds); default 60 s
   std::uint64_t segment_bytes = 0;       // INC_SEGMENT_BYTES; 0 = per-algorithm default
   std::string listen_host;               // INC_HOST: address peers reach this rank at
+  // INC_OFFLOAD: "edge" posts every collective to this host's Edge-INC engine (`inc edge`,
+  // docs/EDGE.md) at INC_EDGE (edge_socket); "host" or empty: the calling threads run them.
+  std::string offload;
+  std::string edge_socket;  // INC_EDGE; default $TMPDIR/inc-edge.sock
 };
 
 // Per-call options.
@@ -80,6 +84,9 @@ struct Report {
   // weighed and its predicted time in microseconds, cheapest (the chosen one) first. Empty when
   // the algorithm was given, or no tuning applied (`reason` says why).
   std::vector<std::pair<std::string, double>> predicted_us;
+  // "edge" when this host's Edge-INC engine ran the collective (`reason` names the engine);
+  // empty when the calling threads did (with INC_OFFLOAD=edge, `reason` says why).
+  std::string offload;
 };
 
 struct TrafficStats {
@@ -204,6 +211,14 @@ class Communicator {
   Report last_report() const;
   // Traffic of this process over all communicators sharing its connections.
   TrafficStats traffic() const;
+
+  // Memory registered with this host's Edge-INC engine (INC_OFFLOAD=edge): collectives on
+  // buffers inside it run without staging copies (the engine reads and writes it in place).
+  // Without an engine, ordinary memory. Freed with free_registered(), before the communicator.
+  void* alloc_registered(std::size_t bytes) const;
+  void free_registered(void* p) const;
+  // True when collectives of this communicator go through the edge engine.
+  bool offloaded() const;
 
  private:
   explicit Communicator(std::shared_ptr<detail::CommState> s) : state_(std::move(s)) {}

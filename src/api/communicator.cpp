@@ -16,6 +16,7 @@
 #include "api/bootstrap.hpp"
 #include "api/call_checks.hpp"
 #include "api/controller_tree.hpp"
+#include "api/edge_path.hpp"
 #include "api/inc_path.hpp"
 #include "api/rollcall.hpp"
 #include "api/tuning.hpp"
@@ -100,6 +101,8 @@ struct World {
   // Measured costs of every path (INC_TUNING), shared by all communicators; null if none.
   std::shared_ptr<const api::CostTable> tuning;
   std::string tuning_path;
+  // INC_OFFLOAD=edge: this host's Edge-INC engine runs the collectives (client null: the hosts).
+  api::EdgePath edge;
   // The smallest communicator id this process has not used (0 is the world). A new
   // communicator's id is the largest of its members' values, agreed in the split's allgather,
   // so it is unused in every member process: unique by construction, no hashing.
@@ -174,11 +177,28 @@ struct RequestState {
   std::string selection;
   bool in_network = false;
   std::vector<std::pair<std::string, double>> predicted_us;  // automatic selection's weighing
+  std::shared_ptr<edge::EdgeOp> edge_op;  // posted to the edge engine instead of `op`
 
   void complete() {
     if (finished) return;
     finished = true;
     if (copy_out && copy_bytes) std::memcpy(copy_out, temp.data(), copy_bytes);
+    if (edge_op) {
+      const auto& r = edge_op->result;
+      report.coll = static_cast<Collective>(r.coll);
+      report.seq = r.seq;
+      report.algorithm = std::string(coll::name(static_cast<Algorithm>(r.algo)));
+      report.offload = "edge";
+      report.reason = selection;
+      report.bytes_sent = r.bytes_sent;
+      report.bytes_received = r.bytes_received;
+      report.messages_sent = r.messages_sent;
+      report.seconds = r.seconds;
+      report.predicted_us = predicted_us;
+      std::lock_guard lk(comm->mu);
+      comm->last = report;
+      return;
+    }
     const auto& info = op->info();
     report.coll = info.coll;
     report.seq = info.seq;
@@ -208,7 +228,8 @@ struct RequestState {
 void Request::wait() {
   if (!state_) throw Error(Error::Kind::invalid_argument, "wait() on an empty inc::Request");
   if (!state_->finished) {
-    state_->comm->world->engine->wait(*state_->op);
+    if (state_->edge_op) state_->comm->world->edge.client->wait(*state_->edge_op);
+    else state_->comm->world->engine->wait(*state_->op);
     state_->complete();
   }
 }
@@ -216,7 +237,9 @@ void Request::wait() {
 bool Request::test() {
   if (!state_) throw Error(Error::Kind::invalid_argument, "test() on an empty inc::Request");
   if (state_->finished) return true;
-  if (!state_->comm->world->engine->test(*state_->op)) return false;
+  if (state_->edge_op ? !state_->comm->world->edge.client->test(*state_->edge_op)
+                      : !state_->comm->world->engine->test(*state_->op))
+    return false;
   state_->complete();
   return true;
 }
@@ -422,6 +445,22 @@ Communicator Communicator::init(const Options& opts) {
         --detail::worlds_on_switch();
       }
     }
+  }
+  {
+    edge::ClientConfig ec;
+    ec.rank = boot.rank;
+    ec.world = boot.world_size;
+    ec.job = job_tag;
+    ec.mesh_tag = job_tag ^ 0x4547444500000000ull;  // "EDGE": never the ranks' own mesh
+    ec.timeout = timeout;
+    ec.store = transport::format_host_port(boot.store_host == "0.0.0.0" ? "127.0.0.1" : boot.store_host,
+                                           world->store_handle->server ? world->store_handle->server->port()
+                                                                       : boot.store_port);
+    ec.prefix = prefix + "/edge";
+    ec.listen_host = listen_host;
+    world->edge = api::open_edge_path(env, {opts.offload, opts.edge_socket}, ec, *world->store,
+                                      [&](int v, const char* what) { return agree_min(*st, v, what); });
+    if (world->edge.client) world->edge.client->add_comm(0, st->members);
   }
   if (st->algo == Algorithm::inc && !st->inc)
     throw Error(Error::Kind::config,
@@ -642,6 +681,17 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
     case Collective::barrier:
       break;
   }
+  const api::EdgePath& edge = st->world->edge;
+  if (edge.client && algo != Algorithm::inc) {
+    rs->selection = fmt::format("offloaded to the edge engine at {} ({}): {}", edge.client->path(),
+                                edge.requested_by, selection);
+    rs->edge_op = edge.client->start(st->comm_id, params, in, out);
+    return Request(rs);
+  }
+  if (!edge.requested_by.empty())
+    selection = fmt::format("{}; not offloaded ({}): {}", selection, edge.requested_by,
+                            edge.client ? std::string("the switch runs in-network calls from the rank")
+                                        : edge.reason);
   rs->op = st->world->engine->start(st->comm_id, params, in, out, std::move(selection));
   if (rs->op->done() && !rs->op->failed()) rs->complete();
   return Request(rs);
@@ -721,6 +771,7 @@ Communicator Communicator::split(int color, int key) const {
   st->switch_configured = state_->switch_configured;
   st->world->engine->add_comm(st->comm_id, st->members);
   if (auto env = transport::process_env(); api::controller_configured(env)) attach_controller_tree(*st, env);
+  if (st->world->edge.client) st->world->edge.client->add_comm(st->comm_id, st->members);
   return Communicator(std::move(st));
 }
 
@@ -740,6 +791,29 @@ TrafficStats Communicator::traffic() const {
   auto s = state_->world->engine->stats();
   return TrafficStats{s.bytes_sent, s.bytes_received, s.payload_sent, s.payload_received,
                       s.messages_sent, s.messages_received};
+}
+
+}  // namespace inc
+
+namespace inc {
+
+void* Communicator::alloc_registered(std::size_t bytes) const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "alloc_registered() on an empty communicator");
+  if (auto& c = state_->world->edge.client) return c->alloc(bytes);
+  void* p = std::malloc(bytes ? bytes : 1);
+  if (!p) throw Error(Error::Kind::invalid_argument, fmt::format("alloc_registered: cannot allocate {} B", bytes));
+  return p;
+}
+
+void Communicator::free_registered(void* p) const {
+  if (!state_) throw Error(Error::Kind::invalid_argument, "free_registered() on an empty communicator");
+  if (!p) return;
+  if (auto& c = state_->world->edge.client) c->free(p);
+  else std::free(p);
+}
+
+bool Communicator::offloaded() const {
+  return state_ && state_->world->edge.client != nullptr;
 }
 
 }  // namespace inc

@@ -633,6 +633,21 @@ void Engine::wait(CollOp& op) {
   if (op.failed()) throw *op.error_;
 }
 
+void Engine::progress(int timeout_ms) {
+  std::unique_lock lk(mu_);
+  progress_once(timeout_ms);
+}
+
+void Engine::watch_fd(int fd, std::function<void()> on_readable) {
+  std::lock_guard lk(mu_);
+  mesh_->watch_fd(fd, std::move(on_readable));
+}
+
+void Engine::unwatch_fd(int fd) {
+  std::lock_guard lk(mu_);
+  mesh_->unwatch_fd(fd);
+}
+
 bool Engine::test(CollOp& op) {
   std::unique_lock lk(mu_);
   if (!op.done()) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -147,6 +148,13 @@ class Engine : public transport::MessageSink {
   void wait(CollOp& op);
   // Progress without blocking; true if done (throws its error if it failed).
   bool test(CollOp& op);
+  // Run the event loop once, blocking up to timeout_ms: for a caller that serves many
+  // collectives and other events at once (the edge engine's rank proxy, src/edge) rather than
+  // waiting for one. Deadlines are enforced by test()/wait() of each collective.
+  void progress(int timeout_ms);
+  // Also serve `fd` (not owned) from that loop: see TcpMesh::watch_fd.
+  void watch_fd(int fd, std::function<void()> on_readable);
+  void unwatch_fd(int fd);
 
   transport::TransportStats stats();
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -425,4 +426,32 @@ TEST(Collectives, InvalidArgumentsAreErrors) {
   // Null buffers are fine with count 0, and the communicator is still healthy.
   comm.allreduce(nullptr, nullptr, 0, DataType::f32, ReduceOp::sum);
   comm.barrier();
+}
+
+// Under `inc launch --edge` (INC_OFFLOAD=edge): this host's engine runs every collective of the
+// tests above, blocking and not, and of sub-communicators, and the reports name it.
+TEST(Collectives, OffloadedToTheEdgeEngineWhenAsked) {
+  const char* mode = std::getenv("INC_OFFLOAD");
+  if (!mode || std::string(mode) != "edge") GTEST_SKIP() << "INC_OFFLOAD is not edge";
+  auto& comm = world();
+  ASSERT_TRUE(comm.offloaded());
+  std::int32_t v = comm.rank() + 1, s = 0;
+  comm.allreduce(&v, &s, 1, DataType::i32, ReduceOp::sum);
+  EXPECT_EQ(s, comm.size() * (comm.size() + 1) / 2);
+  Report r = comm.last_report();
+  EXPECT_EQ(r.offload, "edge");
+  EXPECT_NE(r.reason.find("offloaded to the edge engine at "), std::string::npos) << r.reason;
+  auto req = comm.ibarrier();
+  req.wait();
+  EXPECT_EQ(req.report().offload, "edge");
+  Communicator sub = comm.dup();
+  sub.broadcast(&v, 1, DataType::i32, 0);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(sub.last_report().offload, "edge");
+  // Registered memory: used in place by the engine.
+  auto* buf = static_cast<std::int32_t*>(comm.alloc_registered(1000 * sizeof(std::int32_t)));
+  for (int i = 0; i < 1000; ++i) buf[i] = i;
+  comm.allreduce(buf, buf, 1000, DataType::i32, ReduceOp::max);
+  EXPECT_EQ(buf[999], 999);
+  comm.free_registered(buf);
 }

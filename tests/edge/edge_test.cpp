@@ -1,0 +1,401 @@
+// The edge engine with real processes and sockets: two jobs side by side, isolation attacks (a
+// wrong token, another user, a hostile rank speaking the raw protocol: handles and bounds it does
+// not own, unsealed memory, a corrupted ring), a rank that dies (its memory reclaimed, its peer
+// told) and an engine that dies (every attached rank told, not timed out).
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "edge/client.hpp"
+#include "edge/engine.hpp"
+#include "transport/store.hpp"
+
+using namespace inc;
+using namespace inc::edge;
+using namespace std::chrono_literals;
+
+namespace {
+
+transport::StoreServer& store();
+// Taken before any test forks: a forked rank must name the same store keys as its parent.
+const pid_t kTestPid = ::getpid();
+
+std::string fresh_path() {
+  store();  // started in the parent, before any fork
+  static int n = 0;
+  return "/tmp/inc-edge-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".sock";
+}
+
+struct EngineThread {
+  std::unique_ptr<EdgeEngine> engine;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  explicit EngineThread(const std::string& path) {
+    EngineConfig c;
+    c.socket_path = path;
+    engine = std::make_unique<EdgeEngine>(c);
+    thread = std::thread([this] { engine->run(stop); });
+  }
+  ~EngineThread() {
+    stop = true;
+    thread.join();
+  }
+};
+
+// A store for the engines' meshes, shared by the tests of this process.
+transport::StoreServer& store() {
+  static transport::StoreServer s("127.0.0.1", 0);
+  return s;
+}
+
+ClientConfig config(const std::string& path, std::uint64_t job, int rank, int world, std::uint8_t token_byte = 7) {
+  ClientConfig c;
+  c.socket_path = path;
+  c.job = job;
+  std::memset(c.token, token_byte, sizeof c.token);
+  c.rank = rank;
+  c.world = world;
+  c.timeout = 20s;
+  c.mesh_tag = job ^ 0x55;
+  c.store = "127.0.0.1:" + std::to_string(store().port());
+  c.prefix = "edge-test/" + std::to_string(kTestPid) + "/" + std::to_string(job);
+  c.listen_host = "127.0.0.1";
+  return c;
+}
+
+// All ranks of a job attach at once (the engine meshes their proxies).
+std::vector<std::unique_ptr<EdgeClient>> attach_job(const std::string& path, std::uint64_t job, int world) {
+  std::vector<std::unique_ptr<EdgeClient>> cs;
+  for (int r = 0; r < world; ++r) cs.push_back(std::make_unique<EdgeClient>(config(path, job, r, world)));
+  std::vector<std::future<void>> f;
+  for (auto& c : cs) f.push_back(std::async(std::launch::async, [&c] { c->attach(); }));
+  for (auto& x : f) x.get();
+  for (int r = 0; r < world; ++r) {
+    std::vector<int> members;
+    for (int m = 0; m < world; ++m) members.push_back(m);
+    cs[r]->add_comm(0, members);
+  }
+  return cs;
+}
+
+coll::CollectiveParams allreduce_params(int rank, int world, std::uint64_t count) {
+  coll::CollectiveParams p;
+  p.coll = Collective::allreduce;
+  p.algo = coll::Algorithm::ring;
+  p.nranks = world;
+  p.rank = rank;
+  p.count = count;
+  p.dtype = DataType::i32;
+  p.op = ReduceOp::sum;
+  return p;
+}
+
+template <class F>
+void wait_until(F&& f) {
+  for (int i = 0; i < 1000 && !f(); ++i) std::this_thread::sleep_for(10ms);
+}
+
+// A rank that speaks the protocol by hand: what a hostile process can send.
+struct RawRank {
+  transport::Fd sock, doorbell, completion;
+  SharedRegion rings;
+  SpscRing sq, cq;
+  std::string hello_reply;
+  bool attached = false;
+
+  RawRank(const std::string& path, const ClientConfig& c) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    sock.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::connect(sock.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const auto sqb = SpscRing::bytes_for(kRingEntries, kSqEntryBytes);
+    rings = SharedRegion::create(sqb + SpscRing::bytes_for(kRingEntries, kCqEntryBytes), "raw");
+    sq = SpscRing(rings.data(), kRingEntries, kSqEntryBytes);
+    cq = SpscRing(rings.data() + sqb, kRingEntries, kCqEntryBytes);
+    sq.init();
+    cq.init();
+    doorbell.reset(::eventfd(0, EFD_CLOEXEC));
+    completion.reset(::eventfd(0, EFD_CLOEXEC));
+    Hello h;
+    h.job = c.job;
+    std::memcpy(h.token, c.token, 32);
+    h.rank = c.rank;
+    h.world = c.world;
+    h.timeout_ms = 5000;
+    h.ring_entries = kRingEntries;
+    h.mesh_tag = c.mesh_tag;
+    std::strcpy(h.store, c.store.c_str());
+    std::strcpy(h.prefix, c.prefix.c_str());
+    std::strcpy(h.listen_host, "127.0.0.1");
+    const int fds[3] = {rings.fd(), doorbell.get(), completion.get()};
+    EXPECT_TRUE(send_msg(sock.get(), &h, sizeof h, fds));
+    Reply r = reply();
+    attached = r.ok;
+    hello_reply = r.message;
+  }
+  Reply reply() {
+    Reply r;
+    std::vector<transport::Fd> fds;
+    if (recv_msg(sock.get(), &r, sizeof r, fds) != static_cast<long>(sizeof r)) std::strcpy(r.message, "<closed>");
+    return r;
+  }
+  Reply register_fd(std::uint32_t id, int fd, std::uint64_t bytes) {
+    Register m;
+    m.id = id;
+    m.bytes = bytes;
+    const int fds[1] = {fd};
+    EXPECT_TRUE(send_msg(sock.get(), &m, sizeof m, fds));
+    return reply();
+  }
+  Reply add_comm0() {
+    auto m = std::make_unique<AddComm>();
+    m->nmembers = 1;
+    EXPECT_TRUE(send_msg(sock.get(), m.get(), sizeof *m));
+    return reply();
+  }
+  Completion run(const Descriptor& d) {
+    bool ok = true;
+    EXPECT_TRUE(sq.push(&d, sizeof d, ok));
+    signal_eventfd(doorbell.get());
+    Completion c;
+    for (int i = 0; i < 2000; ++i) {
+      if (cq.pop(&c, sizeof c, ok)) return c;
+      std::this_thread::sleep_for(5ms);
+    }
+    ADD_FAILURE() << "no completion";
+    return c;
+  }
+};
+
+Descriptor raw_allreduce(std::uint32_t in_reg, std::uint64_t in_off, std::uint32_t out_reg, std::uint64_t count) {
+  Descriptor d;
+  d.uid = 99;
+  d.coll = static_cast<std::uint8_t>(Collective::allreduce);
+  d.algo = static_cast<std::uint8_t>(coll::Algorithm::ring);
+  d.dtype = static_cast<std::uint8_t>(DataType::i32);
+  d.nranks = 1;
+  d.count = count;
+  d.input = {in_reg, 0, in_off};
+  d.output = {out_reg, 0, 0};
+  return d;
+}
+
+}  // namespace
+
+TEST(EdgeEngine, RunsTheCollectivesOfTwoJobsApart) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  auto a = attach_job(path, 1001, 3);
+  auto b = attach_job(path, 1002, 2);
+  // Job a stages ordinary buffers; job b uses registered memory (zero copy).
+  std::vector<std::vector<std::int32_t>> in(3, std::vector<std::int32_t>(5000)), out = in;
+  std::vector<std::shared_ptr<EdgeOp>> ops;
+  for (int r = 0; r < 3; ++r) {
+    for (int i = 0; i < 5000; ++i) in[r][i] = r * 1000 + i;
+    ops.push_back(a[r]->start(0, allreduce_params(r, 3, 5000), in[r].data(), out[r].data()));
+  }
+  std::int32_t* bb[2];
+  for (int r = 0; r < 2; ++r) {
+    bb[r] = static_cast<std::int32_t*>(b[r]->alloc(64 * sizeof(std::int32_t)));
+    for (int i = 0; i < 64; ++i) bb[r][i] = -r - i;
+    auto p = allreduce_params(r, 2, 64);
+    p.in_place = true;
+    ops.push_back(b[r]->start(0, p, bb[r], bb[r]));
+  }
+  for (int r = 0; r < 3; ++r) a[r]->wait(*ops[r]);
+  for (int r = 0; r < 2; ++r) b[r]->wait(*ops[3 + r]);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(out[r][i], 3000 + 3 * i) << r << " " << i;
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(bb[r][i], -1 - 2 * i);
+  EXPECT_EQ(eng.engine->stats().attached, 5u);
+}
+
+TEST(EdgeIsolation, AWrongTokenOrATakenRankIsRefused) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  auto a = attach_job(path, 2001, 1);
+  EdgeClient thief(config(path, 2001, 0, 1, /*token*/ 8));
+  try {
+    thief.attach();
+    FAIL() << "a wrong token was admitted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::config);
+    EXPECT_NE(std::string(e.what()).find("wrong token"), std::string::npos) << e.what();
+  }
+  EdgeClient twin(config(path, 2001, 0, 1));  // the right token, a rank already attached
+  EXPECT_THROW(twin.attach(), Error);
+  EXPECT_EQ(eng.engine->stats().refused, 2u);
+}
+
+TEST(EdgeIsolation, AnotherUserIsRefusedEvenWithTheToken) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the attacker as another user";
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  auto a = attach_job(path, 3001, 2);  // job of root; the attacker knows its token
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setuid(65534) != 0) ::_exit(3);
+    try {
+      EdgeClient c(config(path, 3001, 1, 2));  // rank 1 is taken, but uid is checked first
+      c.attach();
+      ::_exit(1);
+    } catch (const Error& e) {
+      ::_exit(std::strstr(e.what(), "wrong token or user") ? 0 : 2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+TEST(EdgeIsolation, AHostileRankReachesNoMemoryButItsOwn) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  // Job A: registered memory holding a secret.
+  auto a = attach_job(path, 4001, 1);
+  auto* secret = static_cast<std::int32_t*>(a[0]->alloc(4096));
+  for (int i = 0; i < 1024; ++i) secret[i] = 0x5ec12e7;
+  // Job B: a hostile rank speaking the raw protocol, with one small registration of its own.
+  RawRank b(path, config(path, 4002, 0, 1));
+  ASSERT_TRUE(b.attached) << b.hello_reply;
+  ASSERT_TRUE(b.add_comm0().ok);
+  auto own = SharedRegion::create(256, "own");
+  EXPECT_TRUE(b.register_fd(1, ::dup(own.fd()), 256).ok);
+  // Registration ids are per connection: A's is not B's, whatever number B guesses.
+  for (std::uint32_t guess : {0u, 2u, 3u, 17u, 0xffffffffu}) {
+    Completion c = b.run(raw_allreduce(guess, 0, 1, 16));
+    EXPECT_EQ(c.ok, 0u) << guess;
+    EXPECT_NE(std::string(c.message).find("not one of this rank's"), std::string::npos) << c.message;
+  }
+  // Its own registration, out of bounds (and an offset that would wrap around).
+  for (std::uint64_t off : {200ull, 257ull, ~0ull - 8}) {
+    Completion c = b.run(raw_allreduce(1, off, 1, 16));
+    EXPECT_EQ(c.ok, 0u);
+    EXPECT_NE(std::string(c.message).find("outside registration"), std::string::npos) << c.message;
+  }
+  // A rank and size that are not its own on the communicator, an unknown communicator.
+  Descriptor d = raw_allreduce(1, 0, 1, 16);
+  d.nranks = 2;
+  EXPECT_EQ(b.run(d).ok, 0u);
+  d = raw_allreduce(1, 0, 1, 16);
+  d.comm_id = 7;
+  EXPECT_EQ(b.run(d).ok, 0u);
+  // Memory that is not a sealed memfd (it could shrink under the engine) is refused.
+  auto unsealed = transport::Fd(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), 4096), 0);
+  Reply r = b.register_fd(2, unsealed.get(), 4096);
+  EXPECT_EQ(r.ok, 0u);
+  EXPECT_NE(std::string(r.message).find("sealed"), std::string::npos) << r.message;
+  // A lawful call on its own memory works.
+  EXPECT_EQ(b.run(raw_allreduce(1, 0, 1, 16)).ok, 1u);
+  // A corrupted ring: the engine closes that connection, and only that one.
+  auto* hdr = reinterpret_cast<RingHeader*>(b.rings.data());
+  hdr->tail.store(1ull << 40);
+  signal_eventfd(b.doorbell.get());
+  EXPECT_EQ(b.reply().ok, 0u);
+  wait_until([&] { return eng.engine->stats().protocol_errors == 1; });
+  EXPECT_EQ(eng.engine->stats().protocol_errors, 1u);
+  // Job A untouched and still served.
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(secret[i], 0x5ec12e7);
+  auto p = allreduce_params(0, 1, 1024);
+  p.in_place = true;
+  auto op = a[0]->start(0, p, secret, secret);
+  a[0]->wait(*op);
+  EXPECT_EQ(secret[5], 0x5ec12e7);
+}
+
+TEST(EdgeFaults, ADeadRankHasItsMemoryReclaimedAndItsPeerTold) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  const auto before = eng.engine->stats();
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // rank 1: attaches, registers 1 MiB, waits, dies without a word
+    std::unique_ptr<EdgeClient> c;
+    try {
+      c = std::make_unique<EdgeClient>(config(path, 5001, 1, 2));
+      c->attach();
+      c->add_comm(0, {0, 1});
+      c->alloc(1 << 20);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank 1: %s\n", e.what());
+      ::_exit(4);
+    }
+    char x;
+    if (::read(go[0], &x, 1) != 1) ::_exit(3);
+    ::kill(::getpid(), SIGKILL);
+  }
+  EdgeClient r0(config(path, 5001, 0, 2));
+  r0.attach();
+  r0.add_comm(0, {0, 1});
+  wait_until([&] { return eng.engine->stats().mapped_bytes >= before.mapped_bytes + (1u << 20); });
+  EXPECT_GE(eng.engine->stats().mapped_bytes, before.mapped_bytes + (1u << 20));
+  std::vector<std::int32_t> v(1000, 1), w(1000);
+  auto op = r0.start(0, allreduce_params(0, 2, 1000), v.data(), w.data());  // rank 1 never joins
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  try {
+    r0.wait(*op);
+    FAIL() << "the collective completed without its peer";
+  } catch (const Error& e) {
+    EXPECT_NE(e.kind(), Error::Kind::timeout) << e.what();  // told, not timed out
+    EXPECT_NE(std::string(e.what()).find("edge engine"), std::string::npos) << e.what();
+  }
+  // Rank 1's proxy is gone with its rings and registrations; only rank 0's remain.
+  wait_until([&] { return eng.engine->stats().attached == 1; });
+  EXPECT_EQ(eng.engine->stats().attached, 1u);
+  EXPECT_LT(eng.engine->stats().mapped_bytes, before.mapped_bytes + (1u << 20));
+  ::close(go[0]);
+  ::close(go[1]);
+}
+
+TEST(EdgeFaults, ADeadEngineIsAnErrorForEveryAttachedRank) {
+  const auto path = fresh_path();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      EngineConfig c;
+      c.socket_path = path;
+      EdgeEngine e(c);
+      std::atomic<bool> stop{false};
+      e.run(stop);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "engine: %s\n", e.what());
+    }
+    ::_exit(0);
+  }
+  wait_until([&] { return ::access(path.c_str(), F_OK) == 0; });
+  auto ranks = attach_job(path, 6001, 2);
+  std::vector<std::int32_t> v(1000, 1), w(1000);
+  auto op = ranks[0]->start(0, allreduce_params(0, 2, 1000), v.data(), w.data());  // waits for rank 1
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  try {
+    ranks[0]->wait(*op);
+    FAIL() << "completed without the engine";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::peer_failure) << e.what();
+    EXPECT_NE(std::string(e.what()).find("edge engine at " + path), std::string::npos) << e.what();
+  }
+  // The other rank, idle when the engine died, is told at its next call.
+  try {
+    ranks[1]->start(0, allreduce_params(1, 2, 1000), v.data(), w.data());
+    FAIL() << "posted to a dead engine";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::peer_failure) << e.what();
+  }
+  ::unlink(path.c_str());
+}
