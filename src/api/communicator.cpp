@@ -15,6 +15,7 @@
 
 #include "api/bootstrap.hpp"
 #include "api/call_checks.hpp"
+#include "api/comm_state.hpp"
 #include "api/controller_tree.hpp"
 #include "api/edge_path.hpp"
 #include "api/inc_path.hpp"
@@ -54,7 +55,9 @@ std::uint64_t parse_segment(const transport::EnvLookup& env) {
   return b;
 }
 
-Algorithm parse_algo_or_throw(const std::string& s, const char* where) {
+}  // namespace
+
+Algorithm detail::parse_algo_or_throw(const std::string& s, const char* where) {
   Algorithm a;
   if (!coll::parse_algorithm(s, a))
     throw Error(where[0] == 'I' ? Error::Kind::config : Error::Kind::invalid_argument,
@@ -64,6 +67,8 @@ Algorithm parse_algo_or_throw(const std::string& s, const char* where) {
                             where, s));
   return a;
 }
+
+namespace {
 
 class StoreAddressBook : public transport::MeshAddressBook {
  public:
@@ -86,31 +91,6 @@ class StoreAddressBook : public transport::MeshAddressBook {
 }  // namespace
 
 namespace detail {
-
-// The rendezvous store as this process sees it (hosted here or not).
-struct StoreHandle {
-  std::unique_ptr<transport::StoreServer> server;
-  std::unique_ptr<transport::StoreClient> client;
-};
-
-// What all communicators of one job generation share: the store and the engine.
-struct World {
-  std::shared_ptr<StoreHandle> store_handle;
-  transport::StoreClient* store = nullptr;
-  std::unique_ptr<coll::Engine> engine;
-  // Measured costs of every path (INC_TUNING), shared by all communicators; null if none.
-  std::shared_ptr<const api::CostTable> tuning;
-  std::string tuning_path;
-  // INC_OFFLOAD=edge: this host's Edge-INC engine runs the collectives (client null: the hosts).
-  api::EdgePath edge;
-  // The smallest communicator id this process has not used (0 is the world). A new
-  // communicator's id is the largest of its members' values, agreed in the split's allgather,
-  // so it is unused in every member process: unique by construction, no hashing.
-  std::mutex ids_mu;
-  std::uint32_t next_comm_id = 1;
-  bool on_switch = false;  // counted in worlds_on_switch()
-  ~World();
-};
 
 // Worlds of this process attached to a switch job. A second init() must not join the same job
 // while the first is alive: the switch would take the new session for a restart of the job and
@@ -143,111 +123,7 @@ std::shared_ptr<StoreHandle> shared_store(const api::BootstrapInfo& boot,
   return h;
 }
 
-struct CommState {
-  std::shared_ptr<World> world;
-  std::uint32_t comm_id = 0;
-  std::vector<int> members;  // comm rank -> world rank
-  int rank = 0;
-  Algorithm algo = Algorithm::automatic;
-  std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
-  std::uint64_t segment_bytes = 0;
-  // The switch tree of this communicator: the world's from INC_SWITCH/INC_TOPOLOGY, or any
-  // communicator's from the controller (INC_CONTROLLER). `switch_configured` is the
-  // process-wide fact.
-  std::shared_ptr<api::IncPath> inc;
-  bool switch_configured = false;
-  std::string no_inc_reason;  // why `inc` is null although a switch is configured
-  bool controller_tree = false;
-  std::shared_ptr<api::TreeLease> lease;  // rank 0 of a controller tree: released with the communicator
-  std::mutex mu;
-  Report last;
-  ~CommState() {
-    if (controller_tree && inc && world && world->engine) world->engine->detach_switch(comm_id);
-  }
-};
-
-struct RequestState {
-  std::shared_ptr<CommState> comm;
-  std::shared_ptr<coll::CollOp> op;
-  std::vector<std::byte> temp;  // staging for in-place alltoall
-  void* copy_out = nullptr;      // where temp's result goes, if used
-  std::size_t copy_bytes = 0;
-  bool finished = false;
-  Report report;
-  std::string selection;
-  bool in_network = false;
-  std::vector<std::pair<std::string, double>> predicted_us;  // automatic selection's weighing
-  std::shared_ptr<edge::EdgeOp> edge_op;  // posted to the edge engine instead of `op`
-
-  void complete() {
-    if (finished) return;
-    finished = true;
-    if (copy_out && copy_bytes) std::memcpy(copy_out, temp.data(), copy_bytes);
-    if (edge_op) {
-      const auto& r = edge_op->result;
-      report.coll = static_cast<Collective>(r.coll);
-      report.seq = r.seq;
-      report.algorithm = std::string(coll::name(static_cast<Algorithm>(r.algo)));
-      report.offload = "edge";
-      report.reason = selection;
-      report.bytes_sent = r.bytes_sent;
-      report.bytes_received = r.bytes_received;
-      report.messages_sent = r.messages_sent;
-      report.seconds = r.seconds;
-      report.predicted_us = predicted_us;
-      std::lock_guard lk(comm->mu);
-      comm->last = report;
-      return;
-    }
-    const auto& info = op->info();
-    report.coll = info.coll;
-    report.seq = info.seq;
-    report.algorithm = std::string(coll::name(info.algo));
-    report.in_network = info.in_network;
-    report.reason = info.selection;
-    report.bytes_sent = info.bytes_sent;
-    report.bytes_received = info.bytes_received;
-    report.retransmissions = info.retransmissions;
-    report.messages_sent = info.messages_sent;
-    report.switch_operations = info.switch_operations;
-    report.overflow = info.overflow;
-    report.accumulate = info.accumulate;
-    report.link_bytes_per_element = info.link_bytes_per_element;
-    report.seconds = info.seconds;
-    report.predicted_us = predicted_us;
-    std::lock_guard lk(comm->mu);
-    comm->last = report;
-  }
-};
-
 }  // namespace detail
-
-// ---------------------------------------------------------------------------------------------
-// Request
-
-void Request::wait() {
-  if (!state_) throw Error(Error::Kind::invalid_argument, "wait() on an empty inc::Request");
-  if (!state_->finished) {
-    if (state_->edge_op) state_->comm->world->edge.client->wait(*state_->edge_op);
-    else state_->comm->world->engine->wait(*state_->op);
-    state_->complete();
-  }
-}
-
-bool Request::test() {
-  if (!state_) throw Error(Error::Kind::invalid_argument, "test() on an empty inc::Request");
-  if (state_->finished) return true;
-  if (state_->edge_op ? !state_->comm->world->edge.client->test(*state_->edge_op)
-                      : !state_->comm->world->engine->test(*state_->op))
-    return false;
-  state_->complete();
-  return true;
-}
-
-Report Request::report() const {
-  if (!state_) throw Error(Error::Kind::invalid_argument, "report() on an empty inc::Request");
-  return state_->report;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Communicator
@@ -417,7 +293,7 @@ Communicator Communicator::init(const Options& opts) {
     if (auto v = env("INC_ALGO")) algo = *v, source = "INC_ALGO";
   }
   if (!algo.empty()) {
-    st->algo = parse_algo_or_throw(algo, source.c_str());
+    st->algo = detail::parse_algo_or_throw(algo, source.c_str());
     st->algo_source = fmt::format("{}={}", source, algo);
   }
   st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
@@ -487,238 +363,6 @@ void Communicator::check_spans(std::size_t send, std::size_t recv) {
   if (send != recv)
     throw Error(Error::Kind::invalid_argument,
                 fmt::format("allreduce: send has {} elements but recv has {}", send, recv));
-}
-
-namespace detail {
-struct Call {
-  Collective coll;
-  const void* send;
-  void* recv;
-  std::size_t count;
-  DataType dtype;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;
-};
-}  // namespace detail
-
-namespace {
-using detail::Call;
-
-void validate(const detail::CommState& st, const Call& c) {
-  auto what = name(c.coll);
-  if (static_cast<unsigned>(c.dtype) >= kNumDataTypes)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: invalid data type {}", what, static_cast<unsigned>(c.dtype)));
-  if (static_cast<unsigned>(c.op) >= kNumReduceOps)
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: invalid reduction op {}", what, static_cast<unsigned>(c.op)));
-  const int p = static_cast<int>(st.members.size());
-  if (c.count > (std::uint64_t{1} << 48) / static_cast<std::uint64_t>(p))
-    throw Error(Error::Kind::invalid_argument, fmt::format("{}: count {} is too large", what, c.count));
-  if (c.count > 0 && c.coll != Collective::barrier) {
-    bool send_needed = c.coll != Collective::broadcast || st.rank == c.root;
-    if (send_needed && c.send == nullptr)
-      throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: send buffer is null with count {}", what, c.count));
-    if (c.recv == nullptr)
-      throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: recv buffer is null with count {}", what, c.count));
-  }
-  if (c.coll == Collective::broadcast && (c.root < 0 || c.root >= p))
-    throw Error(Error::Kind::invalid_argument,
-                fmt::format("broadcast: root {} is not a rank of this {}-rank communicator", c.root, p));
-  api::check_buffer_overlap(c.coll, c.send, c.recv, c.count, c.dtype, c.root, st.rank, p);
-}
-
-}  // namespace
-
-Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& c,
-                           const CallOptions& o) {
-  if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
-  validate(*st, c);
-  const int p = static_cast<int>(st->members.size());
-  const std::size_t esz = size_of(c.dtype);
-
-  CollectiveParams params;
-  params.coll = c.coll;
-  params.nranks = p;
-  params.rank = st->rank;
-  params.count = c.count;
-  params.dtype = c.dtype;
-  params.op = c.op;
-  params.root = c.root;
-  params.segment_bytes = st->segment_bytes;
-
-  // Algorithm: per call, else the communicator's, else automatic.
-  std::string selection;
-  std::vector<api::PathCost> weighed;  // automatic selection from a tuning file
-  Algorithm algo = st->algo;
-  if (!o.algo.empty()) {
-    algo = parse_algo_or_throw(o.algo, "CallOptions::algo");
-    // 'inc' falls back to the hosts with a reason where the switch cannot help (alltoall).
-    if (algo != Algorithm::automatic && algo != Algorithm::inc && !coll::supports(c.coll, algo))
-      throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: algorithm '{}' does not implement this collective", name(c.coll), o.algo));
-    selection = fmt::format("CallOptions::algo={}", o.algo);
-  } else if (algo != Algorithm::automatic) {
-    if (algo == Algorithm::inc || coll::supports(c.coll, algo)) {
-      selection = st->algo_source;
-    } else {
-      selection = fmt::format("{} does not implement {}; ", st->algo_source, name(c.coll));
-      algo = Algorithm::automatic;
-    }
-  }
-  // Can the switch take this call? (Same answer on every rank for the same call.)
-  std::string no_switch;  // why not, when a switch is configured
-  std::string switch_how;
-  if (st->switch_configured) {
-    if (!st->inc) {
-      no_switch = st->no_inc_reason.empty() ? "sub-communicators have no switch tree yet" : st->no_inc_reason;
-    } else if (c.count == 0 && c.coll != Collective::barrier) {
-      no_switch = "nothing to send";
-    } else {
-      params.accumulate =
-          o.accumulate != Accumulate::automatic ? o.accumulate : st->inc->accumulate_default();
-      api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op, params.accumulate);
-      if (plan.ok) switch_how = plan.why;
-      else no_switch = plan.why;
-    }
-  }
-  const bool switch_ok = st->switch_configured && no_switch.empty();
-  if (algo == Algorithm::inc) {
-    if (!st->switch_configured)
-      throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: algorithm 'inc' needs a Core-INC switch (INC_SWITCH, INC_TOPOLOGY "
-                              "or `inc launch --switch`)",
-                              name(c.coll)));
-    if (switch_ok) {
-      selection = fmt::format("{}: {}", selection.empty() ? std::string("automatic") : selection, switch_how);
-    } else {
-      selection = fmt::format("host fallback from 'inc': {}; ", no_switch);
-      algo = Algorithm::automatic;
-    }
-  } else if (algo == Algorithm::automatic) {
-    // Automatic: the cheapest path by the measured costs of a tuning file (INC_TUNING) when
-    // one applies to this communicator, else the switch whenever it can take the call, else
-    // the hosts' measured crossovers (select_algorithm).
-    params.algo = Algorithm::automatic;
-    const std::uint64_t bytes = std::max(coll::input_bytes(params), coll::output_bytes(params));
-    const api::CostTable* table = st->world->tuning.get();
-    std::string untuned;
-    if (!table) {
-      untuned = "untuned (no INC_TUNING; `inc tune` measures every path)";
-    } else if (table->nranks != p) {
-      untuned = fmt::format("untuned (INC_TUNING={} was measured on {} ranks, this communicator has {})",
-                            st->world->tuning_path, table->nranks, p);
-    } else {
-      std::vector<Algorithm> candidates;
-      if (switch_ok) candidates.push_back(Algorithm::inc);
-      for (int a = 1; a < coll::kNumAlgorithms; ++a) {
-        auto h = static_cast<Algorithm>(a);
-        if (h != Algorithm::inc && coll::supports(c.coll, h)) candidates.push_back(h);
-      }
-      if (auto best = api::choose(*table, c.coll, bytes, candidates, weighed)) {
-        algo = *best;
-        selection += fmt::format("automatic from INC_TUNING={} for {} B on {} ranks: {}{}",
-                                 st->world->tuning_path, bytes, p, api::describe(weighed),
-                                 algo == Algorithm::inc ? "; " + switch_how
-                                 : no_switch.empty()    ? std::string()
-                                                        : "; not the switch: " + no_switch);
-      } else {
-        untuned = fmt::format("untuned (INC_TUNING={} has no {} measurements)", st->world->tuning_path,
-                              name(c.coll));
-      }
-    }
-    if (algo == Algorithm::automatic) {
-      if (switch_ok) {
-        algo = Algorithm::inc;
-        selection += fmt::format("automatic, {}: the switch when it can; {}", untuned, switch_how);
-      } else {
-        if (!no_switch.empty()) selection += fmt::format("host fallback: {}; ", no_switch);
-        params.algo = coll::select_algorithm(params);
-        algo = params.algo;
-        selection += fmt::format("automatic for {} B on {} ranks, {}", coll::input_bytes(params), p, untuned);
-      }
-    }
-  }
-  params.algo = algo;
-
-  auto rs = std::make_shared<detail::RequestState>();
-  rs->comm = st;
-  for (const auto& w : weighed) rs->predicted_us.emplace_back(std::string(coll::name(w.algo)), w.us);
-  const void* in = c.send;
-  void* out = c.recv;
-  switch (c.coll) {
-    case Collective::allreduce:
-      params.in_place = c.send == c.recv;
-      break;
-    case Collective::reduce_scatter:
-      // NCCL's in-place layout: the result lands in this rank's shard of the send buffer;
-      // the schedule then works on the whole buffer (see schedule.hpp).
-      params.in_place = c.count > 0 && static_cast<const std::byte*>(c.send) +
-                                               static_cast<std::size_t>(st->rank) * c.count * esz ==
-                                           c.recv;
-      if (params.in_place) out = const_cast<void*>(c.send);
-      break;
-    case Collective::allgather:
-      params.in_place = c.count > 0 && static_cast<const std::byte*>(c.recv) +
-                                               static_cast<std::size_t>(st->rank) * c.count * esz ==
-                                           c.send;
-      break;
-    case Collective::broadcast:
-      params.in_place = c.send == c.recv || st->rank != c.root;
-      if (st->rank != c.root) in = c.recv;
-      break;
-    case Collective::alltoall:
-      if (c.send == c.recv && c.count > 0) {
-        // In-place alltoall: stage the result, then copy it over the caller's buffer.
-        rs->temp.resize(c.count * esz * static_cast<std::size_t>(p));
-        out = rs->temp.data();
-        rs->copy_out = c.recv;
-        rs->copy_bytes = rs->temp.size();
-      }
-      break;
-    case Collective::barrier:
-      break;
-  }
-  const api::EdgePath& edge = st->world->edge;
-  if (edge.client && algo != Algorithm::inc) {
-    rs->selection = fmt::format("offloaded to the edge engine at {} ({}): {}", edge.client->path(),
-                                edge.requested_by, selection);
-    rs->edge_op = edge.client->start(st->comm_id, params, in, out);
-    return Request(rs);
-  }
-  if (!edge.requested_by.empty())
-    selection = fmt::format("{}; not offloaded ({}): {}", selection, edge.requested_by,
-                            edge.client ? std::string("the switch runs in-network calls from the rank")
-                                        : edge.reason);
-  rs->op = st->world->engine->start(st->comm_id, params, in, out, std::move(selection));
-  if (rs->op->done() && !rs->op->failed()) rs->complete();
-  return Request(rs);
-}
-
-Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType t,
-                                 ReduceOp op, const CallOptions& o) {
-  return start(state_, {Collective::allreduce, send, recv, count, t, op, 0}, o);
-}
-Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,
-                                      DataType t, ReduceOp op, const CallOptions& o) {
-  return start(state_, {Collective::reduce_scatter, send, recv, recv_count, t, op, 0}, o);
-}
-Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DataType t,
-                                 const CallOptions& o) {
-  return start(state_, {Collective::allgather, send, recv, send_count, t, ReduceOp::sum, 0}, o);
-}
-Request Communicator::ibroadcast(const void* send, void* recv, std::size_t count, DataType t,
-                                 int root, const CallOptions& o) {
-  return start(state_, {Collective::broadcast, send, recv, count, t, ReduceOp::sum, root}, o);
-}
-Request Communicator::ialltoall(const void* send, void* recv, std::size_t count, DataType t,
-                                const CallOptions& o) {
-  return start(state_, {Collective::alltoall, send, recv, count, t, ReduceOp::sum, 0}, o);
-}
-Request Communicator::ibarrier(const CallOptions& o) {
-  return start(state_, {Collective::barrier, nullptr, nullptr, 0, DataType::u8, ReduceOp::sum, 0}, o);
 }
 
 Communicator Communicator::split(int color, int key) const {
