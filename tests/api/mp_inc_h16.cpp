@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/numerics/h16_reference.hpp"
 
 using namespace inc;
 
@@ -22,37 +23,8 @@ Communicator& world() {
   return c;
 }
 
-struct Format {
-  int mant, bias, emax;
-};
-Format format(DataType t) { return t == DataType::f16 ? Format{10, 15, 15} : Format{7, 127, 127}; }
-
-double decode(std::uint16_t b, Format f) {
-  const int ebits = 15 - f.mant;
-  const int e = (b >> f.mant) & ((1 << ebits) - 1);
-  const double m = b & ((1 << f.mant) - 1);
-  const double s = (b & 0x8000) ? -1.0 : 1.0;
-  if (e == (1 << ebits) - 1) return m ? NAN : s * INFINITY;
-  if (e == 0) return s * std::ldexp(m, 1 - f.bias - f.mant);
-  return s * std::ldexp(m + std::ldexp(1.0, f.mant), e - f.bias - f.mant);
-}
-
-std::uint16_t round_once(double x, Format f) {
-  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  x = std::fabs(x);
-  if (x == 0) return sign;
-  int k = 0;
-  std::frexp(x, &k);
-  int e = std::max(k - 1, 1 - f.bias);
-  const double m = std::ldexp(x, f.mant - e);
-  double r = std::floor(m);
-  if (m - r > 0.5 || (m - r == 0.5 && std::fmod(r, 2) == 1)) r += 1;
-  if (r == std::ldexp(1.0, f.mant + 1)) r /= 2, ++e;
-  if (e > f.emax) return std::uint16_t(sign | (((1 << (15 - f.mant)) - 1) << f.mant));
-  const auto ri = static_cast<std::uint32_t>(r);
-  if (ri < (1u << f.mant)) return std::uint16_t(sign | ri);
-  return std::uint16_t(sign | std::uint32_t(e + f.bias) << f.mant | (ri - (1u << f.mant)));
-}
+using namespace inc::testing::h16;
+Format format(DataType t) { return t == DataType::f16 ? kF16 : kBF16; }
 
 // Magnitudes in [2^-4, 2^4): every f32 partial sum of up to 64 of them is exact, so widen and
 // wide must give round_once(exact sum) whatever the order and the tree.
