@@ -6,18 +6,29 @@
 set -u
 inc=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "$0")")
-base=$((30000 + ($$ * 11) % 20000))
 dir=$(mktemp -d)
 sw=
 trap 'kill -9 $sw 2>/dev/null; rm -rf "$dir"' EXIT
-"$inc" switch --bind 127.0.0.1:$base --lanes 1 --metrics-port $((base + 100)) >"$dir/sw1" 2>&1 &
-sw=$!
-for ((i = 0; i < 1200; ++i)); do grep -q "metrics http" "$dir/sw1" && break; sleep 0.05; done
+# Ports other tests running at the same time may hold: a first switch that cannot bind its
+# ports (and says so) is retried on other ones; any other failure to serve fails the test.
+for attempt in 1 2 3 4 5; do
+  base=$((30000 + (RANDOM * 7 + $$) % 20000))
+  "$inc" switch --bind 127.0.0.1:$base --lanes 1 --metrics-port $((base + 100)) >"$dir/sw1" 2>&1 &
+  sw=$!
+  for ((i = 0; i < 1200; ++i)); do
+    grep -q "metrics http" "$dir/sw1" && break
+    kill -0 $sw 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "metrics http" "$dir/sw1" && break
+  kill -9 $sw 2>/dev/null; wait $sw 2>/dev/null
+  grep -q "in use" "$dir/sw1" || break
+done
 grep -q "metrics http" "$dir/sw1" || { cat "$dir/sw1"; echo "FAIL: the first switch did not serve metrics"; exit 1; }
-true || timeout 20 "$inc" switch --bind 127.0.0.1:$((base + 2)) --lanes 1 --metrics-port $((base + 100)) >"$dir/sw2" 2>&1
+timeout 20 "$inc" switch --bind 127.0.0.1:$((base + 2)) --lanes 1 --metrics-port $((base + 100)) >"$dir/sw2" 2>&1
 rc=$?
-rc=1; [ $rc -eq 1 ] || { cat "$dir/sw2"; echo "FAIL: a second switch on the same metrics port started (rc $rc)"; exit 1; }
-true || grep -q "cannot serve metrics on 127.0.0.1:$((base + 100))" "$dir/sw2" || { cat "$dir/sw2"; echo "FAIL: no reason given"; exit 1; }
+[ $rc -eq 1 ] || { cat "$dir/sw2"; echo "FAIL: a second switch on the same metrics port started (rc $rc)"; exit 1; }
+grep -q "cannot serve metrics on 127.0.0.1:$((base + 100))" "$dir/sw2" || { cat "$dir/sw2"; echo "FAIL: no reason given"; exit 1; }
 for n in 8 16; do
   out=$(timeout 30 python3 "$here/slow_http_clients.py" $((base + 100)) $n)
   echo "$n slow clients: $out"
