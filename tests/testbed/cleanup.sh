@@ -15,16 +15,8 @@
 set -u
 inc=$(readlink -f "$1")
 pfx=tbclean
-log=$(mktemp)
 marker="inc-testbed-cleanup-$$"  # in the command line of every rank's background process
-trap 'rm -f "$log"' EXIT
-fail() { echo "FAIL: $*"; echo "---- output"; cat "$log"; exit 1; }
-
-if ! ip netns add "${pfx}-probe$$" 2>/dev/null; then
-  echo "SKIPPED: cannot create network namespaces here (needs root and iproute2)"
-  exit 77
-fi
-ip netns del "${pfx}-probe$$"
+. "$(dirname "$(readlink -f "$0")")/common.sh"
 
 namespaces_left() { ls /run/netns 2>/dev/null | grep -c "^${pfx}-"; }
 processes_left() { pgrep -fc "$marker"; }

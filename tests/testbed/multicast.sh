@@ -13,15 +13,7 @@
 set -u
 inc=$(readlink -f "$1")
 pfx=tbmcast
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-fail() { echo "FAIL: $*"; echo "---- output"; cat "$log"; exit 1; }
-
-if ! ip netns add "${pfx}-probe$$" 2>/dev/null; then
-  echo "SKIPPED: cannot create network namespaces here (needs root and iproute2)"
-  exit 77
-fi
-ip netns del "${pfx}-probe$$"
+. "$(dirname "$(readlink -f "$0")")/common.sh"
 
 "$inc" testbed --prefix "$pfx" --hosts 3 --ranks-per-host 2 --link 1gbit --multicast -- \
   "$inc" bench -c allreduce,reduce_scatter -a inc -b 4K -e 1M -f 16 -n 3 -w 1 --no-progress >>"$log" 2>&1

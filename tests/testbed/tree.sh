@@ -12,15 +12,7 @@
 set -u
 inc=$(readlink -f "$1")
 pfx=tbtree
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-fail() { echo "FAIL: $*"; echo "---- output"; cat "$log"; exit 1; }
-
-if ! ip netns add "${pfx}-probe$$" 2>/dev/null; then
-  echo "SKIPPED: cannot create network namespaces here (needs root and iproute2)"
-  exit 77
-fi
-ip netns del "${pfx}-probe$$"
+. "$(dirname "$(readlink -f "$0")")/common.sh"
 
 # Two jobs (a rank program that runs twice would find the first run's addresses in the store):
 # the reductions against the ring, then broadcast against the pipelined chain, after which rank 0
