@@ -187,9 +187,10 @@ struct WorkerCompletion {
 // benchmarks, debugging; no cost when none is installed).
 struct WorkerTraceEvent {
   // probe: a tail loss probe; suspect: a probe about a chunk suspected lost (RACK, time-out);
-  // missing: the switch lacks our data for the chunk (our loss: the data goes again).
+  // missing: the switch lacks our data for the chunk (our loss: the data goes again);
+  // resend: its data went again (value: the window then, in chunks).
   enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample, suspect,
-                             missing } kind;
+                             missing, resend } kind;
   Nanos now = 0;
   std::uint64_t chunk = 0;
   std::int64_t value = 0;  // completed/sample: RTT; timeout: back-off; pending: 1 if first
@@ -455,6 +456,7 @@ class WorkerProtocol {
   RttEstimator rtt_;  // the path's round trip (see on_chunk_result)
   RttEstimator lat_;  // the latency of results, waits for later members included
   std::uint64_t wait_seq_ = 0;  // chunks sent before this transmission waited for others
+  bool skew_open_ = false;  // chunks went into an empty pipe and no result came back since
   ChunkWindow win_;
   std::int32_t net_head_ = -1, net_tail_ = -1;  // transmission-order list (oldest first)
   std::uint32_t listed_ = 0;                    // entries in it

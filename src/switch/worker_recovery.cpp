@@ -67,6 +67,7 @@ void WorkerProtocol::clear_recovery() {
   poll_backoff_ = 0;
   gap_next_ = 0;
   held_.clear();  // (the entries themselves are reset by the caller)
+  skew_open_ = false;
   results_taken_lost_.clear();
 }
 
@@ -147,7 +148,10 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, Tx kind) {
     ++e.tries;
     net_unlink(e);
   }
-  if (kind == Tx::data) ++e.data_tries;
+  if (kind == Tx::data) {
+    ++e.data_tries;
+    trace(WorkerTraceEvent::resend, now, e.chunk, win_.cwnd());
+  }
   e.lost = false;
   // A probed chunk leaves the pipe until the answer says whose loss it was; a held chunk is
   // out of it already and stays held (a poll).
@@ -156,7 +160,14 @@ void WorkerProtocol::transmit(Entry& e, Nanos now, Tx kind) {
   if (kind != Tx::probe) e.suspect = false;
   e.last_sent = now;
   e.xmit_seq = ++xmit_seq_;
-  if (kind == Tx::first) e.first_seq = e.xmit_seq;
+  if (kind == Tx::first) {
+    e.first_seq = e.xmit_seq;
+    // Chunks sent into an empty stream, up to its first result, wait at the switch for the
+    // other members to arrive (their skew: the application's, or a barrier's): their round
+    // trips measure the skew, not the path, and would stretch the timer of every tail loss.
+    if (listed_ == 0 && held_.empty() && lost_q_.empty()) skew_open_ = true;
+    if (skew_open_) wait_seq_ = std::max(wait_seq_, e.xmit_seq + 1);
+  }
   e.timer_epoch = timer_epoch_;
   net_append(e);
   send_chunk(e, kind);
@@ -181,6 +192,7 @@ void WorkerProtocol::send_probe(Entry& e, Nanos now, bool suspect) {
 
 void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   const std::uint32_t pipe_before = pipe_;
+  skew_open_ = false;  // the members are in step: results clock the next chunks
   // The timer restarts on every result, so it fires whenever results come further apart than
   // it: on a slow link (an 8 KiB chunk takes 0.7 ms to serialize at 100 Mb/s) a timer from an
   // underestimated round trip would fire between every two results, and its spurious repairs
