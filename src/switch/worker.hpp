@@ -14,8 +14,9 @@
 // Submitted ops form one chunk stream per job, issued in order and striped over the switch's
 // lanes (chunk c to lane c mod L, in lane slot (c / L) mod S); chunk c is sent only once the
 // result of chunk c - L S arrived (SwitchML's window, per lane), and at most a congestion
-// window of chunks is in the network (loss-based AIMD; worker_recovery.cpp: RACK, tail probes,
-// a timer from the measured round trip, polls of chunks the switch holds). Each lane's epoch
+// window of chunks is in the network (loss-based AIMD; worker_pipe.cpp: the chunks out;
+// worker_recovery.cpp: RACK, probes of suspects; worker_timers.cpp: tail probes, a timer from
+// the measured round trip, polls of chunks the switch holds). Each lane's epoch
 // (learned at join) guards every exchange: a switch that restarted or reset the job answers
 // with a refusal, which becomes an error, never a silent wrong result. docs/PROTOCOL.md.
 #pragma once
@@ -353,13 +354,15 @@ class WorkerProtocol {
   void advance_cursor(Op& op, const Chunk& c);
   void op_chunk_done(Op& op);
   void pump(Nanos now);
+  static constexpr Nanos kNever = std::numeric_limits<Nanos>::max();  // (a deadline unset)
   // What a transmission carries: the chunk for the first time, its data again, or a probe.
   enum class Tx : std::uint8_t { first, data, probe };
   void send_chunk(Entry& e, Tx tx);
   // An fx32 data chunk whose agreed exponent says NaN or infinity is in the block on some
   // member: it travels as f32 and the switch adds it as floats (IEEE, in arrival order).
   bool carries_f32(const Op& op, const Chunk& c) const;
-  // Loss recovery and congestion control (worker_recovery.cpp).
+  // Loss recovery and congestion control (worker_pipe.cpp, worker_recovery.cpp,
+  // worker_timers.cpp).
   void transmit(Entry& e, Nanos now, Tx kind);
   void send_probe(Entry& e, Nanos now, bool suspect);
   bool loads_pipe(const Entry& e) const { return !e.held && !e.probing; }

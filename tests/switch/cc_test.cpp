@@ -303,6 +303,52 @@ TEST(CC, LateMemberCostsFewPacketsAndKeepsWindows) {
   }
 }
 
+// Members arriving skewed: every op, member 3 submits 1.2 ms after the others (a slower rank;
+// the path's round trip is 0.6 ms). The chunks sent into an empty stream wait at the switch
+// for member 3: their round trips measure the skew, not the path, and must not become the
+// timer's, which repairs every tail loss (a lost last result, a lost barrier answer): with them,
+// every member's estimate grew to skew + path (1.8 ms) and its timer to several times that.
+// Seeds 1-3 without loss: the early members' estimate stays at the path's round trip (a state
+// of the controller, not a timing). Seeds 4-6 at 5% loss both ways: the early members' timers
+// now fire while they wait; every op still completes exactly at every member.
+TEST(CC, SkewedArrivalsDoNotStretchTheTimer) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    const std::uint16_t n = 4;
+    SimFaults f = quiet();
+    f.loss = seed > 3 ? 0.05 : 0;
+    auto s = star(seed, f, n, 64, 256, std::vector<LinkParams>(n, link(10, 1 << 20, 300'000)));
+    const std::uint64_t count = 16 * 256;  // one initial window of chunks
+    std::vector<std::vector<std::int32_t>> in(n, std::vector<std::int32_t>(count)), out(n);
+    for (std::uint16_t m = 0; m < n; ++m)
+      for (std::uint64_t i = 0; i < count; ++i) in[m][i] = std::int32_t(i * 3 + m);
+    for (int op = 0; op < 12; ++op) {
+      for (std::uint16_t m = 0; m < n; ++m) out[m].assign(count, -1);
+      auto submit = [&](std::uint16_t m) {
+        s.c->submit(m, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[m]),
+                                           wbytes(out[m]), count, n));
+      };
+      for (std::uint16_t m = 0; m + 1 < n; ++m) submit(m);
+      s.c->run_until([] { return false; }, s.c->now() + 1'200'000);
+      submit(n - 1);
+      ASSERT_TRUE(s.c->run(s.c->now() + 100 * kSecond)) << "seed " << seed << " op " << op;
+      for (std::uint16_t m = 0; m < n; ++m) {
+        auto& w = s.c->worker(m);
+        ASSERT_FALSE(w.failed()) << "seed " << seed << " op " << op << ": " << w.error().message;
+        for (std::uint64_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[m][i], std::int32_t(4 * i * 3 + 6)) << "seed " << seed << " op " << op
+                                                              << " member " << m << " element " << i;
+      }
+    }
+    if (f.loss > 0) continue;
+    for (std::uint16_t m = 0; m + 1 < n; ++m) {
+      auto cc = s.c->worker(m).cc_stats();
+      EXPECT_LT(cc.srtt, kMillisecond) << "seed " << seed << " member " << m << ": srtt " << cc.srtt
+                                       << " rttvar " << cc.rttvar << " rto " << cc.rto
+                                       << ": the skew became the path's round trip";
+    }
+  }
+}
+
 // A stall: member 0's link delays everything by 5 ms for a while (as a descheduled process on
 // a busy host would): its timers fire spuriously; F-RTO and `pending` undo the window
 // reductions, so the window is not left collapsed.
