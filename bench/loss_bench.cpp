@@ -7,7 +7,9 @@
 //   loss_bench sim-shaped   throughput on shaped host links (drop-tail queues) at 0.1-10 Gb/s,
 //                           8 members: goodput / link rate, retransmitted fraction, window.
 //   loss_bench udp          the same allreduce over real UDP on loopback (switch and workers as
-//                           threads, seeded fault injector) at 0/1/5/20% loss: wall time.
+//                           threads, seeded fault injector) at 0/1/5/20% loss: wall time;
+//                           --stats: the loss-recovery counters and every repetition's time;
+//                           --trace: every loss-recovery event of every member (stderr).
 //
 // Every worker uses the default WorkerConfig (congestion-controlled window, default timers)
 // except its identity and a long progress deadline.
