@@ -349,6 +349,50 @@ TEST(CC, SkewedArrivalsDoNotStretchTheTimer) {
   }
 }
 
+// A join_ack read long after it arrived: the worker's thread ran late (a busy host, as over
+// UDP under load), so the answer is read after the join's own timer expired, before that
+// timer's tick. It counts at most the join's interval (rto_initial) as a round trip: one such
+// read of 23 ms had set a member's timer to 70 ms on loopback. Driven by hand (sans-IO: the
+// simulated network never reads late), then the member's barrier completes.
+TEST(CC, JoinAnswerReadLateDoesNotSetTheTimer) {
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = 256;
+  sc.incarnation = 7;
+  SwitchDataPlane sw(sc);
+  ASSERT_EQ(sw.admit({1, 1, 64}, 0), proto::Reason::ok);
+  const Endpoint swe = Endpoint::node(0), me = Endpoint::node(1);
+  WorkerProtocol w(cc_worker(1, 0, swe));
+  auto to_switch = [&](Nanos now) {
+    TxPacket p;
+    while (w.poll_tx(p)) {
+      EXPECT_EQ(p.to, swe);
+      sw.on_packet(p.bytes, me, now);
+    }
+  };
+  auto to_worker = [&](Nanos now) {
+    for (const auto& e : sw.outbox().entries()) w.on_packet(sw.outbox().bytes(e), swe, now);
+    sw.outbox().clear();
+  };
+  w.submit(WorkerOp::barrier(), 0);
+  to_switch(10'000);
+  const Nanos late = 8 * w.config().rto_initial;  // read 8 join timers after it was sent
+  to_worker(late);
+  const auto cc = w.cc_stats();
+  EXPECT_LE(cc.srtt, w.config().rto_initial) << "the late read became the path's round trip";
+  EXPECT_LE(cc.rto, 3 * w.config().rto_initial) << "srtt " << cc.srtt << " rttvar " << cc.rttvar;
+  Nanos now = late;
+  for (int i = 0; i < 1000 && !w.idle(); ++i) {
+    to_switch(now);
+    now += 10'000;
+    to_worker(now);
+    if (now >= w.next_deadline()) w.on_tick(now);
+  }
+  ASSERT_FALSE(w.failed()) << w.error().message;
+  WorkerCompletion c;
+  EXPECT_TRUE(w.poll_completion(c)) << "the barrier did not complete";
+}
+
 // A stall: member 0's link delays everything by 5 ms for a while (as a descheduled process on
 // a busy host would): its timers fire spuriously; F-RTO and `pending` undo the window
 // reductions, so the window is not left collapsed.
