@@ -7,7 +7,9 @@
 //   loss_bench sim-shaped   throughput on shaped host links (drop-tail queues) at 0.1-10 Gb/s,
 //                           8 members: goodput / link rate, retransmitted fraction, window.
 //   loss_bench udp          the same allreduce over real UDP on loopback (switch and workers as
-//                           threads, seeded fault injector) at 0/1/5/20% loss: wall time.
+//                           threads, seeded fault injector) at 0/1/5/20% loss: wall time;
+//                           --stats: the loss-recovery counters and every repetition's time;
+//                           --trace: every loss-recovery event of every member (stderr).
 //
 // Every worker uses the default WorkerConfig (congestion-controlled window, default timers)
 // except its identity and a long progress deadline.
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -37,6 +40,12 @@ WorkerConfig worker_defaults(std::uint32_t job, std::uint16_t member, Endpoint s
   w.progress_timeout = 600 * kSecond;
   w.join_timeout = 60 * kSecond;
   return w;
+}
+
+const char* trace_name(WorkerTraceEvent::Kind k) {
+  static const char* names[] = {"done",    "lost",    "RTO",     "probe",   "poll",
+                                "pending", "sample",  "suspect", "missing", "resend"};
+  return std::size_t(k) < std::size(names) ? names[k] : "?";
 }
 
 double median(std::vector<double> v) {
@@ -74,8 +83,7 @@ std::unique_ptr<SimCluster> build(const SimNet& n, std::uint64_t seed) {
     Endpoint e = c->add_worker(worker_defaults(1, m, sw));
     if (std::getenv("LOSS_BENCH_TRACE"))
       c->worker(m).set_trace([m, rto = &c->worker(m)](const WorkerTraceEvent& ev) {
-        static const char* names[] = {"done", "lost", "RTO", "probe", "poll", "pending", "sample"};
-        std::fprintf(stderr, "%lld m%u %s c%llu %lld rto %lld\n", (long long)ev.now, m, names[ev.kind],
+        std::fprintf(stderr, "%lld m%u %s c%llu %lld rto %lld\n", (long long)ev.now, m, trace_name(ev.kind),
                      (unsigned long long)ev.chunk, (long long)ev.value, (long long)rto->cc_stats().rto);
       });
     if (n.rate_gbps > 0) {
@@ -251,8 +259,39 @@ int sim_shaped(SimNet net, const std::vector<double>& rates, std::uint64_t mib, 
   return 0;
 }
 
+// --stats: where the time went, summed over the members (all repetitions): timer expiries,
+// probes by kind, `missing` answers, polls, proven-spurious repairs, window decreases and undos,
+// and the members' final timer and round-trip estimates; then every repetition's time.
+void print_cc_totals(const std::vector<WorkerCcStats>& ccs, std::vector<double> times) {
+  WorkerCcStats t;
+  Nanos srtt = 0, rto = 0, min_rtt = 0;
+  for (const auto& c : ccs) {
+    t.timeouts += c.timeouts;
+    t.tail_probes += c.tail_probes;
+    t.gap_probes += c.gap_probes;
+    t.probes_missing += c.probes_missing;
+    t.polls += c.polls;
+    t.spurious += c.spurious;
+    t.decreases += c.decreases;
+    t.undos += c.undos;
+    t.fast_retransmits += c.fast_retransmits;
+    srtt = std::max(srtt, c.srtt);
+    rto = std::max(rto, c.rto);
+    min_rtt = std::max(min_rtt, c.min_rtt);
+  }
+  std::printf("        timeouts %llu tail_probes %llu gap_probes %llu missing %llu polls %llu spurious %llu "
+              "decreases %llu undos %llu | max srtt %lld min_rtt %lld rto %lld ns\n        times:",
+              (unsigned long long)t.timeouts, (unsigned long long)t.tail_probes,
+              (unsigned long long)t.gap_probes, (unsigned long long)t.probes_missing,
+              (unsigned long long)t.polls, (unsigned long long)t.spurious, (unsigned long long)t.decreases,
+              (unsigned long long)t.undos, (long long)srtt, (long long)min_rtt, (long long)rto);
+  std::sort(times.begin(), times.end());
+  for (double x : times) std::printf(" %.4f", x);
+  std::printf("\n");
+}
+
 int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t slots,
-             std::uint32_t slot_elems) {
+             std::uint32_t slot_elems, bool stats, bool trace, const std::vector<double>& only) {
   std::printf("udp: loopback, switch + %u workers as threads, %llu x f32 allreduce, %u slots x %u "
               "elements, fault injector on every sender: 10%% dup, 10%% reorder (up to 2 ms), "
               "median of %d\n",
@@ -263,6 +302,8 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
   const double goals[] = {1, 2, 4, 15};
   double base = 0;
   for (int li = 0; li < 4; ++li) {
+    if (li > 0 && !only.empty() && std::find(only.begin(), only.end(), losses[li] * 100) == only.end())
+      continue;  // (the loss-free row always runs: it is the baseline)
     FaultConfig f;
     f.loss = losses[li];
     f.dup = 0.1;
@@ -279,12 +320,19 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
     std::vector<std::uint64_t> retx(members, 0), probes(members, 0), sent(members, 0);
     std::vector<std::thread> ts;
     std::vector<std::string> errs(members);
+    std::vector<WorkerCcStats> ccs(members);
     for (std::uint16_t m = 0; m < members; ++m)
       ts.emplace_back([&, m] {
         FaultConfig wf = f;
         wf.seed = f.seed * 100 + m;
         UdpWorker w(worker_defaults(1, m, srv.local()), Endpoint::ipv4(0x7F000001, 0), wf);
         std::vector<float> in(count, float(m)), out(count);
+        if (trace)  // (times: since this loss rate's switch started, in ms)
+          w.protocol().set_trace([m, &w, t0 = monotonic_now()](const WorkerTraceEvent& ev) {
+            std::fprintf(stderr, "%9.3f ms m%u %s c%llu %lld rto %lld\n", double(ev.now - t0) / 1e6, m,
+                         trace_name(ev.kind), (unsigned long long)ev.chunk, (long long)ev.value,
+                         (long long)w.protocol().cc_stats().rto);
+          });
         for (int k = 0; k < reps; ++k) {
           if (!w.run(WorkerOp::barrier())) {
             errs[m] = w.protocol().error().message;
@@ -310,6 +358,7 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
               return;
             }
         }
+        ccs[m] = w.protocol().cc_stats();
       });
     for (auto& t : ts) t.join();
     srv.stop();
@@ -328,6 +377,7 @@ int udp_loss(std::uint16_t members, int reps, std::uint64_t count, std::uint32_t
     const double px = double(std::accumulate(probes.begin(), probes.end(), 0ull));
     std::printf("%5.0f%% %12.6f %7.2fx %8s %10.4f %10.4f\n", losses[li] * 100, med, med / base, goal,
                 sx > 0 ? rx / sx : 0.0, sx > 0 ? px / sx : 0.0);
+    if (stats) print_cc_totals(ccs, times);
   }
   return 0;
 }
@@ -371,6 +421,10 @@ int main(int argc, char** argv) {
   loss->add_option("--losses", losses, "only these loss rates (percent, comma-separated)");
   loss->add_flag("--no-series", no_series, "skip the 50 x 1 MiB series");
   loss->add_option("--first-seed", first_seed, "first seed");
+  loss->add_option("--delay-ns", net.faults.delay, "one-way base delay of every datagram");
+  loss->add_option("--jitter-ns", net.faults.jitter, "uniform extra delay of every datagram");
+  loss->add_option("--reorder-ns", net.faults.reorder_delay,
+                   "largest extra delay of a reordered datagram (udp: 2000000)");
   auto* shaped = app.add_subcommand("sim-shaped", "throughput on shaped links, simulated");
   add_net(shaped);
   shaped->add_option("--rates", rates, "host link rates in Gb/s, comma-separated");
@@ -383,11 +437,15 @@ int main(int argc, char** argv) {
   add_net(udp);
   udp->add_option("--reps", reps, "repetitions per loss rate")->check(CLI::Range(1, 1000));
   udp->add_option("--count", count, "f32 elements");
+  udp->add_option("--losses", losses, "only these loss rates (percent, comma-separated; 0 always runs)");
+  bool stats = false, trace = false;
+  udp->add_flag("--trace", trace, "print every loss-recovery event of every member to stderr");
+  udp->add_flag("--stats", stats, "print the loss-recovery counters and every repetition's time");
   CLI11_PARSE(app, argc, argv);
   if (*loss) return sim_loss(net, seeds, count, parse_list(losses), !no_series, first_seed);
   if (*shaped) {
     if (!shaped->count("--slots")) net.slots = 256;
     return sim_shaped(net, parse_list(rates), mib, shaped_seed);
   }
-  return udp_loss(net.members, reps, count, net.slots, net.slot_elems);
+  return udp_loss(net.members, reps, count, net.slots, net.slot_elems, stats, trace, parse_list(losses));
 }

@@ -14,8 +14,9 @@
 // Submitted ops form one chunk stream per job, issued in order and striped over the switch's
 // lanes (chunk c to lane c mod L, in lane slot (c / L) mod S); chunk c is sent only once the
 // result of chunk c - L S arrived (SwitchML's window, per lane), and at most a congestion
-// window of chunks is in the network (loss-based AIMD; worker_recovery.cpp: RACK, tail probes,
-// a timer from the measured round trip, polls of chunks the switch holds). Each lane's epoch
+// window of chunks is in the network (loss-based AIMD; worker_pipe.cpp: the chunks out;
+// worker_recovery.cpp: RACK, probes of suspects; worker_timers.cpp: tail probes, a timer from
+// the measured round trip, polls of chunks the switch holds). Each lane's epoch
 // (learned at join) guards every exchange: a switch that restarted or reset the job answers
 // with a refusal, which becomes an error, never a silent wrong result. docs/PROTOCOL.md.
 #pragma once
@@ -187,9 +188,10 @@ struct WorkerCompletion {
 // benchmarks, debugging; no cost when none is installed).
 struct WorkerTraceEvent {
   // probe: a tail loss probe; suspect: a probe about a chunk suspected lost (RACK, time-out);
-  // missing: the switch lacks our data for the chunk (our loss: the data goes again).
+  // missing: the switch lacks our data for the chunk (our loss: the data goes again);
+  // resend: its data went again (value: the window then, in chunks).
   enum Kind : std::uint8_t { completed, lost, timeout, probe, poll, pending, sample, suspect,
-                             missing } kind;
+                             missing, resend } kind;
   Nanos now = 0;
   std::uint64_t chunk = 0;
   std::int64_t value = 0;  // completed/sample: RTT; timeout: back-off; pending: 1 if first
@@ -352,13 +354,15 @@ class WorkerProtocol {
   void advance_cursor(Op& op, const Chunk& c);
   void op_chunk_done(Op& op);
   void pump(Nanos now);
+  static constexpr Nanos kNever = std::numeric_limits<Nanos>::max();  // (a deadline unset)
   // What a transmission carries: the chunk for the first time, its data again, or a probe.
   enum class Tx : std::uint8_t { first, data, probe };
   void send_chunk(Entry& e, Tx tx);
   // An fx32 data chunk whose agreed exponent says NaN or infinity is in the block on some
   // member: it travels as f32 and the switch adds it as floats (IEEE, in arrival order).
   bool carries_f32(const Op& op, const Chunk& c) const;
-  // Loss recovery and congestion control (worker_recovery.cpp).
+  // Loss recovery and congestion control (worker_pipe.cpp, worker_recovery.cpp,
+  // worker_timers.cpp).
   void transmit(Entry& e, Nanos now, Tx kind);
   void send_probe(Entry& e, Nanos now, bool suspect);
   bool loads_pipe(const Entry& e) const { return !e.held && !e.probing; }
@@ -455,6 +459,7 @@ class WorkerProtocol {
   RttEstimator rtt_;  // the path's round trip (see on_chunk_result)
   RttEstimator lat_;  // the latency of results, waits for later members included
   std::uint64_t wait_seq_ = 0;  // chunks sent before this transmission waited for others
+  bool skew_open_ = false;  // chunks went into an empty pipe and no result came back since
   ChunkWindow win_;
   std::int32_t net_head_ = -1, net_tail_ = -1;  // transmission-order list (oldest first)
   std::uint32_t listed_ = 0;                    // entries in it

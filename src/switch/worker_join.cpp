@@ -110,8 +110,11 @@ void WorkerProtocol::handle_join_ack(const proto::PacketView& v, std::size_t l, 
   lane.epoch = h.epoch;
   lane.joined = true;
   // A clean path sample (header-sized: it underestimates a large chunk's round trip on a slow
-  // link; the floor from the spacing of results keeps the timer above that).
-  if (!lane.retransmitted) on_join_rtt(now - lane.sent);
+  // link; the floor from the spacing of results keeps the timer above that). An answer taken
+  // after the join's own timer expired was read late (a busy host: the worker ran after the
+  // deadline it had set), so it counts at most that interval: one late read would otherwise
+  // set every timer of this member to three times the delay (measured: 70 ms on loopback).
+  if (!lane.retransmitted) on_join_rtt(std::min(now - lane.sent, lane.rto));
   if (l == 0 && !cfg_.single_lane)
     for (std::uint16_t k = 1; k < info.lanes; ++k) {
       lanes_.push_back(Lane{});

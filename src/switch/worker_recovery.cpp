@@ -1,7 +1,5 @@
-// Loss recovery and congestion control of the worker's chunk stream (docs/PROTOCOL.md,
-// "Congestion control and loss recovery"):
-//  - every transmission is appended to a list in transmission order (the pipe: chunks in the
-//    network); a completed chunk leaves it;
+// Loss detection of the worker's chunk stream (docs/PROTOCOL.md, "Congestion control and
+// loss recovery"): what each answer of the switch means.
 //  - probes: where a chunk is only suspected lost (a gap in the results may be any member's
 //    loss), the worker asks the switch with a header-only probe instead of resending 8 KiB the
 //    switch may hold. The answer settles it: `pending` (held: someone else's loss), the result
@@ -11,176 +9,22 @@
 //    reordering margin passed; it is probed. The switch's `missing` nack (a later chunk of ours
 //    arrived first) or a probe's `missing` marks it lost: retransmitted as the window allows,
 //    oldest first;
-//  - a tail loss probe (2 srtt without news) probes the newest chunk, so that a loss at the end
-//    of a burst is found without the timer;
-//  - the retransmission timer (RFC 6298, back-off) retransmits the oldest chunk, probes the
-//    others it suspects, and restarts slow start; F-RTO undoes it when a result for a chunk sent
-//    before the time-out and never retransmitted arrives, or the switch answers `pending` (it
-//    held our contribution);
 //  - a retransmission is proven unnecessary by a `pending` answer, a second result for a chunk
 //    retransmitted once, or a result for a chunk deemed lost but not yet retransmitted: when
 //    all of an episode's retransmissions were, the window decrease is undone (and RACK's
 //    reordering window grows).
+// Timers, tail probes and polls of held chunks: worker_timers.cpp; the pipe: worker_pipe.cpp.
 #include <algorithm>
-#include <limits>
 
 #include "src/switch/worker.hpp"
 
 namespace inc::sw {
 
-namespace {
-constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
-}
-
-WorkerCcStats WorkerProtocol::cc_stats() const {
-  WorkerCcStats s = cc_;
-  s.cwnd = win_.cwnd();
-  s.ssthresh = win_.ssthresh();
-  s.cap = win_.cap();
-  s.pipe = pipe_;
-  s.lossy = lossy();
-  s.repairs_needed = repairs_needed_;
-  s.repairs_unneeded = repairs_unneeded_;
-  s.retx_answered = retx_answered_;
-  s.retx_unanswered = retx_unanswered_;
-  s.srtt = rtt_.srtt();
-  s.rttvar = rtt_.rttvar();
-  s.min_rtt = rtt_.min_rtt();
-  s.rto = rtt_.rto();
-  s.reorder_window_mult = reo_mult_;
-  s.decreases = win_.decreases;
-  s.undos = win_.undos;
-  return s;
-}
-
-void WorkerProtocol::clear_recovery() {
-  net_head_ = net_tail_ = -1;
-  lane_net_.clear();
-  pipe_ = listed_ = probing_ = 0;
-  lost_q_.clear();
-  rto_deadline_ = probe_deadline_ = reo_deadline_ = poll_deadline_ = kNever;
-  probe_out_ = false;
-  rto_recovery_ = false;
-  undo_retrans_ = 0;
-  rack_.clear();
-  rto_unproven_ = 0;
-  poll_backoff_ = 0;
-  gap_next_ = 0;
-  held_.clear();  // (the entries themselves are reset by the caller)
-  results_taken_lost_.clear();
-}
-
-// ---- the transmission-order list ----------------------------------------------------------
-
-void WorkerProtocol::net_unlink(Entry& e) {
-  if (!e.in_net) return;
-  if (e.prev >= 0) ring_[std::size_t(e.prev)].next = e.next;
-  else net_head_ = e.next;
-  if (e.next >= 0) ring_[std::size_t(e.next)].prev = e.prev;
-  else net_tail_ = e.prev;
-  e.prev = e.next = -1;
-  LaneList& ll = lane_list(e);
-  if (e.lprev >= 0) ring_[std::size_t(e.lprev)].lnext = e.lnext;
-  else ll.head = e.lnext;
-  if (e.lnext >= 0) ring_[std::size_t(e.lnext)].lprev = e.lprev;
-  else ll.tail = e.lprev;
-  e.lprev = e.lnext = -1;
-  e.in_net = false;
-  --listed_;
-  if (loads_pipe(e)) --pipe_;
-  if (e.probing) --probing_;
-}
-
-void WorkerProtocol::net_append(Entry& e) {
-  const std::int32_t i = std::int32_t(&e - ring_.data());
-  e.prev = net_tail_;
-  e.next = -1;
-  if (net_tail_ >= 0) ring_[std::size_t(net_tail_)].next = i;
-  else net_head_ = i;
-  net_tail_ = i;
-  LaneList& ll = lane_list(e);
-  e.lprev = ll.tail;
-  e.lnext = -1;
-  if (ll.tail >= 0) ring_[std::size_t(ll.tail)].lnext = i;
-  else ll.head = i;
-  ll.tail = i;
-  e.in_net = true;
-  ++listed_;
-  if (loads_pipe(e)) ++pipe_;
-  if (e.probing) ++probing_;
-}
-
-// Back into the list at its transmission position (a loss mark proven wrong).
-void WorkerProtocol::net_insert_sorted(Entry& e) {
-  const std::int32_t i = std::int32_t(&e - ring_.data());
-  std::int32_t after = net_tail_;
-  while (after >= 0 && ring_[std::size_t(after)].xmit_seq > e.xmit_seq)
-    after = ring_[std::size_t(after)].prev;
-  e.prev = after;
-  e.next = after >= 0 ? ring_[std::size_t(after)].next : net_head_;
-  if (e.next >= 0) ring_[std::size_t(e.next)].prev = i;
-  else net_tail_ = i;
-  if (after >= 0) ring_[std::size_t(after)].next = i;
-  else net_head_ = i;
-  LaneList& ll = lane_list(e);
-  std::int32_t lafter = ll.tail;
-  while (lafter >= 0 && ring_[std::size_t(lafter)].xmit_seq > e.xmit_seq)
-    lafter = ring_[std::size_t(lafter)].lprev;
-  e.lprev = lafter;
-  e.lnext = lafter >= 0 ? ring_[std::size_t(lafter)].lnext : ll.head;
-  if (e.lnext >= 0) ring_[std::size_t(e.lnext)].lprev = i;
-  else ll.tail = i;
-  if (lafter >= 0) ring_[std::size_t(lafter)].lnext = i;
-  else ll.head = i;
-  e.in_net = true;
-  ++listed_;
-  if (loads_pipe(e)) ++pipe_;
-  if (e.probing) ++probing_;
-}
-
-// ---- sending --------------------------------------------------------------------------------
-
-void WorkerProtocol::transmit(Entry& e, Nanos now, Tx kind) {
-  note_answer(e, false);  // a retransmission still unanswered: it (or its answer) was lost
-  e.awaiting_answer = kind != Tx::first;
-  if (kind != Tx::first) {
-    ++e.tries;
-    net_unlink(e);
-  }
-  if (kind == Tx::data) ++e.data_tries;
-  e.lost = false;
-  // A probed chunk leaves the pipe until the answer says whose loss it was; a held chunk is
-  // out of it already and stays held (a poll).
-  e.probing = kind == Tx::probe && !e.held;
-  e.last_probe = kind == Tx::probe;
-  if (kind != Tx::probe) e.suspect = false;
-  e.last_sent = now;
-  e.xmit_seq = ++xmit_seq_;
-  if (kind == Tx::first) e.first_seq = e.xmit_seq;
-  e.timer_epoch = timer_epoch_;
-  net_append(e);
-  send_chunk(e, kind);
-  if (kind == Tx::probe) ++cc_.probes_sent;
-  if (rto_deadline_ == kNever && !e.held) rto_deadline_ = now + rtt_.rto();
-  if (kind == Tx::first && !probe_out_) probe_deadline_ = now + probe_timeout();
-}
-
-// Asks the switch about a chunk instead of resending it: `suspect` when a gap in the results
-// or a time-out suspects it lost (the answer then tells whose loss it was).
-void WorkerProtocol::send_probe(Entry& e, Nanos now, bool suspect) {
-  if (suspect) {
-    ++cc_.gap_probes;
-    trace(WorkerTraceEvent::suspect, now, e.chunk, e.tries);
-  }
-  e.repair = false;
-  transmit(e, now, Tx::probe);
-  e.suspect = suspect;
-}
-
 // ---- news from the switch -------------------------------------------------------------------
 
 void WorkerProtocol::on_chunk_result(Entry& e, Nanos now, bool resent) {
   const std::uint32_t pipe_before = pipe_;
+  skew_open_ = false;  // the members are in step: results clock the next chunks
   // The timer restarts on every result, so it fires whenever results come further apart than
   // it: on a slow link (an 8 KiB chunk takes 0.7 ms to serialize at 100 Mb/s) a timer from an
   // underestimated round trip would fire between every two results, and its spurious repairs
@@ -370,20 +214,6 @@ void WorkerProtocol::on_missing(Entry& e, bool answers_probe, Nanos now) {
   pump(now);
   arm_timers(now, false);
 }
-
-void WorkerProtocol::on_join_rtt(Nanos rtt) {
-  // A join is a header: its round trip seeds the timers, not the shortest round trip of a
-  // chunk (an unloaded path answers a join in microseconds, a chunk takes its serialization
-  // both ways at least; a reordering window from the join's would call every jitter a loss).
-  rtt_.sample(rtt, false);
-  lat_.sample(rtt, false);
-}
-
-Nanos WorkerProtocol::probe_timeout() const {
-  const Nanos p = lat_.has_sample() ? std::max<Nanos>(2 * lat_.srtt(), 10'000) : rtt_.pto();
-  return std::min(p, rtt_.rto());
-}
-
 
 void WorkerProtocol::on_pending(Entry& e, bool first, Nanos now) {
   // Chunks sent before the transmission this answers waited for other members: their
@@ -581,188 +411,6 @@ void WorkerProtocol::rack_detect(Nanos now) {
       else send_probe(e, now, true);  // (these move it to the tail: after every verdict)
     }
   }
-}
-
-// ---- timers ---------------------------------------------------------------------------------
-
-void WorkerProtocol::arm_timers(Nanos now, bool progress) {
-  if (pipe_ + probing_ == 0) {  // (a probe unanswered needs the timer too)
-    rto_deadline_ = probe_deadline_ = kNever;
-    return;
-  }
-  if (progress) {  // RFC 6298 5.3: restart on progress
-    rto_deadline_ = now + rtt_.rto();
-    probe_deadline_ = probe_out_ ? kNever : now + probe_timeout();
-  }
-}
-
-// ---- chunks the switch holds for us ---------------------------------------------------------
-//
-// A `pending` answer says the switch holds our contribution: the chunk is held, out of the
-// pipe (it no longer loads our path), never deemed lost again. Its result comes when the
-// members still missing contribute; if it is lost on our link, only a poll (a retransmission,
-// answered with the stored result or another `pending`) gets it. Two kinds of polls:
-//  - suspect: once a chunk after it in the stream completed (every member sends in stream
-//    order, so its result is due unless someone's packet was lost), a poll after srtt plus the
-//    reordering window, then every timeout while it stays incomplete;
-//  - background: when nothing completes for a timeout, the held chunk polled (or sent)
-//    longest ago, one per round, backing off while polls draw `pending` (a member is late or
-//    dead: polls cost a packet each).
-
-void WorkerProtocol::hold(Entry& e, Nanos now) {
-  if (e.held) return;
-  if (e.in_net) {
-    if (e.probing) --probing_;  // (a probed chunk is out of the pipe already)
-    else --pipe_;
-  } else if (e.lost) {  // deemed lost, not yet retransmitted: no need to
-    e.lost = false;
-    net_insert_sorted(e);  // counts it in the pipe...
-    --pipe_;               // ...which it leaves
-  }
-  e.probing = false;
-  e.held = true;
-  e.suspect_at = 0;
-  e.polls_answered = 0;
-  if (held_.empty()) poll_last_ = now;
-  held_.push_back(std::uint32_t(&e - ring_.data()));
-  arm_polls();
-  if (pipe_ + probing_ == 0) rto_deadline_ = probe_deadline_ = kNever;
-}
-
-void WorkerProtocol::unhold(Entry& e) {
-  const auto i = std::uint32_t(&e - ring_.data());
-  for (auto& h : held_)
-    if (h == i) {
-      h = held_.back();
-      held_.pop_back();
-      break;
-    }
-  e.held = false;
-  if (held_.empty()) poll_deadline_ = kNever;
-}
-
-Nanos WorkerProtocol::poll_due(const Entry& e) const {
-  if (e.suspect_at == 0) return kNever;
-  if (e.last_sent >= e.suspect_at) return e.last_sent + rtt_.rto_base();  // polled: again later
-  return e.suspect_at + rtt_.srtt() + reorder_window();
-}
-
-void WorkerProtocol::arm_polls() {
-  if (held_.empty()) {
-    poll_deadline_ = kNever;
-    return;
-  }
-  Nanos iv = rtt_.rto_base();
-  for (std::uint32_t k = 0; k < poll_backoff_ && iv < cfg_.rto_max; ++k) iv *= 2;
-  poll_deadline_ = poll_last_ + std::min(iv, std::max(cfg_.rto_max, rtt_.rto_base()));
-  for (std::uint32_t i : held_) poll_deadline_ = std::min(poll_deadline_, poll_due(ring_[i]));
-}
-
-void WorkerProtocol::on_poll(Nanos now) {
-  poll_scratch_.clear();
-  // On a lossy path (our repairs lately needed, or retransmissions unanswered), results are
-  // lost often: every held chunk not polled for a timeout is polled in a background round.
-  Nanos iv = rtt_.rto_base();
-  for (std::uint32_t k = 0; k < poll_backoff_ && iv < cfg_.rto_max; ++k) iv *= 2;
-  const bool background = poll_last_ + std::min(iv, std::max(cfg_.rto_max, rtt_.rto_base())) <= now;
-  const bool all = background && lossy();
-  for (std::uint32_t i : held_)
-    if (poll_due(ring_[i]) <= now || (all && ring_[i].last_sent + rtt_.rto_base() <= now))
-      poll_scratch_.push_back(std::int32_t(i));
-  if (background) {
-    std::int32_t i = net_head_;  // the held chunk polled or sent longest ago
-    while (i >= 0 && !ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].next;
-    if (i >= 0 && std::find(poll_scratch_.begin(), poll_scratch_.end(), i) == poll_scratch_.end())
-      poll_scratch_.push_back(i);
-    poll_last_ = now;
-  }
-  for (std::int32_t i : poll_scratch_) {
-    Entry& e = ring_[std::size_t(i)];
-    ++cc_.polls;
-    trace(WorkerTraceEvent::poll, now, e.chunk, poll_backoff_);
-    send_probe(e, now, false);  // the switch holds our data: a question is enough
-  }
-  arm_polls();
-}
-
-// ---- timers of the pipe ---------------------------------------------------------------------
-
-void WorkerProtocol::on_probe(Nanos now) {
-  probe_deadline_ = kNever;
-  if (pipe_ == 0 || probe_out_) return;
-  std::int32_t i = net_tail_;
-  while (i >= 0 && !loads_pipe(ring_[std::size_t(i)])) i = ring_[std::size_t(i)].prev;
-  if (i < 0) return;
-  probe_out_ = true;
-  ++cc_.tail_probes;
-  trace(WorkerTraceEvent::probe, now, ring_[std::size_t(i)].chunk, 0);
-  send_probe(ring_[std::size_t(i)], now, false);
-  rto_deadline_ = std::max(rto_deadline_, now + rtt_.rto());
-}
-
-void WorkerProtocol::on_rto(Nanos now) {
-  rto_deadline_ = kNever;
-  // The oldest chunk not held by the switch: the head of the pipe, or one deemed lost that
-  // still waits for the window (in stream order).
-  std::int32_t i = net_head_;
-  while (i >= 0 && ring_[std::size_t(i)].held) i = ring_[std::size_t(i)].next;
-  Entry* oldest = i >= 0 ? &ring_[std::size_t(i)] : nullptr;
-  for (auto [k, chunk] : lost_q_) {
-    Entry& x = ring_[k];
-    if (x.busy && x.chunk == chunk && x.lost && (!oldest || x.chunk < oldest->chunk)) oldest = &x;
-  }
-  if (!oldest) return;  // only chunks the switch holds: polls take care of them
-  ++cc_.timeouts;
-  trace(WorkerTraceEvent::timeout, now, oldest->chunk, rtt_.backoff());
-  rto_unproven_ = ++timer_epoch_;
-  if (!rto_recovery_) {
-    rto_recovery_ = true;
-    rto_xmit_seq_ = xmit_seq_;
-  }
-  if (!win_.in_recovery()) undo_retrans_ = 0;  // a new episode
-  const std::uint32_t flight = pipe_;
-  // The oldest chunk not held by the switch is lost (its data goes again), and every chunk out
-  // for longer than a RACK verdict needs is suspect (as Linux's tcp_timeout_mark_lost):
-  // under heavy loss every member has several chunks to repair, and nothing completes to tell
-  // RACK. A suspect is probed (the switch may hold it: the stall may be another member's
-  // loss); one whose probe went unanswered that long is lost on our path: its data goes again.
-  const Nanos reo = reorder_window();
-  const bool all = lossy();
-  poll_scratch_.clear();
-  for (std::int32_t j = i; j >= 0;) {
-    Entry& x = ring_[std::size_t(j)];
-    const std::int32_t at = j;
-    j = x.next;
-    // On a path that lately needed repairs, every chunk out long enough; else the oldest only
-    // (F-RTO: its answer tells whether our path or a late member is the cause).
-    if (x.held || &x == oldest || !all || x.last_sent + rack_of(x.chunk).rtt + reo > now) continue;
-    if (x.probing && !x.fetch) mark_lost(x, false);
-    else poll_scratch_.push_back(at);
-  }
-  for (std::int32_t at : poll_scratch_) send_probe(ring_[std::size_t(at)], now, !ring_[std::size_t(at)].fetch);
-  win_.on_timeout(next_chunk_, flight);  // slow start repairs the others, oldest first
-  // The first time-out leaves the oldest to slow start (the window may still be full of
-  // chunks on their way: no need to add to a queue); a repeated one sends it at once, or a
-  // pipe of chunks that cannot complete (waiting at the switch for a member that waits for
-  // this very repair) would hold it back for good.
-  if (oldest->fetch) {  // complete at the switch: its result is what we miss
-    send_probe(*oldest, now, false);
-  } else {
-    if (!oldest->lost) mark_lost(*oldest, false);
-    if (rtt_.backoff() > 0) {
-      oldest->repair = true;
-      transmit(*oldest, now, Tx::data);
-    }
-  }
-  // Exponential back-off protects a path that died or collapsed. While the switch keeps
-  // answering (heard from within rto_max) and our retransmissions are lost now and then (a
-  // lossy path, see lossy()), losses are random, not a collapse (the window has reacted
-  // already): the back-off stops at 4x, or a few unlucky losses in a row would idle the
-  // member, and the job that waits for it, for a long time. (A member that is merely late
-  // makes our retransmissions draw `pending`: not lossy, full back-off.)
-  if (rtt_.backoff() < 2 || !lossy() || now - last_heard_ >= cfg_.rto_max) rtt_.back_off();
-  rto_deadline_ = now + rtt_.rto();
-  probe_deadline_ = kNever;
 }
 
 }  // namespace inc::sw

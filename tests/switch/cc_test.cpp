@@ -303,6 +303,96 @@ TEST(CC, LateMemberCostsFewPacketsAndKeepsWindows) {
   }
 }
 
+// Members arriving skewed: every op, member 3 submits 1.2 ms after the others (a slower rank;
+// the path's round trip is 0.6 ms). The chunks sent into an empty stream wait at the switch
+// for member 3: their round trips measure the skew, not the path, and must not become the
+// timer's, which repairs every tail loss (a lost last result, a lost barrier answer): with them,
+// every member's estimate grew to skew + path (1.8 ms) and its timer to several times that.
+// Seeds 1-3 without loss: the early members' estimate stays at the path's round trip (a state
+// of the controller, not a timing). Seeds 4-6 at 5% loss both ways: the early members' timers
+// now fire while they wait; every op still completes exactly at every member.
+TEST(CC, SkewedArrivalsDoNotStretchTheTimer) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    const std::uint16_t n = 4;
+    SimFaults f = quiet();
+    f.loss = seed > 3 ? 0.05 : 0;
+    auto s = star(seed, f, n, 64, 256, std::vector<LinkParams>(n, link(10, 1 << 20, 300'000)));
+    const std::uint64_t count = 16 * 256;  // one initial window of chunks
+    std::vector<std::vector<std::int32_t>> in(n, std::vector<std::int32_t>(count)), out(n);
+    for (std::uint16_t m = 0; m < n; ++m)
+      for (std::uint64_t i = 0; i < count; ++i) in[m][i] = std::int32_t(i * 3 + m);
+    for (int op = 0; op < 12; ++op) {
+      for (std::uint16_t m = 0; m < n; ++m) out[m].assign(count, -1);
+      auto submit = [&](std::uint16_t m) {
+        s.c->submit(m, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[m]),
+                                           wbytes(out[m]), count, n));
+      };
+      for (std::uint16_t m = 0; m + 1 < n; ++m) submit(m);
+      s.c->run_until([] { return false; }, s.c->now() + 1'200'000);
+      submit(n - 1);
+      ASSERT_TRUE(s.c->run(s.c->now() + 100 * kSecond)) << "seed " << seed << " op " << op;
+      for (std::uint16_t m = 0; m < n; ++m) {
+        auto& w = s.c->worker(m);
+        ASSERT_FALSE(w.failed()) << "seed " << seed << " op " << op << ": " << w.error().message;
+        for (std::uint64_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[m][i], std::int32_t(4 * i * 3 + 6)) << "seed " << seed << " op " << op
+                                                              << " member " << m << " element " << i;
+      }
+    }
+    if (f.loss > 0) continue;
+    for (std::uint16_t m = 0; m + 1 < n; ++m) {
+      auto cc = s.c->worker(m).cc_stats();
+      EXPECT_LT(cc.srtt, kMillisecond) << "seed " << seed << " member " << m << ": srtt " << cc.srtt
+                                       << " rttvar " << cc.rttvar << " rto " << cc.rto
+                                       << ": the skew became the path's round trip";
+    }
+  }
+}
+
+// A join_ack read long after it arrived: the worker's thread ran late (a busy host, as over
+// UDP under load), so the answer is read after the join's own timer expired, before that
+// timer's tick. It counts at most the join's interval (rto_initial) as a round trip: one such
+// read of 23 ms had set a member's timer to 70 ms on loopback. Driven by hand (sans-IO: the
+// simulated network never reads late), then the member's barrier completes.
+TEST(CC, JoinAnswerReadLateDoesNotSetTheTimer) {
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = 256;
+  sc.incarnation = 7;
+  SwitchDataPlane sw(sc);
+  ASSERT_EQ(sw.admit({1, 1, 64}, 0), proto::Reason::ok);
+  const Endpoint swe = Endpoint::node(0), me = Endpoint::node(1);
+  WorkerProtocol w(cc_worker(1, 0, swe));
+  auto to_switch = [&](Nanos now) {
+    TxPacket p;
+    while (w.poll_tx(p)) {
+      EXPECT_EQ(p.to, swe);
+      sw.on_packet(p.bytes, me, now);
+    }
+  };
+  auto to_worker = [&](Nanos now) {
+    for (const auto& e : sw.outbox().entries()) w.on_packet(sw.outbox().bytes(e), swe, now);
+    sw.outbox().clear();
+  };
+  w.submit(WorkerOp::barrier(), 0);
+  to_switch(10'000);
+  const Nanos late = 8 * w.config().rto_initial;  // read 8 join timers after it was sent
+  to_worker(late);
+  const auto cc = w.cc_stats();
+  EXPECT_LE(cc.srtt, w.config().rto_initial) << "the late read became the path's round trip";
+  EXPECT_LE(cc.rto, 3 * w.config().rto_initial) << "srtt " << cc.srtt << " rttvar " << cc.rttvar;
+  Nanos now = late;
+  for (int i = 0; i < 1000 && !w.idle(); ++i) {
+    to_switch(now);
+    now += 10'000;
+    to_worker(now);
+    if (now >= w.next_deadline()) w.on_tick(now);
+  }
+  ASSERT_FALSE(w.failed()) << w.error().message;
+  WorkerCompletion c;
+  EXPECT_TRUE(w.poll_completion(c)) << "the barrier did not complete";
+}
+
 // A stall: member 0's link delays everything by 5 ms for a while (as a descheduled process on
 // a busy host would): its timers fire spuriously; F-RTO and `pending` undo the window
 // reductions, so the window is not left collapsed.
