@@ -33,6 +33,7 @@ SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
   ref_gen_.assign(std::size_t(cfg_.slots) * 2, 0);
   owner_.assign(cfg_.slots, 0);
   seq_ = cfg_.auth_seq_base;
+  if (cfg_.control_key) control_mac_.emplace(*cfg_.control_key, cfg_.auth_instance);
 }
 
 std::uint32_t SwitchDataPlane::new_epoch() {
@@ -420,7 +421,7 @@ void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from,
       return handle_from_parent(v, from);
     case PacketType::admit:
     case PacketType::release:
-      return handle_control(v, from, now);
+      return handle_control(v, bytes, from, now);
     case PacketType::admit_ack:
     case PacketType::release_ack:
       return drop(nullptr, Reason::unexpected);
@@ -448,7 +449,9 @@ bool SwitchDataPlane::authentic(Job& j, const PacketView& v, std::span<const std
   switch (proto::auth::open(*j.spec.key, peer->mac, peer->window, bytes)) {
     case proto::auth::Verdict::ok: return true;
     case proto::auth::Verdict::bad_tag: drop(&j, Reason::unauthenticated); return false;
-    case proto::auth::Verdict::replayed: drop(&j, Reason::replayed); return false;
+    case proto::auth::Verdict::replayed:
+    case proto::auth::Verdict::stale:
+    case proto::auth::Verdict::busy: drop(&j, Reason::replayed); return false;
   }
   return false;
 }
