@@ -192,7 +192,7 @@ void SwitchDataPlane::drop(Job* j, Reason r) {
   if (j) ++j->c.drops;
 }
 
-void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header& req) {
+Header SwitchDataPlane::reply_header(const Job* j, PacketType t, const Header& req) {
   Header h;
   h.type = t;
   h.member = req.member;
@@ -200,21 +200,20 @@ void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header
   h.epoch = j ? j->epoch : 0;
   h.chunk = req.chunk;
   h.slot = req.slot;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  return h;
+}
+
+void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header& req) {
+  proto::encode_header(reply_header(j, t, req), out_.reserve(proto::kHeaderBytes));
   emit(j, to, proto::kHeaderBytes);
 }
 
 void SwitchDataPlane::nack(Job* j, Endpoint to, const Header& req, Reason r, std::uint32_t detail) {
-  Header h;
-  h.type = PacketType::nack;
+  Header h = reply_header(j, PacketType::nack, req);
   h.reason = r;
-  h.member = req.member;
-  h.job = req.job;
   // The job's epoch when the switch knows the job, else the epoch the refused packet carried:
   // either way the receiver can tell a refusal of its current packets from a late one.
   h.epoch = j ? j->epoch : req.epoch;
-  h.chunk = req.chunk;
-  h.slot = req.slot;
   h.aux = std::uint32_t(req.type) | (detail << 8);
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   emit(j, to, proto::kHeaderBytes);

@@ -245,6 +245,8 @@ class SwitchDataPlane {
   void nack(Job* j, Endpoint to, const proto::Header& req, proto::Reason r,
             std::uint32_t detail = 0);
   void send_empty(Job* j, Endpoint to, proto::PacketType t, const proto::Header& req);
+  // An answer's header: the request's member, job, chunk and slot; the job's epoch (0 if none).
+  static proto::Header reply_header(const Job* j, proto::PacketType t, const proto::Header& req);
   std::size_t emit(Job* j, Endpoint to, std::size_t size);
   std::size_t emit_cells(Job* j, Endpoint to, std::uint32_t idx, std::size_t payload);
   void drop(Job* j, proto::Reason r);

@@ -183,14 +183,7 @@ void SwitchDataPlane::handle_control(const PacketView& v, std::span<const std::b
 
 void SwitchDataPlane::control_answer(Endpoint to, const Header& req, PacketType t, Reason r) {
   if (!control_mac_) return;
-  const Job* j = find(req.job);
-  Header h;
-  h.type = t;
-  h.member = req.member;
-  h.job = req.job;
-  h.epoch = j ? j->epoch : 0;
-  h.chunk = req.chunk;
-  h.slot = req.slot;
+  Header h = reply_header(find(req.job), t, req);
   if (t == PacketType::nack) {
     h.reason = r;
     h.aux = std::uint32_t(req.type);
