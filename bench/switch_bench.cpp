@@ -646,6 +646,49 @@ void bench_auth(const Args& a) {
     emit_json("{\"bench\":\"auth\",\"payload\":" + std::to_string(payload) + ",\"best\":\"" +
               std::string(proto::gmac::name(best)) + "\"" + fields + ",\"poly1305_ns\":" + std::to_string(po) + "}");
   }
+  // Control packets (admit/release without a controller, docs/PROTOCOL.md "Control plane"):
+  // every request comes from a fresh sender instance, so the switch derives the subkey
+  // (HMAC-SHA256, AES key schedule) of each one before checking its tag, and a forged one costs
+  // it the same. Each packet here is 31 s after the previous one (the switch forgets stale
+  // senders: the table stays at one).
+  std::vector<double> ok_ns, forged_ns;
+  const std::uint64_t wall0 = proto::auth::clock_seq_base();
+  const int n = 20000;
+  for (int r = 0; r < a.runs; ++r) {
+    proto::auth::ControlReplay replay;
+    std::vector<std::vector<std::byte>> pkts(256);
+    double ok_s = 0, forged_s = 0;
+    int ok = 0, refused = 0;
+    for (int i = 0; i < n; i += int(pkts.size())) {
+      for (std::size_t k = 0; k < pkts.size(); ++k) {
+        proto::Header h;
+        h.type = proto::PacketType::release;
+        h.elem = proto::ElemType::raw;
+        h.count = proto::kReleaseInfoBytes;
+        pkts[k].assign(proto::kHeaderBytes + proto::kReleaseInfoBytes + proto::kAuthTrailerBytes, std::byte{0});
+        proto::encode_header(h, pkts[k].data());
+        const std::uint64_t seq = wall0 + std::uint64_t(i + int(k)) * 31'000'000'000ull;
+        proto::auth::seal(proto::auth::Mac(key, proto::auth::random_instance()), seq, pkts[k].data(),
+                          proto::kHeaderBytes + proto::kReleaseInfoBytes);
+      }
+      double t0 = cpu_s();
+      for (std::size_t k = 0; k < pkts.size(); ++k)
+        ok += replay.open(key, pkts[k], wall0 + std::uint64_t(i + int(k)) * 31'000'000'000ull) == proto::auth::Verdict::ok;
+      ok_s += cpu_s() - t0;
+      for (auto& b : pkts) b[b.size() - 1] ^= std::byte{1};  // a wrong tag
+      t0 = cpu_s();
+      for (std::size_t k = 0; k < pkts.size(); ++k)
+        refused += replay.open(key, pkts[k], wall0) == proto::auth::Verdict::bad_tag;
+      forged_s += cpu_s() - t0;
+    }
+    if (ok == 0 || refused == 0) std::exit(1);
+    ok_ns.push_back(ok_s / ok * 1e9);
+    forged_ns.push_back(forged_s / refused * 1e9);
+  }
+  std::printf("control packet (release, fresh sender each): %.0f ns to open, %.0f ns to refuse a forged one "
+              "(median of %d runs)\n", median(ok_ns), median(forged_ns), a.runs);
+  emit_json("{\"bench\":\"auth_control\",\"open_ns\":" + std::to_string(median(ok_ns)) +
+            ",\"forged_ns\":" + std::to_string(median(forged_ns)) + "}");
 }
 
 // The in-process data plane with a keyed job against the same without a key, one CPU core: the

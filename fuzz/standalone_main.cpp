@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
@@ -63,7 +64,7 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
   encode_header(h, p.data());
   for (std::size_t i = kHeaderBytes; i < p.size(); ++i) p[i] = std::byte(rng());
   if (h.type == PacketType::admit || h.type == PacketType::release)
-    if (rng() % 2) store_u64(p.data() + kHeaderBytes, 0x5EC2E7);  // the right key, sometimes
+    if (rng() % 2) store_u64(p.data() + kHeaderBytes, 0);  // the reserved fields right, sometimes
   if (h.type == PacketType::join_ack && rng() % 2) {  // a well-formed JoinInfo (v2: lanes)
     const auto lanes = std::uint16_t(1 + rng() % 4);
     write_join_info({std::uint32_t(1 + rng() % 4), std::uint32_t(1 + rng() % 16), 3, cap::all,
@@ -74,6 +75,17 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
     store_u32(p.data() + kHeaderBytes + 8, std::uint32_t(rng() % 20));
     store_u16(p.data() + kHeaderBytes + 12, std::uint16_t(rng() % 70));
     store_u16(p.data() + kHeaderBytes + 14, std::uint16_t(rng() % 2 ? 0xFFFF : rng() % 3));
+    if (rng() % 2) store_u64(p.data() + kHeaderBytes + 16, 0);
+  }
+  // Control packets sealed under the harness's control key (all bytes 0x5E), sometimes, with a
+  // sequence number near the harness's clock (0 at the start): fresh, or replayed later.
+  if ((h.type == PacketType::admit || h.type == PacketType::release) && rng() % 2) {
+    auth::Key key;
+    key.fill(0x5E);
+    auth::Instance inst{};
+    inst[0] = std::uint8_t(rng() % 4);
+    p.resize(p.size() + auth::kTrailerBytes);
+    auth::seal(auth::Mac(key, inst), 1 + rng() % 1000000, p.data(), p.size() - auth::kTrailerBytes);
   }
   return p;
 }

@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   cfg.slot_elems = 8;
   cfg.incarnation = 7;
   cfg.parent = parent;
-  cfg.control_key = 0x5EC2E7;
+  cfg.control_key.emplace();
+  cfg.control_key->fill(0x5E);  // as the standalone driver seals control packets
   cfg.idle_timeout = 1000;
   inc::sw::SwitchDataPlane sw(cfg);
   sw.admit({1, 3, 4}, 0);                                 // root job, 3 members

@@ -5,6 +5,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "src/control/conn.hpp"
@@ -78,6 +81,67 @@ int status(const std::string& addr, const std::string& key_file, double timeout)
   }
 }
 
+// `admit` / `release`: a job on one switch without a controller, by UDP control packets sealed
+// under the control key (docs/PROTOCOL.md "Control plane"; the switch runs with
+// --control-key-file and no --controller).
+int udp_control(bool admit, const std::string& sw_addr, const std::string& key_file,
+                const std::string& job, double timeout) {
+  const char* what = admit ? "admit" : "release";
+  auto ep = sw::parse_endpoint(sw_addr);
+  if (!ep || ep->port() == 0) {
+    std::fprintf(stderr, "inc controller %s: --switch '%s' is not an IPv4 ADDR:PORT\n", what, sw_addr.c_str());
+    return 2;
+  }
+  std::vector<std::uint64_t> f;
+  for (std::size_t p = 0;;) {
+    const auto c = job.find(':', p);
+    const std::string part = job.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(part.c_str(), &end, 10);
+    if (part.empty() || part[0] == '-' || *end != '\0') f.clear();
+    else f.push_back(v);
+    if (part.empty() || *end != '\0' || c == std::string::npos) break;
+    p = c + 1;
+  }
+  const bool ok = admit ? (f.size() == 3 || f.size() == 4) && f[0] >= 1 && f[0] <= 0xFFFFFFFFull &&
+                              f[1] >= 1 && f[1] <= proto::kMaxMembers && f[2] >= 1 && f[2] <= 0xFFFF &&
+                              (f.size() == 3 || f[3] < proto::kMaxMembers)
+                        : f.size() == 1 && f[0] >= 1 && f[0] <= 0xFFFFFFFFull;
+  if (!ok) {
+    std::fprintf(stderr, "inc controller %s: --job '%s': want %s\n", what, job.c_str(),
+                 admit ? "ID:MEMBERS(1..64):SLOTS(1..65535)[:PARENT_MEMBER]" : "ID");
+    return 2;
+  }
+  if (!(timeout > 0 && timeout <= 3600)) {
+    std::fprintf(stderr, "inc controller %s: --timeout %g must be 0 .. 3600 seconds\n", what, timeout);
+    return 2;
+  }
+  try {
+    const auto key = control::load_control_key(key_file);
+    const auto t = sw::Nanos(timeout * 1e9);
+    const auto id = std::uint32_t(f[0]);
+    auto r = admit ? sw::udp_admit(*ep, key,
+                                   {id, std::uint16_t(f[1]), std::uint32_t(f[2]),
+                                    std::uint16_t(f.size() == 4 ? f[3] : proto::kNoMember), std::nullopt},
+                                   t)
+                   : sw::udp_release(*ep, key, id, t);
+    if (!r) {
+      std::fprintf(stderr, "inc controller %s: no authentic answer from %s within %g s\n", what, sw_addr.c_str(), timeout);
+      return 1;
+    }
+    if (*r != proto::Reason::ok) {
+      std::fprintf(stderr, "inc controller %s: switch %s refused job %u: %s\n", what, sw_addr.c_str(), id,
+                   std::string(proto::name(*r)).c_str());
+      return 1;
+    }
+    std::printf("%s job %u at %s\n", admit ? "admitted" : "released", id, sw_addr.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "inc controller %s: %s\n", what, e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int cmd_controller(int argc, char** argv) {
@@ -108,12 +172,23 @@ int cmd_controller(int argc, char** argv) {
   st->add_option("--controller", addr, "ADDR:PORT")->required();
   st->add_option("--control-key-file", key_file, "the cluster's control secret")->required();
   st->add_option("--timeout", timeout, "seconds (default 10)");
+  std::string sw_addr, job;
+  auto* ad = app.add_subcommand("admit", "admit a job on a switch without a controller (sealed UDP control packet)");
+  auto* rl = app.add_subcommand("release", "release a job admitted with `admit`");
+  for (auto* sc : {ad, rl}) {
+    sc->add_option("--switch", sw_addr, "ADDR:PORT of the switch (any lane)")->required();
+    sc->add_option("--control-key-file", key_file, "the switch's control secret (its --control-key-file)")->required();
+    sc->add_option("--timeout", timeout, "seconds to wait for its answer (default 10)");
+  }
+  ad->add_option("--job", job, "ID:MEMBERS:SLOTS[:PARENT_MEMBER] (SLOTS per lane)")->required();
+  rl->add_option("--job", job, "ID")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (sv->parsed()) return serve(o, fabric, key_file, policy, lease);
+  if (ad->parsed() || rl->parsed()) return udp_control(ad->parsed(), sw_addr, key_file, job, timeout);
   return status(addr, key_file, timeout);
 }
 

@@ -100,6 +100,10 @@ int cmd_testbed(int argc, char** argv) {
   auto* o_mcast = app.add_flag("--multicast", multicast, "results every rank gets alike go once per chunk to a "
                                                           "multicast group that the bridge replicates (one level; "
                                                           "file: multicast = true)");
+  bool controller = false;
+  auto* o_ctl = app.add_flag("--controller", controller, "start `inc controller` for the fabric: the switches register, "
+                                                          "every communicator (world, split) gets its tree and key from "
+                                                          "it (docs/CONTROLLER.md; file: controller = true)");
   auto* o_port = app.add_option("--switch-port", switch_port, "UDP port of every switch [7710]");
   auto* o_metrics = app.add_option("--metrics-port", metrics_port, "Prometheus port of every switch, 0 = none [9100]");
   auto* o_slot = app.add_option("--slot-elements", slot_elems, "elements per switch slot = per datagram [from the MTU]");
@@ -160,6 +164,10 @@ int cmd_testbed(int argc, char** argv) {
     if (o_noswitch->count()) flags.with_switch = false;
     if (o_noauth->count()) flags.auth = false;
     if (o_mcast->count()) flags.multicast = true;
+    if (o_ctl->count()) {
+      flags.controller = true;
+      flags.where["controller"] = "--controller";
+    }
     if (o_sargs->count()) {
       std::vector<std::string> words;
       for (const auto& a : switch_args)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "src/control/placement.hpp"
 #include "src/switch/udp.hpp"
 
 namespace inc::control {
@@ -174,21 +175,36 @@ Grant Controller::request_tree(const proto::ctl::TreeRequest& req, Nanos now) {
   };
   const auto& fab = cfg_.fabric;
   if (fab.switches.empty()) return refuse(Refusal::no_switch, "the fabric has no switch");
-  // Ranks per leaf: from the fabric's host lines; a fabric of one switch needs none.
-  sw::TopoJob tj;
-  tj.slots = 1;
-  tj.nranks = std::uint32_t(req.hosts.size());
-  std::map<std::string, std::vector<std::uint32_t>> by_leaf;
+  // The leaves each rank may attach through: from the fabric's host lines; a fabric of one
+  // switch needs none.
+  std::vector<LeafChoice> choices;
   for (std::uint32_t r = 0; r < req.hosts.size(); ++r) {
     const sw::TopoHost* h = fab.find_host(req.hosts[r]);
     if (!h && fab.switches.size() != 1)
       return refuse(Refusal::unknown_host, "rank " + std::to_string(r) + "'s host '" + req.hosts[r] +
                                                "' is not in the controller's fabric (no 'host' line)");
-    by_leaf[h ? h->leaf : fab.switches[0].name].push_back(r);
+    choices.push_back(!h ? LeafChoice{fab.switches[0].name} : h->leaves.empty() ? LeafChoice{h->leaf} : h->leaves);
   }
-  for (auto& [leaf, ranks] : by_leaf) tj.attach.emplace_back(leaf, ranks);
+  // Root placement weighing the uplinks' rates and the jobs on them (placement.hpp); the
+  // cheapest placement the data plane can build.
+  std::map<std::string, unsigned> uplink_use;
+  for (const auto& [id, j] : jobs_)
+    for (const auto& [name, spec] : j.tree)
+      if (spec.parent_member != proto::kNoMember) ++uplink_use[name];
+  sw::TopoJob tj;
+  tj.slots = 1;
+  tj.nranks = std::uint32_t(req.hosts.size());
   std::string err;
-  auto plan = sw::plan_job(fab, tj, err);
+  std::optional<sw::JobPlan> plan;
+  for (auto& p : place_ranks(fab, choices, [&](const std::string& n) { return uplink_use[n]; })) {
+    tj.attach = std::move(p.attach);
+    std::string e;
+    plan = sw::plan_job(fab, tj, e);
+    if (plan) break;
+    if (err.empty()) err = e;
+  }
+  if (!plan && err.empty())
+    err = "job spans separate trees; all its switches need one common root";
   if (!plan) {
     const bool members = err.find("members") != std::string::npos;
     return refuse(members ? Refusal::too_many_members : Refusal::separate_trees, err);

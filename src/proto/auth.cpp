@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -257,5 +258,24 @@ Verdict open(const Key& key, std::optional<Mac>& cache, ReplayWindow& window,
   }
   return window.accept(t.seq) ? Verdict::ok : Verdict::replayed;
 }
+
+Verdict ControlReplay::open(const Key& key, std::span<const std::byte> datagram,
+                            std::uint64_t wall_ns) {
+  const Trailer t = read_trailer(datagram);
+  if (!Mac(key, t.inst).verify(t.covered, t.seq, t.tag)) return Verdict::bad_tag;
+  const std::uint64_t gap = t.seq > wall_ns ? t.seq - wall_ns : wall_ns - t.seq;
+  if (gap > kControlFreshnessNs) return Verdict::stale;
+  // Forget the senders whose newest packet is stale: every packet they sent is stale now.
+  std::erase_if(senders_, [&](const Sender& s) { return s.window.highest() + kControlFreshnessNs < wall_ns; });
+  auto it = std::find_if(senders_.begin(), senders_.end(), [&](const Sender& s) { return s.inst == t.inst; });
+  if (it == senders_.end()) {
+    if (senders_.size() >= kMaxSenders) return Verdict::busy;
+    senders_.push_back({t.inst, {}});
+    it = senders_.end() - 1;
+  }
+  return it->window.accept(t.seq) ? Verdict::ok : Verdict::replayed;
+}
+
+std::uint64_t control_seq(std::uint64_t last) { return std::max(clock_seq_base(), last + 1); }
 
 }  // namespace inc::proto::auth

@@ -134,8 +134,37 @@ class ReplayWindow {
 // the tag under the subkey of the trailer's instance (`cache` holds the MAC of the last
 // instance accepted for this slot; a packet naming another instance is checked with a fresh
 // subkey that replaces the cache only if the tag is right), then the replay window.
-enum class Verdict : std::uint8_t { ok, bad_tag, replayed };
+// (stale and busy: ControlReplay only.)
+enum class Verdict : std::uint8_t { ok, bad_tag, replayed, stale, busy };
 Verdict open(const Key& key, std::optional<Mac>& cache, ReplayWindow& window,
              std::span<const std::byte> datagram);
+
+// Control packets (admit/release sent to a switch without a controller; docs/PROTOCOL.md
+// "Control plane") are sealed like a keyed job's packets, under the control key, by any number
+// of short-lived senders (a fresh instance per request). Their sequence number is the sender's
+// wall clock in ns when it sent the packet (strictly increasing per instance). The receiver
+// accepts one only if its tag is right (else bad_tag), its sequence number lies within
+// kControlFreshnessNs of the receiver's wall clock either way (else stale: a packet recorded
+// earlier, or a sender whose clock is off), and it is new for its instance (else replayed).
+// The instances seen within the freshness span are remembered (at most kMaxSenders; a new one
+// beyond them is refused as busy); an older one can be forgotten safely: all its packets are
+// stale by then.
+inline constexpr std::uint64_t kControlFreshnessNs = 30'000'000'000ull;  // 30 s
+class ControlReplay {
+ public:
+  static constexpr std::size_t kMaxSenders = 1024;
+  Verdict open(const Key& key, std::span<const std::byte> datagram, std::uint64_t wall_ns);
+  std::size_t senders() const { return senders_.size(); }
+
+ private:
+  struct Sender {
+    Instance inst{};
+    ReplayWindow window;
+  };
+  std::vector<Sender> senders_;
+};
+// The sequence number a control packet sent now carries, after `last` (0: none yet) of the
+// same instance: the wall clock in ns, or last + 1 if the clock did not advance.
+std::uint64_t control_seq(std::uint64_t last);
 
 }  // namespace inc::proto::auth

@@ -223,6 +223,8 @@ inline constexpr std::uint32_t all = 0x3FF;
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;
 
 struct AdmitInfo {  // admit, 24 bytes
+  // Reserved (0). It carried the control key in clear before control packets were sealed
+  // (docs/PROTOCOL.md "Control plane"); a switch refuses a non-zero value.
   std::uint64_t key = 0;
   std::uint32_t slots = 0;
   std::uint16_t members = 0;
@@ -230,7 +232,7 @@ struct AdmitInfo {  // admit, 24 bytes
   std::uint64_t reserved = 0;
 };
 inline constexpr std::size_t kAdmitInfoBytes = 24;
-inline constexpr std::size_t kReleaseInfoBytes = 8;  // u64 key
+inline constexpr std::size_t kReleaseInfoBytes = 8;  // u64 reserved (0; once the key in clear)
 inline constexpr std::size_t kPendingBytes = 8;      // u64 bitmap of members that contributed
 
 // Writes header + payload into `out` (which must hold kHeaderBytes + payload.size()).

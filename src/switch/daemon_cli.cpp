@@ -86,15 +86,17 @@ void define(CLI::App& app, RawArgs& r) {
                                             "gets alike once, to the IPv4 multicast GROUP (224.0.0.0/4) at "
                                             "lane 0's port, which its members join (docs/PROTOCOL.md, "
                                             "\"Multicast results\"); needs a --bind address (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
-  app.add_option("--control-key", r.control_key, "accept admit/release control packets carrying this key "
-                                                  "(hex 0x.. or decimal, non-zero); without it they are refused")->type_name("KEY");
+  app.add_option("--control-key", r.control_key, "gone: control packets no longer carry a key in clear; "
+                                                  "use --control-key-file")->type_name("KEY");
   app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
                                            "packet of a keyed job is authenticated (docs/PROTOCOL.md)")->type_name("FILE");
   app.add_option("--controller", r.controller, "register with `inc controller` at ADDR:PORT, heart-beat and "
                                                "take its admissions and releases (docs/CONTROLLER.md); needs "
                                                "--control-key-file")->type_name("ADDR:PORT");
   app.add_option("--control-key-file", r.control_key_file, "the cluster's control secret (a key file, mode "
-                                                           "600) sealing the controller's connection")->type_name("FILE");
+                                                           "600) sealing the controller's connection; without "
+                                                           "--controller: accept admit/release packets sealed "
+                                                           "under it (docs/PROTOCOL.md, \"Control plane\")")->type_name("FILE");
   app.add_option("--idle-timeout", r.idle_timeout, "release jobs admitted by control packets after SEC idle on "
                                                    "every lane (default 300)")->type_name("SEC");
   app.add_option("--incarnation", r.incarnation, "identity of this start (default: random); workers detect "
@@ -179,10 +181,9 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       return bad("want ID:MEMBERS(1..64):SLOTS(1..65535, per lane)[:PARENT_MEMBER]");
     o.jobs.push_back({std::uint32_t(id), std::uint16_t(m), std::uint32_t(s), std::uint16_t(pm), std::nullopt});
   }
-  if (at("--control-key", r.control_key)) {
-    if (!parse_uint(r.control_key, u, UINT64_MAX) || u == 0) return bad("a non-zero 64-bit number");
-    o.cfg.control_key = u;
-  }
+  if (at("--control-key", r.control_key))
+    return "--control-key is gone: admit/release packets no longer carry a key in clear; they are "
+           "sealed under the secret of --control-key-file FILE (a key file, mode 600; docs/SWITCH.md)";
   if (at("--idle-timeout", r.idle_timeout)) {
     if (!parse_double(r.idle_timeout, d, 0.001, 1e7)) return bad("seconds > 0");
     o.cfg.idle_timeout = Nanos(d * 1e9);
@@ -338,17 +339,21 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
              "interface), not " + o.bind.str();
     it->multicast = *g;  // port 0: lane 0's, filled in when the lanes are bound
   }
-  if (given("--controller") != given("--control-key-file"))
-    return "--controller and --control-key-file go together (the control connection is sealed)";
-  if (given("--controller")) {
-    auto ep = parse_endpoint(r.controller);
-    if (!ep || ep->port() == 0) return "--controller '" + r.controller + "' is not an IPv4 ADDR:PORT";
+  if (given("--controller") && !given("--control-key-file"))
+    return "--controller needs --control-key-file (the control connection is sealed)";
+  if (given("--control-key-file")) {
     std::string err;
     auto keys = proto::auth::load_key_file(r.control_key_file, err);
     if (!keys) return "--control-key-file " + err;
     if (keys->empty()) return "--control-key-file " + r.control_key_file + " has no key";
-    o.controller = r.controller;
-    o.controller_key = keys->front().key;
+    if (given("--controller")) {  // the controller owns admissions: no UDP admit/release
+      auto ep = parse_endpoint(r.controller);
+      if (!ep || ep->port() == 0) return "--controller '" + r.controller + "' is not an IPv4 ADDR:PORT";
+      o.controller = r.controller;
+      o.controller_key = keys->front().key;
+    } else {
+      o.cfg.control_key = keys->front().key;
+    }
   }
   const std::uint32_t per_lane = slots_per_lane(o.cfg.slots, o.lanes);
   for (const auto& j : o.jobs) {

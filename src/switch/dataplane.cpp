@@ -33,6 +33,7 @@ SwitchDataPlane::SwitchDataPlane(const SwitchConfig& cfg) : cfg_(cfg) {
   ref_gen_.assign(std::size_t(cfg_.slots) * 2, 0);
   owner_.assign(cfg_.slots, 0);
   seq_ = cfg_.auth_seq_base;
+  if (cfg_.control_key) control_mac_.emplace(*cfg_.control_key, cfg_.auth_instance);
 }
 
 std::uint32_t SwitchDataPlane::new_epoch() {
@@ -191,7 +192,7 @@ void SwitchDataPlane::drop(Job* j, Reason r) {
   if (j) ++j->c.drops;
 }
 
-void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header& req) {
+Header SwitchDataPlane::reply_header(const Job* j, PacketType t, const Header& req) {
   Header h;
   h.type = t;
   h.member = req.member;
@@ -199,21 +200,20 @@ void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header
   h.epoch = j ? j->epoch : 0;
   h.chunk = req.chunk;
   h.slot = req.slot;
-  proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
+  return h;
+}
+
+void SwitchDataPlane::send_empty(Job* j, Endpoint to, PacketType t, const Header& req) {
+  proto::encode_header(reply_header(j, t, req), out_.reserve(proto::kHeaderBytes));
   emit(j, to, proto::kHeaderBytes);
 }
 
 void SwitchDataPlane::nack(Job* j, Endpoint to, const Header& req, Reason r, std::uint32_t detail) {
-  Header h;
-  h.type = PacketType::nack;
+  Header h = reply_header(j, PacketType::nack, req);
   h.reason = r;
-  h.member = req.member;
-  h.job = req.job;
   // The job's epoch when the switch knows the job, else the epoch the refused packet carried:
   // either way the receiver can tell a refusal of its current packets from a late one.
   h.epoch = j ? j->epoch : req.epoch;
-  h.chunk = req.chunk;
-  h.slot = req.slot;
   h.aux = std::uint32_t(req.type) | (detail << 8);
   proto::encode_header(h, out_.reserve(proto::kHeaderBytes));
   emit(j, to, proto::kHeaderBytes);
@@ -420,7 +420,7 @@ void SwitchDataPlane::on_packet(std::span<const std::byte> bytes, Endpoint from,
       return handle_from_parent(v, from);
     case PacketType::admit:
     case PacketType::release:
-      return handle_control(v, from, now);
+      return handle_control(v, bytes, from, now);
     case PacketType::admit_ack:
     case PacketType::release_ack:
       return drop(nullptr, Reason::unexpected);
@@ -448,7 +448,9 @@ bool SwitchDataPlane::authentic(Job& j, const PacketView& v, std::span<const std
   switch (proto::auth::open(*j.spec.key, peer->mac, peer->window, bytes)) {
     case proto::auth::Verdict::ok: return true;
     case proto::auth::Verdict::bad_tag: drop(&j, Reason::unauthenticated); return false;
-    case proto::auth::Verdict::replayed: drop(&j, Reason::replayed); return false;
+    case proto::auth::Verdict::replayed:
+    case proto::auth::Verdict::stale:
+    case proto::auth::Verdict::busy: drop(&j, Reason::replayed); return false;
   }
   return false;
 }

@@ -30,7 +30,9 @@ struct SwitchConfig {
   std::uint32_t caps = proto::cap::all;
   std::uint64_t incarnation = 1;   // distinct per start of the switch: epochs derive from it
   Endpoint parent{};               // parent switch (hierarchy); invalid = this switch is a root
-  std::uint64_t control_key = 0;   // admit/release need this key; 0 = control disabled
+  // admit/release packets must be sealed under this key (docs/PROTOCOL.md "Control plane");
+  // none = control packets refused.
+  std::optional<proto::auth::Key> control_key{};
   Nanos idle_timeout = 0;          // release dynamically admitted jobs idle this long (0: never)
   std::uint16_t lanes = 1;         // lanes of the daemon this data plane belongs to
   std::uint16_t lane = 0;          // this data plane's lane (< lanes); its parent is the parent's lane
@@ -147,6 +149,9 @@ class SwitchDataPlane {
 
   void on_packet(std::span<const std::byte> bytes, Endpoint from, Nanos now);
   void on_tick(Nanos now);
+  // The wall clock minus the `now` the driver passes (ns), for the freshness of control
+  // packets (their sequence numbers are the sender's wall clock); the driver keeps it current.
+  void set_wall_offset(std::int64_t wall_minus_now) { wall_offset_ = wall_minus_now; }
 
   Outbox& outbox() { return out_; }
   const SwitchCounters& counters() const { return c_; }
@@ -223,7 +228,11 @@ class SwitchDataPlane {
   void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit,
                    std::size_t bytes);
   void handle_from_parent(const proto::PacketView& v, Endpoint from);
-  void handle_control(const proto::PacketView& v, Endpoint from, Nanos now);
+  void handle_control(const proto::PacketView& v, std::span<const std::byte> bytes, Endpoint from,
+                      Nanos now);
+  // The answer to a control request: sealed under the control key, echoing the request's
+  // nonce (chunk); a nack when `r` is not ok.
+  void control_answer(Endpoint to, const proto::Header& req, proto::PacketType t, proto::Reason r);
 
   void complete_local(Job& j, Copy& cp, std::uint32_t idx);
   void forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool resend);
@@ -236,6 +245,8 @@ class SwitchDataPlane {
   void nack(Job* j, Endpoint to, const proto::Header& req, proto::Reason r,
             std::uint32_t detail = 0);
   void send_empty(Job* j, Endpoint to, proto::PacketType t, const proto::Header& req);
+  // An answer's header: the request's member, job, chunk and slot; the job's epoch (0 if none).
+  static proto::Header reply_header(const Job* j, proto::PacketType t, const proto::Header& req);
   std::size_t emit(Job* j, Endpoint to, std::size_t size);
   std::size_t emit_cells(Job* j, Endpoint to, std::uint32_t idx, std::size_t payload);
   void drop(Job* j, proto::Reason r);
@@ -269,6 +280,10 @@ class SwitchDataPlane {
   SwitchCounters c_;
   Nanos now_ = 0;
   std::vector<ControlEvent> control_;
+  // Control packets: this lane's sender MAC under the control key, the senders seen recently.
+  std::optional<proto::auth::Mac> control_mac_;
+  proto::auth::ControlReplay control_replay_;
+  std::int64_t wall_offset_ = 0;
 };
 
 }  // namespace inc::sw

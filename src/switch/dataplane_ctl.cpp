@@ -135,50 +135,75 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
   }
 }
 
-void SwitchDataPlane::handle_control(const PacketView& v, Endpoint from, Nanos now) {
+void SwitchDataPlane::handle_control(const PacketView& v, std::span<const std::byte> bytes,
+                                     Endpoint from, Nanos now) {
   const Header& h = v.h;
-  const std::uint64_t key = proto::load_u64(v.payload.data());
-  // Constant-time comparison: the key is a shared secret.
-  if (cfg_.control_key == 0 || ((key ^ cfg_.control_key) != 0))
-    return drop(nullptr, Reason::control_refused);
+  if (!cfg_.control_key) return drop(nullptr, Reason::control_refused);
+  // Sealed under the control key, fresh and never seen (docs/PROTOCOL.md "Control plane"):
+  // checked before anything else; a packet that fails is dropped, counted and never answered.
+  if (!v.sealed) return drop(nullptr, Reason::unauthenticated);
+  const auto wall = std::uint64_t(now + wall_offset_);
+  switch (control_replay_.open(*cfg_.control_key, bytes, wall)) {
+    case proto::auth::Verdict::ok: break;
+    case proto::auth::Verdict::bad_tag: return drop(nullptr, Reason::unauthenticated);
+    case proto::auth::Verdict::replayed:
+    case proto::auth::Verdict::stale: return drop(nullptr, Reason::replayed);
+    case proto::auth::Verdict::busy: return drop(nullptr, Reason::control_refused);
+  }
+  // The fields that carried the key in clear before packets were sealed are reserved: zero.
+  const bool is_release = h.type == PacketType::release;
+  const auto a = proto::read_admit_info(v.payload);
+  if (is_release ? proto::load_u64(v.payload.data()) != 0 : (a.key != 0 || a.reserved != 0)) {
+    drop(nullptr, Reason::bad_field);
+    return control_answer(from, h, PacketType::nack, Reason::bad_field);
+  }
   if (cfg_.external_control) {  // the daemon applies it on every lane, then answers
     ControlEvent e;
     e.req = h;
     e.from = from;
-    if (h.type == PacketType::release) {
+    if (is_release) {
       e.kind = ControlEvent::Kind::release;
       e.spec.job = h.job;
     } else {
-      auto a = proto::read_admit_info(v.payload);
       e.kind = ControlEvent::Kind::admit;
       e.spec = JobSpec{h.job, a.members, a.slots, a.parent_member, std::nullopt};
     }
     control_.push_back(e);
     return;
   }
-  if (h.type == PacketType::release) {
+  if (is_release) {
     release(h.job);
-    return send_empty(nullptr, from, PacketType::release_ack, h);
+    return control_answer(from, h, PacketType::release_ack, Reason::ok);
   }
-  auto a = proto::read_admit_info(v.payload);
   JobSpec spec{h.job, a.members, a.slots, a.parent_member, std::nullopt};
   Reason r = admit(spec, now, true);
-  if (r != Reason::ok) {
-    drop(nullptr, r);
-    return nack(nullptr, from, h, r);
+  if (r != Reason::ok) drop(nullptr, r);
+  control_answer(from, h, r == Reason::ok ? PacketType::admit_ack : PacketType::nack, r);
+}
+
+void SwitchDataPlane::control_answer(Endpoint to, const Header& req, PacketType t, Reason r) {
+  if (!control_mac_) return;
+  Header h = reply_header(find(req.job), t, req);
+  if (t == PacketType::nack) {
+    h.reason = r;
+    h.aux = std::uint32_t(req.type);
   }
-  send_empty(find(h.job), from, PacketType::admit_ack, h);
+  std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kAuthTrailerBytes);
+  proto::encode_header(h, p);
+  const std::size_t size = proto::auth::seal(*control_mac_, seq_++, p, proto::kHeaderBytes);
+  ++c_.packets_out;
+  c_.bytes_out += size;
+  out_.commit(to, size);
 }
 
 void SwitchDataPlane::answer_control(const ControlEvent& e, Reason r) {
   if (e.kind == ControlEvent::Kind::all_left) return;
-  if (r != Reason::ok) {
-    drop(nullptr, r);
-    return nack(nullptr, e.from, e.req, r);
-  }
-  send_empty(find(e.req.job), e.from,
-             e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack : PacketType::release_ack,
-             e.req);
+  if (r != Reason::ok) drop(nullptr, r);
+  control_answer(e.from, e.req,
+                 r != Reason::ok ? PacketType::nack
+                 : e.kind == ControlEvent::Kind::admit ? PacketType::admit_ack
+                                                       : PacketType::release_ack,
+                 r);
 }
 
 void SwitchDataPlane::on_tick(Nanos now) {

@@ -153,9 +153,20 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
       }
       t.jobs.push_back(j);
     } else if (w[0] == "host") {
-      if (w.size() != 3 || w[2].rfind("leaf=", 0) != 0) return fail("expected: host NAME leaf=SWITCH");
+      if (w.size() != 3 || w[2].rfind("leaf=", 0) != 0) return fail("expected: host NAME leaf=SWITCH[,SWITCH...]");
       if (t.find_host(w[1])) return fail("host '" + w[1] + "' defined twice");
-      t.hosts.push_back({w[1], w[2].substr(5), n});
+      TopoHost h{w[1], "", n, {}};
+      for (std::size_t p = 5;;) {
+        const auto c = w[2].find(',', p);
+        h.leaves.push_back(w[2].substr(p, c == std::string::npos ? std::string::npos : c - p));
+        if (h.leaves.back().empty()) return fail("host '" + w[1] + "': an empty switch name in '" + w[2] + "'");
+        if (std::count(h.leaves.begin(), h.leaves.end(), h.leaves.back()) > 1)
+          return fail("host '" + w[1] + "': switch '" + h.leaves.back() + "' given twice");
+        if (c == std::string::npos) break;
+        p = c + 1;
+      }
+      h.leaf = h.leaves.front();
+      t.hosts.push_back(std::move(h));
     } else {
       return fail("unknown statement '" + w[0] + "' (switch, job, host)");
     }
@@ -187,7 +198,8 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
   }
   for (const auto& h : t.hosts) {
     n = h.line;
-    if (!t.find(h.leaf)) return fail("host '" + h.name + "': unknown switch '" + h.leaf + "'");
+    for (const auto& l : h.leaves)
+      if (!t.find(l)) return fail("host '" + h.name + "': unknown switch '" + l + "'");
   }
   for (auto& j : t.jobs) {
     n = j.line;

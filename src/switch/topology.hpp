@@ -39,11 +39,13 @@ struct TopoSwitch {
   int line = 0;
 };
 
-// A host of the controller's fabric and the leaf switch it hangs off.
+// A host of the controller's fabric and the leaf switch it hangs off (`leaf=A` or, for a host
+// with several NICs on several leaves, `leaf=A,B,...`: the controller chooses per job).
 struct TopoHost {
   std::string name;
-  std::string leaf;
+  std::string leaf;                 // the first of `leaves`
   int line = 0;
+  std::vector<std::string> leaves;  // every leaf it hangs off, in the line's order
 };
 
 struct TopoJob {

@@ -471,6 +471,9 @@ void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
   Nanos next_period = monotonic_now() + kPeriod;
   FaultInjector* inj = inj_ ? &*inj_ : nullptr;
   auto& events = dp_.control_events();
+  // The data plane's view of the wall clock (control packets' freshness), kept current below.
+  auto wall_offset = [] { return std::int64_t(proto::auth::clock_seq_base()) - monotonic_now(); };
+  dp_.set_wall_offset(wall_offset());
   while (!stop_.load(std::memory_order_relaxed) &&
          !(also_stop && also_stop->load(std::memory_order_relaxed))) {
     Nanos now = monotonic_now();
@@ -497,6 +500,7 @@ void UdpSwitchServer::run(const std::atomic<bool>* also_stop) {
     }
     if (inj) port_.send_due(*inj, now);
     if (now >= next_period) {
+      dp_.set_wall_offset(wall_offset());
       dp_.on_tick(now);
       port_.send_all(dp_.outbox(), inj, now);
       publish();
@@ -561,17 +565,26 @@ bool follow_multicast(WorkerProtocol& w, UdpPort& port) {
 // ---- control client ---------------------------------------------------------------------------
 
 namespace {
-std::optional<proto::Reason> control_exchange(Endpoint sw, const proto::Header& h,
-                                              std::span<const std::byte> payload,
+// One request, sealed under the control key by a fresh sender instance (a new sequence number,
+// the wall clock, on every retransmission) with a random nonce in `chunk`; only an answer sealed
+// under the key and echoing the nonce counts (docs/PROTOCOL.md "Control plane").
+std::optional<proto::Reason> control_exchange(Endpoint sw, const proto::auth::Key& key,
+                                              proto::Header h, std::span<const std::byte> payload,
                                               proto::PacketType ack, Nanos timeout) {
+  const proto::auth::Instance inst = proto::auth::random_instance();
+  const proto::auth::Mac mac(key, inst);
+  h.chunk = proto::load_u32(reinterpret_cast<const std::byte*>(proto::auth::random_instance().data()));
   UdpPort port(Endpoint::ipv4(0, 0), 4);
   Outbox out;
+  const std::size_t size = proto::kHeaderBytes + payload.size();
+  std::uint64_t seq = 0;
   const Nanos deadline = monotonic_now() + timeout;
   Nanos rto = 20 * kMillisecond;
   while (monotonic_now() < deadline) {
-    std::byte* p = out.reserve(proto::kHeaderBytes + payload.size());
-    proto::encode(h, payload, std::span<std::byte>(p, proto::kHeaderBytes + payload.size()));
-    out.commit(sw, proto::kHeaderBytes + payload.size());
+    std::byte* p = out.reserve(size + proto::kAuthTrailerBytes);
+    proto::encode(h, payload, std::span<std::byte>(p, size));
+    seq = proto::auth::control_seq(seq);
+    out.commit(sw, proto::auth::seal(mac, seq, p, size));
     port.send_all(out, nullptr, 0);
     const Nanos resend = std::min(deadline, monotonic_now() + rto);
     rto *= 2;
@@ -580,9 +593,13 @@ std::optional<proto::Reason> control_exchange(Endpoint sw, const proto::Header& 
       std::size_t n = port.recv_batch();
       for (std::size_t i = 0; i < n; ++i) {
         proto::PacketView v;
-        if (port.from(i) != sw || proto::decode(port.datagram(i), v) != proto::Reason::ok ||
-            v.h.job != h.job)
+        const auto d = port.datagram(i);
+        if (port.from(i) != sw || proto::decode(d, v) != proto::Reason::ok || !v.sealed ||
+            v.h.job != h.job || v.h.chunk != h.chunk)
           continue;
+        std::optional<proto::auth::Mac> cache;
+        proto::auth::ReplayWindow window;
+        if (proto::auth::open(key, cache, window, d) != proto::auth::Verdict::ok) continue;
         if (v.h.type == ack) return proto::Reason::ok;
         if (v.h.type == proto::PacketType::nack && proto::PacketType(v.h.aux & 0xFF) == h.type) return v.h.reason;
       }
@@ -592,7 +609,7 @@ std::optional<proto::Reason> control_exchange(Endpoint sw, const proto::Header& 
 }
 }  // namespace
 
-std::optional<proto::Reason> udp_admit(Endpoint sw, std::uint64_t key, const JobSpec& spec,
+std::optional<proto::Reason> udp_admit(Endpoint sw, const proto::auth::Key& key, const JobSpec& spec,
                                        Nanos timeout) {
   proto::Header h;
   h.type = proto::PacketType::admit;
@@ -600,25 +617,23 @@ std::optional<proto::Reason> udp_admit(Endpoint sw, std::uint64_t key, const Job
   h.count = proto::kAdmitInfoBytes;
   h.job = spec.job;
   proto::AdmitInfo a;
-  a.key = key;
   a.slots = spec.slots;
   a.members = spec.members;
   a.parent_member = spec.parent_member;
   std::byte p[proto::kAdmitInfoBytes];
   proto::write_admit_info(a, p);
-  return control_exchange(sw, h, p, proto::PacketType::admit_ack, timeout);
+  return control_exchange(sw, key, h, p, proto::PacketType::admit_ack, timeout);
 }
 
-std::optional<proto::Reason> udp_release(Endpoint sw, std::uint64_t key, std::uint32_t job,
+std::optional<proto::Reason> udp_release(Endpoint sw, const proto::auth::Key& key, std::uint32_t job,
                                          Nanos timeout) {
   proto::Header h;
   h.type = proto::PacketType::release;
   h.elem = proto::ElemType::raw;
   h.count = proto::kReleaseInfoBytes;
   h.job = job;
-  std::byte p[proto::kReleaseInfoBytes];
-  proto::store_u64(p, key);
-  return control_exchange(sw, h, p, proto::PacketType::release_ack, timeout);
+  std::byte p[proto::kReleaseInfoBytes] = {};
+  return control_exchange(sw, key, h, p, proto::PacketType::release_ack, timeout);
 }
 
 }  // namespace inc::sw

@@ -220,11 +220,12 @@ class UdpWorker {
 // its own epoll then watches port.group_fd()).
 bool follow_multicast(WorkerProtocol& w, UdpPort& port);
 
-// Controller side of admission over UDP: retries until an answer or `timeout`.
-// Returns the switch's answer (ok or its refusal reason), nullopt if it never answered.
-std::optional<proto::Reason> udp_admit(Endpoint sw, std::uint64_t key, const JobSpec& spec,
+// Admission over UDP without a controller: requests sealed under the switch's control key
+// (`inc switch --control-key-file`); retries until an answer or `timeout`. Returns the switch's
+// answer (ok or its refusal reason), nullopt if no authentic answer came.
+std::optional<proto::Reason> udp_admit(Endpoint sw, const proto::auth::Key& key, const JobSpec& spec,
                                        Nanos timeout = kSecond);
-std::optional<proto::Reason> udp_release(Endpoint sw, std::uint64_t key, std::uint32_t job,
+std::optional<proto::Reason> udp_release(Endpoint sw, const proto::auth::Key& key, std::uint32_t job,
                                          Nanos timeout = kSecond);
 
 }  // namespace inc::sw

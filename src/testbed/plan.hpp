@@ -81,6 +81,11 @@ struct Plan {
   std::vector<LinkPlan> links;       // hosts first, then uplinks
   std::vector<Argv> setup;           // every command that builds the network, in order
   std::vector<SwitchPlan> switches;  // in start order (the root first)
+  // --controller: `inc controller` (started before the switches, in the root switch's
+  // namespace, on its address), the fabric it reads and the control secret (both written by
+  // write_state; the secret fresh per run, mode 600).
+  SwitchPlan controller;  // argv empty: none
+  std::string fabric_path, fabric_text, control_key_path;
   std::string topology_path, topology_text;  // two levels: the switches' topology file
   std::string key_path;        // with a switch: the job's key file (written by write_state)
   std::uint32_t key_job = 0;

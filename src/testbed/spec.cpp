@@ -177,6 +177,7 @@ void SpecInput::merge(const SpecInput& o) {
   take(with_switch, o.with_switch);
   take(auth, o.auth);
   take(multicast, o.multicast);
+  take(controller, o.controller);
   take(switch_args, o.switch_args);
   if (!o.leaf_tables.empty()) leaf_tables = o.leaf_tables;
   for (const auto& [k, v] : o.where) where[k] = v;
@@ -250,6 +251,10 @@ SpecInput parse_spec_text(std::string_view text, const std::string& file) {
     in.multicast = r.get_bool("multicast", false);
     in.where["multicast"] = at(r, "multicast");
   }
+  if (r.has("controller")) {
+    in.controller = r.get_bool("controller", false);
+    in.where["controller"] = at(r, "controller");
+  }
   if (r.has("switch_args")) {
     in.switch_args = r.get_string_list("switch_args");
     in.where["switch_args"] = at(r, "switch_args");
@@ -318,6 +323,7 @@ Spec build_spec(const SpecInput& in) {
   s.with_switch = in.with_switch.value_or(true);
   s.auth = in.auth.value_or(true);
   s.multicast = in.multicast.value_or(false);
+  s.controller = in.controller.value_or(false);
   if (in.switch_args) s.switch_args = *in.switch_args;
   if (in.shaper) {
     if (*in.shaper == "tbf") s.shaper = Shaper::tbf;
@@ -420,6 +426,10 @@ Spec build_spec(const SpecInput& in) {
     fail(where("multicast", "--multicast"),
          "multicast results are built for one level only: in a two-level tree a leaf's group "
          "would cross its uplink into the spine and the other leaves (leave it off with --leaves)");
+  if (s.controller && (!s.with_switch || !s.auth || s.multicast))
+    fail(where("controller", "--controller"),
+         "the controller builds switch trees and keys every job: not with --no-switch, --no-auth "
+         "or --multicast");
   // Slot size: from the MTU, so that one chunk is one unfragmented datagram.
   if (in.slot_elements) {
     s.slot_elements = *in.slot_elements;

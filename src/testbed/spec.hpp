@@ -55,6 +55,10 @@ struct Spec {
   // the bridge (as an ASIC's replication engine would), instead of once per member from the
   // switch (docs/PROTOCOL.md, "Multicast results"). One level only.
   bool multicast = false;
+  // `inc controller` builds the job's trees (docs/CONTROLLER.md): it runs beside the root switch
+  // with a fabric derived from the plan, the switches register with it, and every communicator
+  // (the world and each split) asks it for a tree and a fresh key.
+  bool controller = false;
   int switch_port = 7710;
   int metrics_port = 9100;  // 0: no Prometheus endpoint
   int slot_elements = 0;    // resolved by build_spec (from the MTU unless given)
@@ -98,7 +102,7 @@ struct SpecInput {
       job_slots;
   std::optional<std::string> link, uplink, shaper, queue, burst, prefix;
   std::optional<double> oversubscription;
-  std::optional<bool> with_switch, auth, multicast;
+  std::optional<bool> with_switch, auth, multicast, controller;
   std::optional<std::vector<std::string>> switch_args;
   struct Leaf {
     std::optional<int> hosts;

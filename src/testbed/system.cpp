@@ -221,6 +221,12 @@ void write_state(const Plan& p) {
   write("owner", fmt::format("{} {}\n", p.id.pid, start ? *start : 0));
   write("plan", describe_plan(p, true));
   if (!p.topology_text.empty()) write("topology", p.topology_text);
+  if (!p.fabric_text.empty()) write("fabric", p.fabric_text);
+  if (!p.control_key_path.empty()) {  // the controller's secret: fresh per run, root only
+    std::string err;
+    if (!proto::auth::write_key_file(p.control_key_path, 1, proto::auth::random_key(), err))
+      throw Error(Error::Kind::config, "cannot write the control secret: " + err);
+  }
   if (!p.key_path.empty()) {
     // A fresh key per run, readable by root only (the switches and ranks run as root).
     std::string err;
@@ -297,6 +303,14 @@ Removal remove_testbed(const std::string& run_dir, const std::string& prefix, co
 }
 
 bool udp_port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, int port) {
+  return port_bound(pid, ns_path, addr, port, false);
+}
+
+bool tcp_port_listening(pid_t pid, const std::string& ns_path, const std::string& addr, int port) {
+  return port_bound(pid, ns_path, addr, port, true);
+}
+
+bool port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, int port, bool tcp_listen) {
   struct stat want {}, have {};
   if (::stat(ns_path.c_str(), &want) != 0 ||
       ::stat(fmt::format("/proc/{}/ns/net", pid).c_str(), &have) != 0 ||
@@ -304,13 +318,14 @@ bool udp_port_bound(pid_t pid, const std::string& ns_path, const std::string& ad
     return false;  // not (yet) in its namespace
   in_addr a{};
   if (::inet_pton(AF_INET, addr.c_str(), &a) != 1) return false;
-  std::istringstream in(read_file(fmt::format("/proc/{}/net/udp", pid)));
+  std::istringstream in(read_file(fmt::format("/proc/{}/net/{}", pid, tcp_listen ? "tcp" : "udp")));
   std::string line;
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
     std::istringstream f(line);
-    std::string slot, local;
-    if (!(f >> slot >> local)) continue;
+    std::string slot, local, remote, state;
+    if (!(f >> slot >> local >> remote >> state)) continue;
+    if (tcp_listen && state != "0A") continue;  // TCP_LISTEN
     auto colon = local.find(':');
     if (colon == std::string::npos) continue;
     // The address is the raw (network order) 32-bit value printed as a host integer.

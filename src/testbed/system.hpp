@@ -69,6 +69,9 @@ Removal remove_testbed(const std::string& run_dir, const std::string& prefix, co
 // Whether process `pid`, already in the namespace `ns_path`, has a UDP socket bound to
 // addr:port (the switch is ready to receive).
 bool udp_port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, int port);
+// The same for a TCP socket listening on addr:port (the controller is ready to accept).
+bool tcp_port_listening(pid_t pid, const std::string& ns_path, const std::string& addr, int port);
+bool port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, int port, bool tcp_listen);
 
 // Whether the kernel has IPv6 (then the namespaces disable it, to keep counters quiet).
 bool kernel_has_ipv6();

@@ -148,13 +148,34 @@ int Runner::launch() {
     pl.local_size = p_.spec.ranks_per_host;
     lo.placement.push_back(std::move(pl));
   }
+  const SwitchPlan& ctl = p_.controller;
+  if (!ctl.argv.empty()) {  // first: the switches register with it
+    api::SidecarSpec sc;
+    sc.name = ctl.name;
+    sc.argv = ctl.argv;
+    sc.netns = namespace_path(ctl.ns);
+    sc.ready_probe = [ns = sc.netns, addr = ctl.addr, port = ctl.port](pid_t pid) {
+      return tcp_port_listening(pid, ns, addr, port);
+    };
+    lo.sidecars.push_back(std::move(sc));
+  }
   for (const SwitchPlan& s : p_.switches) {
     api::SidecarSpec sc;
     sc.name = s.name;
     sc.argv = s.argv;
     sc.netns = namespace_path(s.ns);
-    sc.ready_probe = [ns = sc.netns, addr = s.addr, port = s.port](pid_t pid) {
-      return udp_port_bound(pid, ns, addr, port);
+    sc.ready_probe = [this, ns = sc.netns, addr = s.addr, port = s.port, name = s.name](pid_t pid) {
+      if (!udp_port_bound(pid, ns, addr, port)) return false;
+      if (p_.controller.argv.empty()) return true;
+      // With a controller: ready once the controller lists it registered and alive (else the
+      // first communicators would find no tree).
+      const SwitchPlan& c = p_.controller;
+      CommandResult r = run_command({"ip", "netns", "exec", c.ns, p_.id.inc_exe, "controller", "status",
+                                     "--controller", fmt::format("{}:{}", c.addr, c.port),
+                                     "--control-key-file", p_.control_key_path, "--timeout", "2"},
+                                    std::chrono::seconds(5));
+      return r.ok() && r.out.find("\"name\":\"" + name + "\",\"registered\":true,\"alive\":true") !=
+                           std::string::npos;
     };
     lo.sidecars.push_back(std::move(sc));
   }

@@ -97,6 +97,42 @@ TEST(Auth, InstancesGiveIndependentTags) {
   EXPECT_EQ(open(k, cache, w, pb), Verdict::replayed);  // one window per sender slot: same seq
 }
 
+// Control packets: many short-lived senders, sequence numbers on the wall clock.
+TEST(Auth, ControlReplayRefusesStaleAndReplayedAndForgetsOnlyStaleSenders) {
+  const Key k = random_key();
+  const std::uint64_t wall = 1'800'000'000'000'000'000ull;
+  ControlReplay r;
+  auto packet = [&](const Instance& inst, std::uint64_t seq) {
+    Sealer s(k, inst, seq);
+    Header h;
+    h.type = PacketType::release;
+    h.elem = ElemType::raw;
+    h.count = kReleaseInfoBytes;
+    std::vector<std::byte> b(kHeaderBytes + kReleaseInfoBytes + kTrailerBytes);
+    encode_header(h, b.data());
+    b.resize(s.seal(b.data(), kHeaderBytes + kReleaseInfoBytes));
+    return b;
+  };
+  const Instance a = random_instance();
+  const auto p = packet(a, wall + 5);
+  EXPECT_EQ(r.open(k, p, wall), Verdict::ok);
+  EXPECT_EQ(r.open(k, p, wall + 1), Verdict::replayed);
+  EXPECT_EQ(r.open(random_key(), p, wall), Verdict::bad_tag);
+  EXPECT_EQ(r.open(k, packet(a, wall - kControlFreshnessNs - 1), wall), Verdict::stale);
+  EXPECT_EQ(r.open(k, packet(a, wall + kControlFreshnessNs + 1), wall), Verdict::stale);
+  EXPECT_EQ(r.open(k, packet(a, wall + kControlFreshnessNs), wall), Verdict::ok);  // the edge
+  // The table of recent senders is bounded; a full one refuses new senders (busy) until its
+  // senders are stale, and only then forgets them.
+  for (std::size_t i = 1; i < ControlReplay::kMaxSenders; ++i)
+    ASSERT_EQ(r.open(k, packet(random_instance(), wall + 10 + i), wall), Verdict::ok);
+  EXPECT_EQ(r.senders(), ControlReplay::kMaxSenders);
+  EXPECT_EQ(r.open(k, packet(random_instance(), wall + 9), wall), Verdict::busy);
+  const std::uint64_t later = wall + 2 * kControlFreshnessNs + 100000;
+  EXPECT_EQ(r.open(k, packet(random_instance(), later), later), Verdict::ok);
+  EXPECT_EQ(r.senders(), 1u);
+  EXPECT_EQ(r.open(k, p, later), Verdict::stale);  // forgotten, and still refused
+}
+
 TEST(Auth, KeyFiles) {
   std::string err;
   const std::string k1(64, 'a'), k2 = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";

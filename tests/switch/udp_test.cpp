@@ -22,6 +22,13 @@ namespace {
 
 using namespace inc::sw::testing;
 
+proto::auth::Key filled_key(std::uint8_t b) {
+  proto::auth::Key k;
+  k.fill(b);
+  return k;
+}
+const proto::auth::Key kCtlKey = filled_key(0xC0), kBadKey = filled_key(0xBA);
+
 const Endpoint kLoopback0 = Endpoint::ipv4(0x7F000001, 0);
 
 WorkerConfig udp_worker_cfg(std::uint32_t job, std::uint16_t member, Endpoint sw) {
@@ -191,15 +198,15 @@ TEST(Udp, ControlAdmitReleaseWithKey) {
   SwitchConfig sc;
   sc.slots = 32;
   sc.slot_elems = 64;
-  sc.control_key = 0xC0FFEE;
+  sc.control_key = kCtlKey;
   ServerThread srv(sc);
   srv.start();
   const Endpoint sw = srv.s->local();
-  EXPECT_FALSE(udp_admit(sw, 0xBAD, {5, 2, 8}, 200 * kMillisecond).has_value());  // refused silently
-  auto r = udp_admit(sw, 0xC0FFEE, {5, 2, 8});
+  EXPECT_FALSE(udp_admit(sw, kBadKey, {5, 2, 8}, 200 * kMillisecond).has_value());  // refused silently
+  auto r = udp_admit(sw, kCtlKey, {5, 2, 8});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
-  r = udp_admit(sw, 0xC0FFEE, {6, 2, 64});
+  r = udp_admit(sw, kCtlKey, {6, 2, 64});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::no_slots);
   run_ranks(2, [&](int rank) {
@@ -209,7 +216,7 @@ TEST(Udp, ControlAdmitReleaseWithKey) {
       return w.protocol().error().message;
     return out == std::vector<std::int32_t>(1000, 3) ? std::string() : std::string("wrong sum");
   });
-  r = udp_release(sw, 0xC0FFEE, 5);
+  r = udp_release(sw, kCtlKey, 5);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
   srv.s->stop();
@@ -563,23 +570,23 @@ TEST(Lanes, HierarchyLaneLJoinsParentLaneLAndReportsTheMinimum) {
 
 TEST(Lanes, ControlAdmitReleaseApplyToEveryLane) {
   LanesConfig c = lanes_cfg(2, 64, 64);
-  c.cfg.control_key = 0xC0FFEE;
+  c.cfg.control_key = kCtlKey;
   LanesThread sw(c);
   sw.start();
-  EXPECT_FALSE(udp_admit(sw.l->local(0), 0xBAD, {5, 2, 8}, 200 * kMillisecond).has_value());
-  auto r = udp_admit(sw.l->local(0), 0xC0FFEE, {5, 2, 8}, 10 * kSecond);
+  EXPECT_FALSE(udp_admit(sw.l->local(0), kBadKey, {5, 2, 8}, 200 * kMillisecond).has_value());
+  auto r = udp_admit(sw.l->local(0), kCtlKey, {5, 2, 8}, 10 * kSecond);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
-  r = udp_admit(sw.l->local(1), 0xC0FFEE, {6, 2, 30}, 10 * kSecond);  // any lane takes control packets
+  r = udp_admit(sw.l->local(1), kCtlKey, {6, 2, 30}, 10 * kSecond);  // any lane takes control packets
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::no_slots);  // 32 per lane, 8 used
-  r = udp_admit(sw.l->local(0), 0xC0FFEE, {6, 2, 24}, 10 * kSecond);
+  r = udp_admit(sw.l->local(0), kCtlKey, {6, 2, 24}, 10 * kSecond);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
-  r = udp_admit(sw.l->local(0), 0xC0FFEE, {6, 3, 24}, 10 * kSecond);
+  r = udp_admit(sw.l->local(0), kCtlKey, {6, 3, 24}, 10 * kSecond);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::job_exists);
-  r = udp_release(sw.l->local(0), 0xC0FFEE, 6, 10 * kSecond);
+  r = udp_release(sw.l->local(0), kCtlKey, 6, 10 * kSecond);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
   // Admitted before the ack: every lane has job 5.
@@ -604,11 +611,11 @@ TEST(Lanes, ControlAdmitReleaseApplyToEveryLane) {
 
 TEST(Lanes, IdleDynamicJobsExpireOnEveryLane) {
   LanesConfig c = lanes_cfg(3, 30, 16);
-  c.cfg.control_key = 7;
+  c.cfg.control_key = kCtlKey;
   c.cfg.idle_timeout = 50 * kMillisecond;
   LanesThread sw(c);
   sw.start();
-  auto r = udp_admit(sw.l->local(2), 7, {8, 1, 4}, 10 * kSecond);
+  auto r = udp_admit(sw.l->local(2), kCtlKey, {8, 1, 4}, 10 * kSecond);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, proto::Reason::ok);
   SwitchSnapshot m;

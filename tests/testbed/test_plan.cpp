@@ -192,6 +192,75 @@ TEST(TestbedPlan, MulticastGivesTheJobAGroupAndTheBridgeFloods) {
   EXPECT_THROW(build_spec(in), inc::Error);
 }
 
+TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
+  SpecInput in;
+  in.hosts = 4;
+  in.leaves = 2;
+  in.ranks_per_host = 2;
+  in.link = "1gbit";
+  in.oversubscription = 2.0;
+  in.controller = true;
+  Plan p = make_plan(build_spec(in), test_id());
+  // The controller: beside the spine, on its address, reading the plan's fabric and secret.
+  EXPECT_EQ(p.controller.ns, p.spine_ns);
+  EXPECT_EQ(p.controller.addr, p.spine_addr);
+  const std::string ctl = p.spine_addr + ":7700";
+  EXPECT_EQ(shell_join(p.controller.argv),
+            "/opt/inc controller serve --fabric " + p.fabric_path + " --control-key-file " + p.control_key_path +
+                " --listen " + ctl + " --default-slots 32 --metrics-port 9101");
+  std::string err;
+  auto fab = inc::sw::parse_topology(p.fabric_text, err);
+  ASSERT_TRUE(fab) << err << "\n" << p.fabric_text;
+  ASSERT_EQ(fab->switches.size(), p.switches.size());
+  for (const auto& s : p.switches) {
+    const auto* f = fab->find(s.name);
+    ASSERT_TRUE(f) << s.name;
+    EXPECT_EQ(f->addr.str(), s.addr + ":7710");
+    EXPECT_EQ(f->parent, s.name == "spine" ? "" : "spine");
+    EXPECT_EQ(f->uplink_gbps, s.name == "spine" ? 0.0 : 1.0);  // 2 hosts x 1 Gbit/s / 2
+    const std::string argv = shell_join(s.argv);
+    EXPECT_NE(argv.find("--name " + s.name + " --bind " + s.addr + ":7710"), std::string::npos) << argv;
+    EXPECT_NE(argv.find("--controller " + ctl + " --control-key-file " + p.control_key_path), std::string::npos);
+    EXPECT_EQ(argv.find("--job"), std::string::npos) << argv;
+    EXPECT_EQ(argv.find("--key-file"), std::string::npos) << argv;
+  }
+  // One host per rank, on its host's leaf.
+  ASSERT_EQ(fab->hosts.size(), p.ranks.size());
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    const auto* h = fab->find_host("r" + std::to_string(r));
+    ASSERT_TRUE(h) << r;
+    EXPECT_EQ(h->leaf, p.leaves[static_cast<std::size_t>(p.hosts[static_cast<std::size_t>(p.ranks[r].host)].leaf)].name);
+  }
+  EXPECT_EQ(fab->find_host("r7")->leaf, "leaf1");
+  auto env = [&](const std::string& k) {
+    for (const auto& [key, v] : p.rank_env)
+      if (key == k) return v;
+    return std::string("(unset)");
+  };
+  EXPECT_EQ(env("INC_CONTROLLER"), ctl);
+  EXPECT_EQ(env("INC_CONTROL_KEY_FILE"), p.control_key_path);
+  EXPECT_EQ(env("INC_CONTROL_HOST"), "r{rank}");
+  EXPECT_EQ(env("INC_SWITCH"), "(unset)");
+  EXPECT_EQ(env("INC_KEY_FILE"), "(unset)");
+  EXPECT_NE(std::find(p.rank_unset.begin(), p.rank_unset.end(), "INC_CONTROLLER"), p.rank_unset.end());
+  EXPECT_NE(describe_plan(p, false).find("controller fabric " + p.fabric_path), std::string::npos);
+  // One level: the controller beside the single switch; no controller without a switch, a key
+  // for every job, or with multicast.
+  in.leaves = 1;
+  in.hosts = 3;
+  in.oversubscription.reset();
+  Plan one = make_plan(build_spec(in), test_id());
+  EXPECT_EQ(one.controller.addr, one.switches[0].addr);
+  ASSERT_TRUE(inc::sw::parse_topology(one.fabric_text, err)) << err;
+  EXPECT_EQ(one.fabric_text.find("parent="), std::string::npos);
+  for (auto set : {+[](SpecInput& x) { x.with_switch = false; }, +[](SpecInput& x) { x.auth = false; },
+                   +[](SpecInput& x) { x.multicast = true; }}) {
+    SpecInput bad = in;
+    set(bad);
+    EXPECT_THROW(build_spec(bad), inc::Error);
+  }
+}
+
 TEST(TestbedPlan, TbfCommandCarriesRateBurstAndLimit) {
   Plan p = plan_for(1, 1, 1);
   const Argv* tbf = nullptr;
