@@ -57,8 +57,8 @@ if [ "$mode" = off ]; then
 fi
 extra=()
 if [ "$mode" = switch ]; then
-  port=$((30000 + ($$ * 13 + RANDOM) % 20000))
   source "$(dirname "$(readlink -f "$0")")/../scripts/wait_for.sh"
+  port=$(free_ports 1) || fail "no free port"
   (umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/keys")
   "$INC" switch --bind 127.0.0.1:$port --lanes 1 --job 1:$n:16 --key-file "$dir/keys" >"$dir/sw" 2>&1 &
   sw=$!

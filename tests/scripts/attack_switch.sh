@@ -10,12 +10,12 @@
 set -u
 inc=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "$0")")
-port=$((30000 + ($$ * 7) % 20000))
 dir=$(mktemp -d)
 chmod 755 "$dir"
 sw= job=
 trap 'kill -9 $sw $job 2>/dev/null; rm -rf "$dir"' EXIT
 source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
+port=$(free_ports 1) || exit 1
 key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 (umask 077; echo "1 $key" >"$dir/keys")
 "$inc" switch --bind 127.0.0.1:$port --lanes 1 --job 1:4:16 --key-file "$dir/keys" --stats-interval 0.1 >"$dir/sw" 2>&1 &

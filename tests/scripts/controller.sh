@@ -15,11 +15,11 @@
 set -u
 inc=$(readlink -f "$1")
 mp=$(readlink -f "$2")
-base=$((20000 + ($$ * 17) % 30000))
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done; rm -rf "$dir"' EXIT
 source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
+base=$(free_ports 16) || exit 1
 (umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/ctlkey")
 export INC_CONTROL_KEY_FILE="$dir/ctlkey" INC_TIMEOUT=60
 fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }

@@ -8,11 +8,11 @@
 # usage: switch_sessions.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-port=$((30000 + ($$ * 13) % 20000))
 dir=$(mktemp -d)
 sw= job=
 trap 'kill -9 $sw $job 2>/dev/null; rm -rf "$dir"' EXIT
 source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
+port=$(free_ports 1) || exit 1
 (umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/keys")
 "$inc" switch --bind 127.0.0.1:$port --lanes 1 --job 1:3:16 --key-file "$dir/keys" --stats-interval 0.1 >"$dir/sw" 2>&1 &
 sw=$!
