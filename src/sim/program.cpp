@@ -279,6 +279,23 @@ Program build_program(const coll::CollectiveParams& proto) {
   return std::move(b.prog);
 }
 
+std::vector<std::uint32_t> program_steps(const Program& P) {
+  const std::size_t N = P.num_ops();
+  std::vector<std::uint32_t> step(N, 0);
+  // latest[i] = 1 + the highest step of op i's predecessors seen so far (0: none).
+  std::vector<std::uint32_t> latest(N, 0);
+  for (int r = 0; r < P.nranks; ++r) {
+    std::uint32_t cur = 0;
+    for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i) {
+      if (i > P.rank_begin[r] && latest[i] == cur + 1) ++cur;  // depends on the current step
+      step[i] = cur;
+      for (std::uint32_t s = P.succ_begin[i]; s < P.succ_begin[i + 1]; ++s)
+        latest[P.succ[s]] = std::max(latest[P.succ[s]], cur + 1);
+    }
+  }
+  return step;
+}
+
 Program link_program(const std::vector<coll::RankSchedule>& ranks) {
   Builder b;
   b.prog.rank_begin.push_back(0);

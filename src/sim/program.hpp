@@ -51,6 +51,12 @@ Program build_program(const coll::CollectiveParams& proto);
 // Links given schedules (tests, hand-written schedules). Schedules must have dependencies.
 Program link_program(const std::vector<coll::RankSchedule>& ranks);
 
+// Steps of each op (Matching::rendezvous and eager): in program order per rank, an op starts a
+// new step when it depends on an op of the current step; a step is thus a run of consecutive
+// ops that may run together (one Sendrecv / Waitall of an MPI program). Steps are numbered from
+// 0 in each rank; `out[i]` is op i's.
+std::vector<std::uint32_t> program_steps(const Program& prog);
+
 // Element count that makes a collective of `bytes` total size (see MODEL.md for the
 // definition per collective) with `p` ranks; rounds down to whole elements.
 std::uint64_t count_for_bytes(Collective c, int p, std::uint64_t bytes, DataType dt);

@@ -45,6 +45,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.topo.nvlink_latency_us = r.get_double("nvlink_latency_us", s.topo.nvlink_latency_us, 0, kInf);
     s.topo.failed_links = r.get_string_list("failed_links");
     s.topo.ecmp_seed = static_cast<std::uint64_t>(r.get_int("ecmp_seed", 0, 0, std::numeric_limits<std::int64_t>::max()));
+    parse_routing(r.get_string("routing", "ecmp", {"ecmp", "dmodk", "adaptive"}), s.topo.routing);
     if (s.topo.kind == TopoKind::rail && s.topo.hosts % s.topo.gpus_per_server != 0)
       r.fail("hosts", fmt::format("{} is not a multiple of gpus_per_server = {}", s.topo.hosts, s.topo.gpus_per_server));
     r.finish();
@@ -64,6 +65,8 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.max_inc_chunks = static_cast<int>(r.get_int("max_inc_chunks", s.opt.max_inc_chunks, 1, 1 << 20));
     s.seed = static_cast<std::uint64_t>(r.get_int("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
     s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
+    parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager"}), s.opt.matching);
+    s.opt.eager_threshold = r.get_size("eager_threshold", s.opt.eager_threshold);
     r.finish();
   }
   const auto jobs = top.sub_array("job");

@@ -1,0 +1,72 @@
+#include "sim/contention.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "inc/types.hpp"
+
+namespace inc::sim {
+
+Contention contention(const Program& P, const std::vector<int>& hosts, const Topology& topo) {
+  Contention out;
+  if (static_cast<int>(hosts.size()) != P.nranks)
+    throw Error(Error::Kind::config, fmt::format("contention: {} ranks but {} hosts", P.nranks, hosts.size()));
+  const std::vector<std::uint32_t> step = program_steps(P);
+  // One route per connection (ordered rank pair).
+  std::vector<std::uint32_t> route_begin(P.num_pairs + 1, 0), routes;
+  {
+    std::vector<std::vector<std::uint32_t>> r(P.num_pairs);
+    for (std::uint32_t op = 0; op < P.num_ops(); ++op) {
+      const std::uint32_t pr = P.pair_of[op];
+      if (P.ops[op].kind != coll::OpKind::send || !r[pr].empty()) continue;
+      const int a = hosts[static_cast<std::size_t>(P.rank_of(op))], b = hosts[static_cast<std::size_t>(P.ops[op].peer)];
+      if (!topo.route(a, b, r[pr]))
+        throw Error(Error::Kind::config, fmt::format("contention: no path from host {} to host {}", a, b));
+    }
+    for (std::uint32_t pr = 0; pr < P.num_pairs; ++pr) {
+      route_begin[pr + 1] = route_begin[pr] + static_cast<std::uint32_t>(r[pr].size());
+      routes.insert(routes.end(), r[pr].begin(), r[pr].end());
+    }
+  }
+  // Step by step over all ranks (a cursor per rank): per-link bytes and flows of the step.
+  std::vector<double> bytes(topo.links().size(), 0);
+  std::vector<std::uint32_t> flows(topo.links().size(), 0);
+  std::vector<std::uint32_t> touched, cursor(P.rank_begin.begin(), P.rank_begin.end() - 1);
+  double worst_load = 0;
+  for (std::uint32_t k = 0;; ++k) {
+    bool any = false;
+    for (int r = 0; r < P.nranks; ++r) {
+      std::uint32_t& i = cursor[static_cast<std::size_t>(r)];
+      for (; i < P.rank_begin[r + 1] && step[i] == k; ++i) {
+        any = true;
+        if (P.ops[i].kind != coll::OpKind::send) continue;
+        const std::uint32_t pr = P.pair_of[i];
+        for (std::uint32_t q = route_begin[pr]; q < route_begin[pr + 1]; ++q) {
+          const std::uint32_t l = routes[q];
+          if (flows[l]++ == 0) touched.push_back(l);
+          bytes[l] += static_cast<double>(P.ops[i].bytes);
+        }
+      }
+    }
+    if (!any) break;
+    double t = 0;
+    for (std::uint32_t l : touched) {
+      const double tl = bytes[l] / topo.link(l).bw;
+      if (tl > t) t = tl;
+      if (tl > worst_load) {
+        worst_load = tl;
+        out.worst_link = l;
+      }
+      out.worst_step_share = std::max(out.worst_step_share, static_cast<double>(flows[l]));
+      bytes[l] = 0;
+      flows[l] = 0;
+    }
+    touched.clear();
+    out.bandwidth_s += t;
+    out.steps = k + 1;
+  }
+  return out;
+}
+
+}  // namespace inc::sim
