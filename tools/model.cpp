@@ -156,6 +156,9 @@ int run_cost(const std::string& coll_name, int ranks, const std::string& size, s
                        n, cf.rounds, cf.bytes_sent, cf.bytes_reduced, cf.inc_bytes, k.latency_s,
                        k.bandwidth_s, k.reduce_s, k.total_s, busbw, check);
   }
+  fmt::print("\nThese figures assume full bisection (every message at link rate). On an oversubscribed or\n"
+             "unevenly routed fabric use `inc sim run`: its model column charges each step its most-loaded\n"
+             "link (docs/MODEL.md, Oversubscription and contention).\n");
   if (!csv_path.empty()) write_file(csv_path, csv);
   if (!json_path.empty()) write_file(json_path, out.dump(2) + "\n");
   return 0;

@@ -34,6 +34,8 @@ Contention contention(const Program& P, const std::vector<int>& hosts, const Top
   std::vector<std::uint32_t> flows(topo.links().size(), 0);
   std::vector<std::uint32_t> touched, cursor(P.rank_begin.begin(), P.rank_begin.end() - 1);
   double worst_load = 0;
+  const bool adaptive = topo.spec().routing == Routing::adaptive;
+  std::vector<std::uint32_t> path;
   for (std::uint32_t k = 0;; ++k) {
     bool any = false;
     for (int r = 0; r < P.nranks; ++r) {
@@ -42,8 +44,17 @@ Contention contention(const Program& P, const std::vector<int>& hosts, const Top
         any = true;
         if (P.ops[i].kind != coll::OpKind::send) continue;
         const std::uint32_t pr = P.pair_of[i];
-        for (std::uint32_t q = route_begin[pr]; q < route_begin[pr + 1]; ++q) {
-          const std::uint32_t l = routes[q];
+        const std::uint32_t* q0 = routes.data() + route_begin[pr];
+        std::size_t nq = route_begin[pr + 1] - route_begin[pr];
+        if (adaptive) {  // least-loaded candidate given the step's messages routed so far
+          path.clear();
+          topo.route(hosts[static_cast<std::size_t>(r)], hosts[static_cast<std::size_t>(P.ops[i].peer)], path,
+                     flows.data());
+          q0 = path.data();
+          nq = path.size();
+        }
+        for (std::size_t q = 0; q < nq; ++q) {
+          const std::uint32_t l = q0[q];
           if (flows[l]++ == 0) touched.push_back(l);
           bytes[l] += static_cast<double>(P.ops[i].bytes);
         }

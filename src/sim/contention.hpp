@@ -24,7 +24,8 @@ struct Contention {
 };
 
 // Point-to-point messages only (Core-INC ops are not counted: a job's tree carries each
-// contribution once per link). Adaptive routing is evaluated as ECMP (there is no run-time load).
+// contribution once per link). Adaptive routing routes each message of a step on the links the
+// step's earlier messages left least loaded (the simulator routes by the flows in flight).
 Contention contention(const Program& prog, const std::vector<int>& hosts, const Topology& topo);
 
 }  // namespace inc::sim

@@ -72,7 +72,9 @@ struct Builder {
     dep_edges_to.reserve(deps);
   }
 
-  void add_rank(const coll::RankSchedule& s) {
+  // Appends rank `shift`'s schedule; with shift > 0, `s` is rank 0's of a rotation-symmetric
+  // collective of p ranks and every peer q becomes (q + shift) mod p.
+  void add_rank(const coll::RankSchedule& s, int shift = 0, int p = 1) {
     const auto base = static_cast<std::uint32_t>(prog.ops.size());
     const std::size_t n = s.ops.size();
     if (!n) {
@@ -87,7 +89,7 @@ struct Builder {
       const coll::Op& op = s.ops[i];
       SimOp so;
       so.kind = op.kind;
-      so.peer = op.peer;
+      so.peer = shift > 0 && op.peer >= 0 ? (op.peer + shift) % p : op.peer;
       so.bytes = op_bytes(op);
       so.receives = !is_inc(op.kind) || op.dst.bytes > 0;
       std::uint32_t nd = 0;
@@ -225,11 +227,50 @@ struct Builder {
   }
 };
 
+// Rank r's schedule `b` is rank 0's `a` rotated by r: same kinds, sizes, dependencies and
+// forwarding, peers shifted by r.
+bool rotated_equal(const coll::RankSchedule& a, const coll::RankSchedule& b, int r, int p) {
+  if (a.ops.size() != b.ops.size() || a.dep_begin != b.dep_begin) return false;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const coll::Op &x = a.ops[i], &y = b.ops[i];
+    if (x.kind != y.kind || op_bytes(x) != op_bytes(y) || x.fence != y.fence) return false;
+    if ((x.peer >= 0 ? (x.peer + r) % p : x.peer) != y.peer) return false;
+    std::vector<std::uint32_t> da(a.deps.begin() + a.dep_begin[i], a.deps.begin() + a.dep_begin[i + 1]);
+    std::vector<std::uint32_t> db(b.deps.begin() + b.dep_begin[i], b.deps.begin() + b.dep_begin[i + 1]);
+    std::sort(da.begin(), da.end());
+    std::sort(db.begin(), db.end());
+    if (da != db) return false;
+    for (std::uint32_t j : da)  // forwarding: a send reading what a receive wrote
+      if (overlaps(a.ops[j].dst, x.src) != overlaps(b.ops[j].dst, y.src)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Program build_program(const coll::CollectiveParams& proto) {
   Builder b;
   b.prog.rank_begin.push_back(0);
+  // Rotation-symmetric collectives (coll::rotation_symmetric): one schedule for all ranks,
+  // checked against build_schedule on ranks 1, p/2 and p-1 (the full build otherwise).
+  if (coll::rotation_symmetric(proto)) {
+    coll::CollectiveParams p = proto;
+    p.rank = 0;
+    const coll::RankSchedule s0 = coll::build_schedule(p);
+    bool ok = true;
+    for (int r : {1, proto.nranks / 2, proto.nranks - 1}) {
+      p.rank = r;
+      ok = ok && rotated_equal(s0, coll::build_schedule(p), r, proto.nranks);
+    }
+    if (ok) {
+      const double n = static_cast<double>(proto.nranks);
+      b.reserve(static_cast<std::size_t>(static_cast<double>(s0.ops.size()) * n) + 16,
+                static_cast<std::size_t>(static_cast<double>(s0.deps.size()) * n) + 16);
+      for (int r = 0; r < proto.nranks; ++r) b.add_rank(s0, r, proto.nranks);
+      b.finish();
+      return std::move(b.prog);
+    }
+  }
   // Schedules are built in parallel, in batches (build_schedule is a pure function), and
   // appended in rank order; the batches bound the memory held in coll::RankSchedule form.
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));

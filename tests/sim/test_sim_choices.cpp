@@ -4,6 +4,7 @@
 // on a hand-written program or a small topology. Small sizes; no timing assertions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,39 @@ TEST(ModelContention, RecursiveDoublingOnATwoToOneFatTree) {
   cp.algo = coll::Algorithm::ring;
   cp.segment_bytes = n;
   EXPECT_NEAR(contention(build_program(cp), hosts, topo).bandwidth_s, 2.0 * (p - 1) / p * nb, 1e-12);
+}
+
+// ---- symmetric schedules -----------------------------------------------------------------------
+
+TEST(Program, RotationSymmetricBuildEqualsLinkingEveryRank) {
+  for (int p : {3, 8, 12})
+    for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather}) {
+      coll::CollectiveParams cp;
+      cp.coll = c;
+      cp.algo = coll::Algorithm::ring;
+      cp.nranks = p;
+      cp.count = static_cast<std::uint64_t>(p) * 48;
+      cp.segment_bytes = 64;  // 3 segments per chunk
+      ASSERT_TRUE(coll::rotation_symmetric(cp));
+      std::vector<coll::RankSchedule> all;
+      for (int r = 0; r < p; ++r) {
+        cp.rank = r;
+        all.push_back(coll::build_schedule(cp));
+      }
+      const Program fast = build_program(cp), full = link_program(all);
+      ASSERT_EQ(fast.num_ops(), full.num_ops());
+      for (std::size_t i = 0; i < fast.num_ops(); ++i) {
+        EXPECT_EQ(fast.ops[i].kind, full.ops[i].kind) << i;
+        EXPECT_EQ(fast.ops[i].peer, full.ops[i].peer) << i;
+        EXPECT_EQ(fast.ops[i].bytes, full.ops[i].bytes) << i;
+        EXPECT_EQ(fast.ops[i].forwards, full.ops[i].forwards) << i;
+        EXPECT_EQ(fast.ndeps[i], full.ndeps[i]) << i;
+        EXPECT_EQ(fast.match[i], full.match[i]) << i;
+        EXPECT_EQ(fast.pair_seq[i], full.pair_seq[i]) << i;
+      }
+      EXPECT_TRUE(std::equal(fast.rank_begin.begin(), fast.rank_begin.end(), full.rank_begin.begin()));
+      EXPECT_TRUE(std::equal(fast.succ_begin.begin(), fast.succ_begin.end(), full.succ_begin.begin()));
+    }
 }
 
 }  // namespace
