@@ -80,4 +80,49 @@ Contention contention(const Program& P, const std::vector<int>& hosts, const Top
   return out;
 }
 
+Contention contention_symmetric(const Program& T, int p, const std::vector<int>& hosts, const Topology& topo) {
+  Contention out;
+  if (static_cast<int>(hosts.size()) != p)
+    throw Error(Error::Kind::config, fmt::format("contention: {} ranks but {} hosts", p, hosts.size()));
+  const std::vector<std::uint32_t> step = program_steps(T);  // the same on every rank
+  const bool adaptive = topo.spec().routing == Routing::adaptive;
+  std::vector<double> bytes(topo.links().size(), 0);
+  std::vector<std::uint32_t> flows(topo.links().size(), 0), touched, path;
+  double worst_load = 0;
+  for (std::uint32_t i = 0; i < T.num_ops();) {
+    const std::uint32_t k = step[i];
+    std::uint32_t e = i;
+    while (e < T.num_ops() && step[e] == k) ++e;
+    for (int r = 0; r < p; ++r)
+      for (std::uint32_t o = i; o < e; ++o) {
+        if (T.ops[o].kind != coll::OpKind::send) continue;
+        const int a = hosts[static_cast<std::size_t>(r)], b = hosts[static_cast<std::size_t>((T.ops[o].peer + r) % p)];
+        path.clear();
+        if (!topo.route(a, b, path, adaptive ? flows.data() : nullptr))
+          throw Error(Error::Kind::config, fmt::format("contention: no path from host {} to host {}", a, b));
+        for (std::uint32_t l : path) {
+          if (flows[l]++ == 0) touched.push_back(l);
+          bytes[l] += static_cast<double>(T.ops[o].bytes);
+        }
+      }
+    double t = 0;
+    for (std::uint32_t l : touched) {
+      const double tl = bytes[l] / topo.link(l).bw;
+      t = std::max(t, tl);
+      if (tl > worst_load) {
+        worst_load = tl;
+        out.worst_link = l;
+      }
+      out.worst_step_share = std::max(out.worst_step_share, static_cast<double>(flows[l]));
+      bytes[l] = 0;
+      flows[l] = 0;
+    }
+    touched.clear();
+    out.bandwidth_s += t;
+    out.steps = k + 1;
+    i = e;
+  }
+  return out;
+}
+
 }  // namespace inc::sim

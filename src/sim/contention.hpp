@@ -28,4 +28,8 @@ struct Contention {
 // step's earlier messages left least loaded (the simulator routes by the flows in flight).
 Contention contention(const Program& prog, const std::vector<int>& hosts, const Topology& topo);
 
+// The same for a rotation-symmetric job given by rank 0's schedule (template_program): rank r's
+// messages are the template's with peers shifted by r.
+Contention contention_symmetric(const Program& templ, int p, const std::vector<int>& hosts, const Topology& topo);
+
 }  // namespace inc::sim

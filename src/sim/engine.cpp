@@ -408,6 +408,13 @@ void Simulator::add_job(JobSpec job) {
     p.segment_bytes = (p.segment_bytes + e - 1) / e * e;
   }
   job.params = p;
+  // Rotation-symmetric rings under dataflow matching: one schedule for all ranks (the step gates
+  // of rendezvous and eager read a whole program).
+  coll::RankSchedule s0;
+  if (impl_->opt.symmetric_schedules && impl_->opt.matching == Matching::dataflow && symmetric_template(p, s0)) {
+    impl_->add_symmetric(std::move(job), p.nranks, template_program(s0));
+    return;
+  }
   Program prog = build_program(p);
   impl_->add(std::move(job), std::move(prog));
 }

@@ -66,6 +66,9 @@ struct SimOptions {
   // models, TCP's RTT unfairness) instead of plain max-min. Off by default.
   bool rtt_weighted = false;
   bool per_job_links = true;   // keep per-job per-link byte counts (links-touched queries)
+  // Rotation-symmetric rings (coll::rotation_symmetric) are built from rank 0's schedule alone
+  // (no per-rank schedules or Program: the 4,096- and 16,384-rank rings of docs/SIMULATOR.md).
+  bool symmetric_schedules = true;
   bool model_contention = true;  // fill JobResult::contended_bandwidth_s (one pass over the program)
   Matching matching = Matching::dataflow;
   std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager only (Open MPI's TCP: 64 KiB)

@@ -5,15 +5,15 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine_impl.hpp"
+#include <map>
 #include <unordered_set>
 
 #include "sim/contention.hpp"
+#include "sim/engine_impl.hpp"
 
 namespace inc::sim {
 
-void Simulator::Impl::add(JobSpec spec, Program prog) {
-  const int p = prog.nranks;
+void Simulator::Impl::check_hosts(const JobSpec& spec, int p) const {
   if (static_cast<int>(spec.hosts.size()) != p)
     throw Error(Error::Kind::config, fmt::format("job '{}': {} ranks but {} hosts placed", spec.name, p, spec.hosts.size()));
   std::unordered_set<int> seen;
@@ -23,6 +23,91 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
     if (!seen.insert(h).second)
       throw Error(Error::Kind::config, fmt::format("job '{}': host {} holds two ranks", spec.name, h));
   }
+}
+
+// A rotation-symmetric job (coll::rotation_symmetric) from rank 0's schedule alone: rank r's op i
+// is template op i with peers shifted by r, laid out step-major (op i of rank r at i p + r, as
+// add() lays out any job whose ranks have equal lengths). Its matching receive is found in the
+// template once: the k-th send to peer q matches the k-th receive of rank q from rank 0, i.e.
+// the template's k-th receive from peer (p - q) mod p, on rank (r + q) mod p.
+void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
+  check_hosts(spec, p);
+  const auto n = static_cast<std::uint32_t>(T.num_ops());
+  std::vector<std::uint32_t> mt(n, ~0u), seq(n, 0), conn(n, ~0u);
+  std::map<int, std::vector<std::uint32_t>> sends_to, recvs_from;  // template peer -> ops in order
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const OpKind k = T.ops[i].kind;
+    if (k == OpKind::send) sends_to[T.ops[i].peer].push_back(i);
+    if (k == OpKind::recv || k == OpKind::recv_reduce) recvs_from[T.ops[i].peer].push_back(i);
+    if (k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather)
+      throw Error(Error::Kind::internal, "symmetric job with Core-INC ops");
+  }
+  std::uint32_t npeers = 0, matched = 0;
+  for (const auto& [q, sends] : sends_to) {
+    const auto& recvs = recvs_from[(p - q) % p];
+    if (q <= 0 || q >= p || recvs.size() != sends.size())
+      throw Error(Error::Kind::mismatch, fmt::format("job '{}': symmetric schedule's sends to +{} do not pair up",
+                                                     spec.name, q));
+    for (std::size_t k = 0; k < sends.size(); ++k) {
+      if (T.ops[sends[k]].bytes != T.ops[recvs[k]].bytes)
+        throw Error(Error::Kind::mismatch, fmt::format("job '{}': message {} to +{}: sizes differ", spec.name, k, q));
+      mt[sends[k]] = recvs[k];
+      mt[recvs[k]] = sends[k];
+      seq[sends[k]] = seq[recvs[k]] = static_cast<std::uint32_t>(k);
+      conn[sends[k]] = npeers;
+    }
+    matched += static_cast<std::uint32_t>(sends.size());
+    ++npeers;
+  }
+  std::uint32_t recvs_total = 0;
+  for (const auto& [q, recvs] : recvs_from) recvs_total += static_cast<std::uint32_t>(recvs.size());
+  if (recvs_total != matched)
+    throw Error(Error::Kind::mismatch, fmt::format("job '{}': symmetric schedule posts {} receives, {} are sent",
+                                                   spec.name, recvs_total, matched));
+  Job J;
+  J.spec = std::move(spec);
+  J.res.name = J.spec.name;
+  J.rank_busy.assign(p, 0);
+  if (opt.model_contention && npeers > 0) {
+    const Contention c = contention_symmetric(T, p, J.spec.hosts, topo);
+    J.res.contended_bandwidth_s = c.bandwidth_s;
+    J.res.worst_step_share = c.worst_step_share;
+  }
+  const auto P = static_cast<std::uint32_t>(p);
+  J.E.resize(static_cast<std::size_t>(n) * P);
+  J.succ.resize(T.succ.size() * P);
+  std::size_t sp = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SimOp& o = T.ops[i];
+    const bool send = o.kind == OpKind::send, recv = o.kind == OpKind::recv || o.kind == OpKind::recv_reduce;
+    for (std::uint32_t r = 0; r < P; ++r) {
+      EngOp& x = J.E[static_cast<std::size_t>(i) * P + r];
+      x.op = o;
+      if (o.peer >= 0) x.op.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + r) % P);
+      if (send || recv) {
+        x.match = mt[i] * P + static_cast<std::uint32_t>(x.op.peer);
+        x.pair_seq = seq[i];
+      }
+      if (send) x.pair_of = r * npeers + conn[i];
+      x.succ_begin = static_cast<std::uint32_t>(sp);
+      for (std::uint32_t s2 = T.succ_begin[i]; s2 < T.succ_begin[i + 1]; ++s2) J.succ[sp++] = T.succ[s2] * P + r;
+      x.succ_end = static_cast<std::uint32_t>(sp);
+      x.pending = T.ndeps[i];
+      x.rank = static_cast<std::int32_t>(r);
+    }
+  }
+  J.prog.nranks = p;
+  J.prog.num_pairs = P * npeers;
+  J.pair_q.resize(J.prog.num_pairs);
+  J.pair_busy.assign(J.prog.num_pairs, 0);
+  J.pair_next.assign(J.prog.num_pairs, 0);
+  total_ops += J.E.size();
+  jobs.push_back(std::move(J));
+}
+
+void Simulator::Impl::add(JobSpec spec, Program prog) {
+  const int p = prog.nranks;
+  check_hosts(spec, p);
   Job J;
   J.spec = std::move(spec);
   J.prog = std::move(prog);

@@ -189,6 +189,10 @@ struct Simulator::Impl {
     }
   }
   void add(JobSpec spec, Program prog);
+  // Throws unless spec places p ranks on distinct existing hosts.
+  void check_hosts(const JobSpec& spec, int p) const;
+  // A rotation-symmetric job from rank 0's schedule (template_program): no per-rank schedules.
+  void add_symmetric(JobSpec spec, int p, Program templ);
   // Every op after a rank's first step waits for one more thing: its step opening.
   void setup_steps(Job& J, const BigVec<std::uint32_t>& perm);
   // Opens the step of rank r that begins at program index `from` (if any).

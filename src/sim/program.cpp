@@ -107,7 +107,8 @@ struct Builder {
     prog.rank_begin.push_back(static_cast<std::uint32_t>(prog.ops.size()));
   }
 
-  void finish() {
+  // Successor lists, then (if `link`) point-to-point matching and Core-INC groups.
+  void finish(bool link = true) {
     Program& P = prog;
     const std::size_t N = P.ops.size();
     P.nranks = static_cast<int>(P.rank_begin.size()) - 1;
@@ -125,6 +126,7 @@ struct Builder {
     dep_edges_from.shrink_to_fit();
     dep_edges_to.clear();
     dep_edges_to.shrink_to_fit();
+    if (!link) return;
 
     P.match.assign(N, ~0u);
     P.pair_of.assign(N, ~0u);
@@ -248,21 +250,33 @@ bool rotated_equal(const coll::RankSchedule& a, const coll::RankSchedule& b, int
 
 }  // namespace
 
+bool symmetric_template(const coll::CollectiveParams& proto, coll::RankSchedule& out) {
+  if (!coll::rotation_symmetric(proto)) return false;
+  coll::CollectiveParams p = proto;
+  p.rank = 0;
+  out = coll::build_schedule(p);
+  for (int r : {1, proto.nranks / 2, proto.nranks - 1}) {
+    p.rank = r;
+    if (!rotated_equal(out, coll::build_schedule(p), r, proto.nranks)) return false;
+  }
+  return true;
+}
+
+Program template_program(const coll::RankSchedule& s0) {
+  Builder b;
+  b.prog.rank_begin.push_back(0);
+  b.add_rank(s0);
+  b.finish(/*link=*/false);
+  return std::move(b.prog);
+}
+
 Program build_program(const coll::CollectiveParams& proto) {
   Builder b;
   b.prog.rank_begin.push_back(0);
-  // Rotation-symmetric collectives (coll::rotation_symmetric): one schedule for all ranks,
-  // checked against build_schedule on ranks 1, p/2 and p-1 (the full build otherwise).
-  if (coll::rotation_symmetric(proto)) {
-    coll::CollectiveParams p = proto;
-    p.rank = 0;
-    const coll::RankSchedule s0 = coll::build_schedule(p);
-    bool ok = true;
-    for (int r : {1, proto.nranks / 2, proto.nranks - 1}) {
-      p.rank = r;
-      ok = ok && rotated_equal(s0, coll::build_schedule(p), r, proto.nranks);
-    }
-    if (ok) {
+  // Rotation-symmetric collectives: one schedule for all ranks.
+  coll::RankSchedule s0;
+  if (symmetric_template(proto, s0)) {
+    {
       const double n = static_cast<double>(proto.nranks);
       b.reserve(static_cast<std::size_t>(static_cast<double>(s0.ops.size()) * n) + 16,
                 static_cast<std::size_t>(static_cast<double>(s0.deps.size()) * n) + 16);

@@ -321,5 +321,40 @@ TEST(Program, RotationSymmetricBuildEqualsLinkingEveryRank) {
     }
 }
 
+TEST(Simulator, SymmetricJobsRunAsIfEveryRankWasBuilt) {
+  // The one-schedule path (SimOptions::symmetric_schedules) against the full build: the same
+  // events, flows, times, link bytes and model contention, on a fat tree with a scattered placement.
+  TopoSpec ts;
+  ts.kind = TopoKind::fat_tree2;
+  ts.hosts = 16;
+  ts.radix = 8;
+  const Topology topo(ts);
+  const std::vector<int> hosts = {3, 9, 14, 0, 6, 11, 1, 12, 5, 8, 15, 2};
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather}) {
+    SimResult r[2];
+    for (int sym = 0; sym < 2; ++sym) {
+      SimOptions opt;
+      opt.symmetric_schedules = sym == 1;
+      Simulator sim(topo, opt);
+      JobSpec j;
+      j.name = "ring";
+      j.params.coll = c;
+      j.params.algo = coll::Algorithm::ring;
+      j.params.count = 12 * 4096;
+      j.params.segment_bytes = 16 << 10;
+      j.hosts = hosts;
+      sim.add_job(j);
+      r[sym] = sim.run();
+    }
+    EXPECT_EQ(r[0].events, r[1].events) << name(c);
+    EXPECT_EQ(r[0].flows, r[1].flows) << name(c);
+    EXPECT_EQ(r[0].makespan_s, r[1].makespan_s) << name(c);
+    EXPECT_EQ(r[0].link_bytes, r[1].link_bytes) << name(c);
+    EXPECT_EQ(r[0].jobs[0].messages, r[1].jobs[0].messages) << name(c);
+    EXPECT_DOUBLE_EQ(r[0].jobs[0].contended_bandwidth_s, r[1].jobs[0].contended_bandwidth_s) << name(c);
+    EXPECT_GT(r[0].jobs[0].contended_bandwidth_s, 0) << name(c);
+  }
+}
+
 }  // namespace
 }  // namespace inc::sim
