@@ -13,6 +13,7 @@
 #include "sim/contention.hpp"
 #include "sim/engine.hpp"
 #include "sim/program.hpp"
+#include "sim/scenario.hpp"
 #include "sim/topology.hpp"
 
 namespace inc::sim {
@@ -353,6 +354,25 @@ TEST(Simulator, SymmetricJobsRunAsIfEveryRankWasBuilt) {
     EXPECT_EQ(r[0].jobs[0].messages, r[1].jobs[0].messages) << name(c);
     EXPECT_DOUBLE_EQ(r[0].jobs[0].contended_bandwidth_s, r[1].jobs[0].contended_bandwidth_s) << name(c);
     EXPECT_GT(r[0].jobs[0].contended_bandwidth_s, 0) << name(c);
+  }
+}
+
+TEST(Config, ScenarioRoutingAndMatchingKeys) {
+  const std::string base = "[topology]\nkind = \"fat_tree2\"\nhosts = 8\nradix = 4\n";
+  const std::string job = "[[job]]\ncollective = \"allreduce\"\nalgorithm = \"ring\"\nranks = 8\nbytes = 1024\n";
+  const Scenario s = parse_scenario(base + "routing = \"dmodk\"\n[sim]\nmatching = \"eager\"\neager_threshold = \"8KiB\"\n" + job, "s.toml");
+  EXPECT_EQ(s.topo.routing, Routing::dmodk);
+  EXPECT_EQ(s.opt.matching, Matching::eager);
+  EXPECT_EQ(s.opt.eager_threshold, 8u << 10);
+  const Scenario d = parse_scenario(base + job, "d.toml");
+  EXPECT_EQ(d.topo.routing, Routing::ecmp);
+  EXPECT_EQ(d.opt.matching, Matching::dataflow);
+  try {
+    parse_scenario(base + "routing = \"random\"\n" + job, "bad.toml");
+    FAIL() << "routing = random accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.toml:5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("routing"), std::string::npos) << e.what();
   }
 }
 
