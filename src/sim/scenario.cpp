@@ -90,6 +90,16 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     auto d = parse_data_type(dt);
     if (!d) r.fail("dtype", fmt::format("unknown type '{}'", dt));
     j.dtype = *d;
+    if (r.has("stream_of")) {
+      const std::string of = r.get_string("stream_of", "");
+      for (std::size_t k = 0; k < s.jobs.size(); ++k)
+        if (s.jobs[k].name == of && s.jobs[k].stream_of < 0) j.stream_of = static_cast<int>(k);
+      if (j.stream_of < 0)
+        r.fail("stream_of", fmt::format("no earlier job named '{}' (a stream joins a job listed before it)", of));
+      if (s.jobs[static_cast<std::size_t>(j.stream_of)].ranks != j.ranks)
+        r.fail("ranks", fmt::format("a stream of '{}' has its {} ranks", of, s.jobs[static_cast<std::size_t>(j.stream_of)].ranks));
+      if (r.has("placement") || r.has("hosts")) r.fail("stream_of", "a stream runs on its job's hosts: no placement or hosts");
+    }
     j.placement = r.get_string("placement", "contiguous", {"contiguous", "random", "list"});
     if (j.placement == "list") {
       if (!r.has("hosts")) r.fail("hosts", "missing value (required with placement = \"list\")");
@@ -103,7 +113,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
       if (static_cast<int>(j.hosts.size()) != j.ranks)
         r.fail("hosts", fmt::format("{} hosts listed for {} ranks", j.hosts.size(), j.ranks));
     }
-    used += j.ranks;
+    if (j.stream_of < 0) used += j.ranks;
     if (used > s.topo.hosts)
       r.fail("ranks", fmt::format("the jobs up to this one need {} hosts, the topology has {}", used, s.topo.hosts));
     const std::string off = r.get_string("offload", "host", {"host", "edge"});
@@ -142,7 +152,9 @@ std::vector<JobSpec> place_jobs(const Scenario& s, const Topology& topo) {
     spec.edge_offload = j.edge;
     spec.start_s = j.start_s;
     try {
-      if (j.placement == "list")
+      if (j.stream_of >= 0)
+        spec.hosts = out[static_cast<std::size_t>(j.stream_of)].hosts;
+      else if (j.placement == "list")
         spec.hosts = j.hosts;
       else if (j.placement == "random")
         spec.hosts = place_random(free_hosts, j.ranks, s.seed * 1000003 + k);
