@@ -8,6 +8,42 @@
 
 namespace inc::sim {
 
+namespace {
+
+// The messages of one step on the links: per-link bytes and message counts; close() charges the
+// step its most-loaded link and clears it for the next.
+struct StepLoad {
+  const Topology& topo;
+  std::vector<double> bytes;
+  std::vector<std::uint32_t> flows, touched;
+  double worst_load = 0;
+
+  explicit StepLoad(const Topology& t) : topo(t), bytes(t.links().size(), 0), flows(t.links().size(), 0) {}
+  void add(std::uint32_t l, double b) {
+    if (flows[l]++ == 0) touched.push_back(l);
+    bytes[l] += b;
+  }
+  void close(Contention& out, std::uint32_t step) {
+    double t = 0;
+    for (std::uint32_t l : touched) {
+      const double tl = bytes[l] / topo.link(l).bw;
+      t = std::max(t, tl);
+      if (tl > worst_load) {
+        worst_load = tl;
+        out.worst_link = l;
+      }
+      out.worst_step_share = std::max(out.worst_step_share, static_cast<double>(flows[l]));
+      bytes[l] = 0;
+      flows[l] = 0;
+    }
+    touched.clear();
+    out.bandwidth_s += t;
+    out.steps = step + 1;
+  }
+};
+
+}  // namespace
+
 Contention contention(const Program& P, const std::vector<int>& hosts, const Topology& topo) {
   Contention out;
   if (static_cast<int>(hosts.size()) != P.nranks)
@@ -30,10 +66,8 @@ Contention contention(const Program& P, const std::vector<int>& hosts, const Top
     }
   }
   // Step by step over all ranks (a cursor per rank): per-link bytes and flows of the step.
-  std::vector<double> bytes(topo.links().size(), 0);
-  std::vector<std::uint32_t> flows(topo.links().size(), 0);
-  std::vector<std::uint32_t> touched, cursor(P.rank_begin.begin(), P.rank_begin.end() - 1);
-  double worst_load = 0;
+  StepLoad load(topo);
+  std::vector<std::uint32_t> cursor(P.rank_begin.begin(), P.rank_begin.end() - 1);
   const bool adaptive = topo.spec().routing == Routing::adaptive;
   std::vector<std::uint32_t> path;
   for (std::uint32_t k = 0;; ++k) {
@@ -49,33 +83,15 @@ Contention contention(const Program& P, const std::vector<int>& hosts, const Top
         if (adaptive) {  // least-loaded candidate given the step's messages routed so far
           path.clear();
           topo.route(hosts[static_cast<std::size_t>(r)], hosts[static_cast<std::size_t>(P.ops[i].peer)], path,
-                     flows.data());
+                     load.flows.data());
           q0 = path.data();
           nq = path.size();
         }
-        for (std::size_t q = 0; q < nq; ++q) {
-          const std::uint32_t l = q0[q];
-          if (flows[l]++ == 0) touched.push_back(l);
-          bytes[l] += static_cast<double>(P.ops[i].bytes);
-        }
+        for (std::size_t q = 0; q < nq; ++q) load.add(q0[q], static_cast<double>(P.ops[i].bytes));
       }
     }
     if (!any) break;
-    double t = 0;
-    for (std::uint32_t l : touched) {
-      const double tl = bytes[l] / topo.link(l).bw;
-      if (tl > t) t = tl;
-      if (tl > worst_load) {
-        worst_load = tl;
-        out.worst_link = l;
-      }
-      out.worst_step_share = std::max(out.worst_step_share, static_cast<double>(flows[l]));
-      bytes[l] = 0;
-      flows[l] = 0;
-    }
-    touched.clear();
-    out.bandwidth_s += t;
-    out.steps = k + 1;
+    load.close(out, k);
   }
   return out;
 }
@@ -86,9 +102,8 @@ Contention contention_symmetric(const Program& T, int p, const std::vector<int>&
     throw Error(Error::Kind::config, fmt::format("contention: {} ranks but {} hosts", p, hosts.size()));
   const std::vector<std::uint32_t> step = program_steps(T);  // the same on every rank
   const bool adaptive = topo.spec().routing == Routing::adaptive;
-  std::vector<double> bytes(topo.links().size(), 0);
-  std::vector<std::uint32_t> flows(topo.links().size(), 0), touched, path;
-  double worst_load = 0;
+  StepLoad load(topo);
+  std::vector<std::uint32_t> path;
   for (std::uint32_t i = 0; i < T.num_ops();) {
     const std::uint32_t k = step[i];
     std::uint32_t e = i;
@@ -98,28 +113,11 @@ Contention contention_symmetric(const Program& T, int p, const std::vector<int>&
         if (T.ops[o].kind != coll::OpKind::send) continue;
         const int a = hosts[static_cast<std::size_t>(r)], b = hosts[static_cast<std::size_t>((T.ops[o].peer + r) % p)];
         path.clear();
-        if (!topo.route(a, b, path, adaptive ? flows.data() : nullptr))
+        if (!topo.route(a, b, path, adaptive ? load.flows.data() : nullptr))
           throw Error(Error::Kind::config, fmt::format("contention: no path from host {} to host {}", a, b));
-        for (std::uint32_t l : path) {
-          if (flows[l]++ == 0) touched.push_back(l);
-          bytes[l] += static_cast<double>(T.ops[o].bytes);
-        }
+        for (std::uint32_t l : path) load.add(l, static_cast<double>(T.ops[o].bytes));
       }
-    double t = 0;
-    for (std::uint32_t l : touched) {
-      const double tl = bytes[l] / topo.link(l).bw;
-      t = std::max(t, tl);
-      if (tl > worst_load) {
-        worst_load = tl;
-        out.worst_link = l;
-      }
-      out.worst_step_share = std::max(out.worst_step_share, static_cast<double>(flows[l]));
-      bytes[l] = 0;
-      flows[l] = 0;
-    }
-    touched.clear();
-    out.bandwidth_s += t;
-    out.steps = k + 1;
+    load.close(out, k);
     i = e;
   }
   return out;
