@@ -4,6 +4,7 @@
 //                   switch multicast vs pipelined host broadcast)
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -32,8 +33,11 @@ using namespace inc::sim;
 
 
 
-// The analytical model's prediction for a job, with alpha from the job's own placement.
-double model_time(const JobSpec& j, const Topology& topo, const NetParams& base) {
+// The analytical model's prediction for a job, with alpha from the job's own placement and,
+// when `contended_bw_s` (the per-step most-loaded link, sim/contention.hpp) exceeds the closed
+// form's full-bisection bandwidth term, that term instead. full_bisection receives the other.
+double model_time(const JobSpec& j, const Topology& topo, const NetParams& base, double contended_bw_s,
+                  double* full_bisection) {
   NetParams np = base;
   const AggTree t = topo.build_tree(j.hosts, 0);
   np.path_hops = 2 * t.depth;
@@ -42,10 +46,12 @@ double model_time(const JobSpec& j, const Topology& topo, const NetParams& base)
                                            ? coll::input_bytes(j.params)
                                            : coll::output_bytes(j.params));
   try {
-    return collective_cost(j.params.coll, j.params.algo, j.params.nranks, n, np,
-                           j.edge_offload ? Offload::edge : Offload::host)
-        .total_s;
+    const Cost c = collective_cost(j.params.coll, j.params.algo, j.params.nranks, n, np,
+                                   j.edge_offload ? Offload::edge : Offload::host);
+    *full_bisection = c.total_s;
+    return c.total_s + std::max(0.0, contended_bw_s - c.bandwidth_s);
   } catch (const std::exception&) {
+    *full_bisection = 0;
     return 0;
   }
 }
@@ -55,7 +61,11 @@ struct TopoFlags {
   int hosts = 64, radix = 64, gpus = 8;
   double oversub = 1, link_gbps = 400, hop_us = 0.6, nvlink_gbps = 7200;
   std::vector<std::string> failed;
+  std::string routing = "ecmp";
   void add(CLI::App& app) {
+    app.add_option("--routing", routing, "ecmp | dmodk | adaptive (up-link choice; docs/SIMULATOR.md)")
+        ->check(CLI::IsMember({"ecmp", "dmodk", "adaptive"}))
+        ->capture_default_str();
     app.add_option("--topology", kind, "single_switch | fat_tree2 | fat_tree3 | rail")->capture_default_str();
     app.add_option("--hosts", hosts, "hosts (GPUs for rail)")->capture_default_str();
     app.add_option("--radix", radix, "switch ports")->capture_default_str();
@@ -81,6 +91,7 @@ struct TopoFlags {
     t.gpus_per_server = gpus;
     t.nvlink_gbps = nvlink_gbps;
     t.failed_links = failed;
+    parse_routing(routing, t.routing);
     return t;
   }
 };
@@ -109,7 +120,8 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
     const double t = jr.time_s();
     const double algbw = t > 0 ? n / t / 1e9 : 0;
     const double busbw = algbw * bus_factor(j.params.coll, j.params.nranks);
-    const double m = model_time(j, topo, sc.opt.np);
+    double m_full = 0;
+    const double m = model_time(j, topo, sc.opt.np, jr.contended_bandwidth_s, &m_full);
     const int lsw = jr.links_touched[1] + jr.links_touched[2];
     const std::string algo = std::string(coll::name(j.params.algo)) + (j.edge_offload ? "+edge" : "");
     fmt::print("{:<12} {:<15} {:<18} {:>6} {:>11} {:>12} {:>6.1f}GB/s {:>6.1f}GB/s {:>11} {:>7.3f}  {}/{}\n", j.name,
@@ -124,7 +136,8 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
                     {"algorithm", std::string(coll::name(j.params.algo))}, {"ranks", j.params.nranks},
                     {"bytes", n}, {"offload", j.edge_offload ? "edge" : "host"}, {"hosts", j.hosts},
                     {"start_s", jr.start_s}, {"time_s", t}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                    {"model_s", m}, {"messages", jr.messages}, {"inc_chunks", jr.inc_chunks},
+                    {"model_s", m}, {"model_full_bisection_s", m_full},
+                    {"model_worst_step_share", jr.worst_step_share}, {"messages", jr.messages}, {"inc_chunks", jr.inc_chunks},
                     {"links_touched", {{"host", jr.links_touched[0]}, {"edge_up", jr.links_touched[1]},
                                        {"core", jr.links_touched[2]}, {"nvlink", jr.links_touched[3]}}},
                     {"link_bytes", {{"host", jr.tier_bytes[0]}, {"edge_up", jr.tier_bytes[1]},
@@ -133,10 +146,23 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
   }
   fmt::print("\nmakespan {}; {} events, {} flows in {:.3f} s ({:.2f} M events/s); schedules built in {:.3f} s\n",
              tstr(r.makespan_s), r.events, r.flows, r.wall_s, r.wall_s > 0 ? r.events / r.wall_s / 1e6 : 0, build_s);
+  fmt::print("model: alpha-beta-gamma closed form; for host algorithms its bandwidth term is the larger of full "
+             "bisection's and the per-step most-loaded link's (contention), see --json model_full_bisection_s\n");
+  const double coll_pct = r.routed_flows ? 100.0 * r.collided_flows / r.routed_flows : 0;
+  fmt::print("routing {}: {} messages crossed switch-to-switch links, {} ({:.1f}%) found one already carrying a "
+             "flow; at most {} flows at once on one such link\n",
+             name(sc.topo.routing), r.routed_flows, r.collided_flows, coll_pct, r.max_link_flows);
+  fmt::print("matching {}{}\n", name(sc.opt.matching),
+             sc.opt.matching == Matching::eager ? fmt::format(" (eager up to {})", format_size(sc.opt.eager_threshold))
+                                                : std::string());
   if (!csv_path.empty()) write_file(csv_path, csv);
   if (!json_path.empty()) {
     json j = {{"topology", topo.describe()}, {"scenario", sc.source}, {"jobs", jobs}, {"makespan_s", r.makespan_s},
-              {"events", r.events}, {"flows", r.flows}, {"wall_s", r.wall_s}, {"schedule_build_s", build_s}};
+              {"events", r.events}, {"flows", r.flows}, {"wall_s", r.wall_s}, {"schedule_build_s", build_s},
+              {"routing", name(sc.topo.routing)}, {"matching", name(sc.opt.matching)},
+              {"eager_threshold", sc.opt.eager_threshold},
+              {"collisions", {{"routed_flows", r.routed_flows}, {"collided_flows", r.collided_flows},
+                              {"max_link_flows", r.max_link_flows}}}};
     write_file(json_path, j.dump(2) + "\n");
   }
   if (!links_csv.empty() || !plot_dir.empty()) {
@@ -247,6 +273,11 @@ int cmd_sim(int argc, char** argv) {
   bool rtt = false;
   run->add_option("--segment", seg, "message segment size (default: the algorithm's)");
   run->add_flag("--rtt-weighted", rtt, "share bottlenecks by route latency, as SimGrid does");
+  std::string matching = "dataflow", eager_thr = "64KiB";
+  run->add_option("--matching", matching, "dataflow | rendezvous | eager (when messages move; docs/SIMULATOR.md)")
+      ->check(CLI::IsMember({"dataflow", "rendezvous", "eager"}))
+      ->capture_default_str();
+  run->add_option("--eager-threshold", eager_thr, "largest eager message (--matching eager)")->capture_default_str();
   run->add_option("--overhead-us", np.host_overhead_us, "host per-message overhead, us")->capture_default_str();
   run->add_option("--nic-overhead-us", np.nic_overhead_us, "Edge-INC per-message overhead, us")->capture_default_str();
   run->add_option("--reduce-GBps", np.reduce_GBps, "endpoint reduction rate GB/s (0 = free)")->capture_default_str();
@@ -299,6 +330,8 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.max_inc_chunks = max_inc_chunks;
       sc.opt.max_inc_ops = max_inc_ops;
       sc.opt.rtt_weighted = rtt;
+      parse_matching(matching, sc.opt.matching);
+      sc.opt.eager_threshold = parse_size(eager_thr);
       sc.seed = seed;
       if (njobs < 1) throw Error(Error::Kind::invalid_argument, "--jobs must be >= 1");
       const int per = ranks > 0 ? ranks : tf.hosts / njobs;

@@ -8,6 +8,11 @@
 // Same semantics: one actor per rank runs its schedule's ops as their dependencies complete; a
 // message is a put/get pair on the mailbox of its (sender, receiver) connection (SimGrid matches
 // them in FIFO order, like the schedules), posted in program order.
+// Matching (--matching, as inc sim's SimOptions::matching): dataflow (above); rendezvous: a rank
+// posts its ops one step at a time (program_steps), the next step once all ops of the current one
+// completed; eager: in steps too, and messages of at most --eager-threshold bytes go through a
+// second mailbox per connection whose receiver is permanent (Mailbox::set_receiver), so SimGrid
+// starts them before the receive is posted, as SMPI does for MPI's eager protocol.
 // Model: --model CM02 (max-min, no TCP corrections; what inc sim implements) or LV08 (SimGrid's
 // default: latency x 13.01, bandwidth x 0.97, TCP window bound). Cross-traffic is off in both
 // unless --crosstraffic.
@@ -23,6 +28,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/config.hpp"
+#include "sim/engine.hpp"
 #include "sim/program.hpp"
 #include "sim/topology.hpp"
 
@@ -38,10 +44,31 @@ int g_payload = 0;
 bool g_one_at_a_time = false;
 std::size_t g_window = 64;
 std::uint32_t g_recv_window = 8;
+Matching g_matching = Matching::dataflow;
+std::uint64_t g_eager_threshold = 64 << 10;
+std::vector<std::uint32_t> g_step;  // per op (rendezvous and eager)
+std::vector<std::vector<int>> g_eager_in;  // per rank: pair ids of its incoming connections
+sg::BarrierPtr g_start;
+
+bool eager_msg(std::uint32_t op) {
+  return g_matching == Matching::eager && g_prog->ops[op].bytes <= g_eager_threshold;
+}
+std::string mbox(std::uint32_t pr, std::uint32_t op) { return g_mbox_name[pr] + (eager_msg(op) ? "e" : ""); }
 
 void rank_actor(int r) {
   const Program& P = *g_prog;
   const std::uint32_t b = P.rank_begin[r], e = P.rank_begin[r + 1];
+  // Eager mailboxes deliver into this actor even before it posts a receive; every actor
+  // declares its own before anybody sends.
+  if (g_matching == Matching::eager) {
+    for (int pr : g_eager_in[r]) sg::Mailbox::by_name(g_mbox_name[pr] + "e")->set_receiver(sg::Actor::self());
+  }
+  g_start->wait();
+  // Steps (rendezvous, eager): ops of a later step wait in `deferred` until the step opens.
+  const bool stepped = g_matching != Matching::dataflow;
+  std::uint32_t cur_step = 0, step_left = 0, step_end = b;  // steps are contiguous in program order
+  std::vector<std::uint32_t> deferred;
+  for (; stepped && step_end < e && g_step[step_end] == 0; ++step_end) ++step_left;
   std::vector<std::uint32_t> pending(P.ndeps.begin() + b, P.ndeps.begin() + e);
   std::vector<std::uint32_t> ready;
   for (std::uint32_t i = b; i < e; ++i)
@@ -68,7 +95,7 @@ void rank_actor(int r) {
     for (auto it = c.waiting.find(c.next); it != c.waiting.end() && !c.busy; it = c.waiting.find(c.next)) {
       const std::uint32_t op = it->second;
       c.waiting.erase(it);
-      comms.push_back(sg::Mailbox::by_name(g_mbox_name[pr])->put_async(&g_payload, P.ops[op].bytes));
+      comms.push_back(sg::Mailbox::by_name(mbox(pr, op))->put_async(&g_payload, P.ops[op].bytes));
       comm_op.push_back(op);
       if (g_one_at_a_time)
         c.busy = true;
@@ -86,7 +113,7 @@ void rank_actor(int r) {
       c.waiting.erase(it);
       ++c.next;
       ++c.posted;
-      comms.push_back(sg::Mailbox::by_name(g_mbox_name[pr])->get_async<int>(&sink[op - b]));
+      comms.push_back(sg::Mailbox::by_name(mbox(pr, op))->get_async<int>(&sink[op - b]));
       comm_op.push_back(op);
     }
   };
@@ -94,11 +121,22 @@ void rank_actor(int r) {
     ++done;
     for (std::uint32_t s = P.succ_begin[op]; s < P.succ_begin[op + 1]; ++s)
       if (--pending[P.succ[s] - b] == 0) ready.push_back(P.succ[s]);
+    if (stepped && --step_left == 0 && done < e - b) {  // open the next step
+      ++cur_step;
+      for (; step_end < e && g_step[step_end] == cur_step; ++step_end) ++step_left;
+      std::vector<std::uint32_t> keep;
+      for (std::uint32_t d : deferred) (g_step[d] == cur_step ? ready : keep).push_back(d);
+      deferred.swap(keep);
+    }
   };
   while (done < e - b) {
     while (!ready.empty()) {
       const std::uint32_t op = ready.back();
       ready.pop_back();
+      if (stepped && g_step[op] != cur_step) {
+        deferred.push_back(op);
+        continue;
+      }
       const auto k = P.ops[op].kind;
       if (k == OpKind::send) {
         const std::uint32_t pr = P.pair_of[op];
@@ -151,7 +189,8 @@ void usage() {
   std::fprintf(stderr,
                "usage: inc_simgrid_driver --topology fat_tree2|fat_tree3|single_switch --hosts N --radix R\n"
                "       --collective C --algo A --bytes SIZE [--segment SIZE] [--model CM02|LV08]\n"
-               "       [--link-gbps 400] [--hop-latency-us 0.6] [--crosstraffic]\n");
+               "       [--link-gbps 400] [--hop-latency-us 0.6] [--crosstraffic] [--routing ecmp|dmodk]\n"
+               "       [--matching dataflow|rendezvous|eager] [--eager-threshold SIZE]\n");
 }
 
 }  // namespace
@@ -187,6 +226,19 @@ int main(int argc, char** argv) {
     else if (a == "--recv-window") g_recv_window = static_cast<std::uint32_t>(std::max(1, std::atoi(val().c_str())));
     else if (a == "--window") g_window = static_cast<std::size_t>(std::max(1, std::atoi(val().c_str())));
     else if (a == "--weight-S") weight_s = val();
+    else if (a == "--matching") {
+      if (!parse_matching(val(), g_matching)) {
+        usage();
+        return 2;
+      }
+    } else if (a == "--eager-threshold") g_eager_threshold = parse_size(val());
+    else if (a == "--routing") {
+      // Static routes only: adaptive routing depends on the load while inc sim runs.
+      if (!parse_routing(val(), ts.routing) || ts.routing == Routing::adaptive) {
+        usage();
+        return 2;
+      }
+    }
     else {
       usage();
       return 2;
@@ -204,6 +256,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Program prog = build_program(cp);
     g_prog = &prog;
+    if (g_matching != Matching::dataflow) g_step = program_steps(prog);
+    g_eager_in.assign(ts.hosts, {});
     const auto t1 = std::chrono::steady_clock::now();
 
     int sg_argc = 1;
@@ -230,6 +284,7 @@ int main(int argc, char** argv) {
     for (std::uint32_t op = 0; op < prog.num_ops(); ++op) {
       if (prog.ops[op].kind != OpKind::send) continue;
       const int a = prog.rank_of(op), bdst = prog.ops[op].peer;
+      if (g_mbox_name[prog.pair_of[op]].empty()) g_eager_in[bdst].push_back(static_cast<int>(prog.pair_of[op]));
       g_mbox_name[prog.pair_of[op]] = std::to_string(a) + ">" + std::to_string(bdst);
       if (!routed.insert({a, bdst}).second) continue;
       path.clear();
@@ -239,6 +294,7 @@ int main(int argc, char** argv) {
       zone->add_route(hosts[a]->get_netpoint(), hosts[bdst]->get_netpoint(), nullptr, nullptr, lr, false);
     }
     zone->seal();
+    g_start = sg::Barrier::create(static_cast<unsigned>(ts.hosts));
     for (int r = 0; r < ts.hosts; ++r) sg::Actor::create("rank" + std::to_string(r), hosts[r], rank_actor, r);
     const auto t2 = std::chrono::steady_clock::now();
     e.run();

@@ -250,6 +250,33 @@ void reduce_scatter_ring(Builder& b) {
   }
 }
 
+}  // namespace inc::coll::detail
+
+namespace inc::coll {
+
+// The rings above only name next = r + 1 and prev = r - 1 and chunks r - step (mod p): rotating
+// the rank rotates every peer and chunk. Sizes rotate too, so they must all be equal: the
+// Allreduce ring's p chunks are when p divides count; reduce_scatter's shards and allgather's
+// blocks always are.
+bool rotation_symmetric(const CollectiveParams& p_in) noexcept {
+  CollectiveParams p = p_in;
+  p.algo = select_algorithm(p);
+  if (p.algo != Algorithm::ring || p.nranks < 2 || p.count == 0) return false;
+  switch (p.coll) {
+    case Collective::allreduce:
+      return p.count % static_cast<std::uint64_t>(p.nranks) == 0;
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace inc::coll
+
+namespace inc::coll::detail {
+
 // ---------------------------------------------------------------------------------------------
 // Allgather
 

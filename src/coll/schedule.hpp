@@ -137,6 +137,13 @@ Region result_region(const CollectiveParams& p) noexcept;
 // True if `algo` implements `coll` (automatic always does).
 bool supports(Collective coll, Algorithm algo) noexcept;
 
+// True when every rank's schedule is rank 0's with each peer q replaced by (q + rank) mod nranks,
+// op for op: the same kinds, sizes and dependencies (offsets rotate). Then one schedule
+// describes all ranks, which is how the simulator builds 16,384-rank rings without building
+// 16,384 schedules. Holds for the rings whose chunks are all the same size (tests/coll checks
+// the claim against build_schedule for every rank; false is always safe).
+bool rotation_symmetric(const CollectiveParams& p) noexcept;
+
 // Resolve `automatic` to the default for this message size and rank count (measured crossovers).
 Algorithm select_algorithm(const CollectiveParams& p) noexcept;
 

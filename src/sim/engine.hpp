@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/params.hpp"
@@ -36,6 +37,22 @@ struct JobSpec {
   double start_s = 0;
 };
 
+// When a message may move (docs/SIMULATOR.md, Matching semantics).
+//  dataflow:   every op is posted as soon as its own dependencies are done (receives are posted
+//              as early as their buffers allow); a message moves when its send and its receive
+//              are both posted. This is how the library's executors run a schedule: the default.
+//  rendezvous: ops are posted one step at a time, as an MPI program of Sendrecv/Waitall does: a
+//              step is a run of consecutive ops with no dependency among them, and a rank posts
+//              step k + 1 only when all its ops of step k are done. A message moves when both
+//              ends are posted, so a sender waits for a late receiver.
+//  eager:      posted in steps as rendezvous, but a message of at most `eager_threshold` bytes
+//              moves as soon as its send is posted (the receiver buffers it, as MPI's and
+//              NCCL's eager protocols do); the send is done when the data has left, the receive
+//              when it is posted and the data has arrived. Larger messages wait (rendezvous).
+enum class Matching : std::uint8_t { dataflow, rendezvous, eager };
+const char* name(Matching m);
+bool parse_matching(std::string_view s, Matching& out);
+
 struct SimOptions {
   NetParams np;                // overheads, gamma, host memory, switch memory/ALU, INC chunk
   // Simulation granularity of Core-INC jobs (docs/SIMULATOR.md): a job whose schedule leaves the
@@ -49,6 +66,12 @@ struct SimOptions {
   // models, TCP's RTT unfairness) instead of plain max-min. Off by default.
   bool rtt_weighted = false;
   bool per_job_links = true;   // keep per-job per-link byte counts (links-touched queries)
+  // Rotation-symmetric rings (coll::rotation_symmetric) are built from rank 0's schedule alone
+  // (no per-rank schedules or Program: the 4,096- and 16,384-rank rings of docs/SIMULATOR.md).
+  bool symmetric_schedules = true;
+  bool model_contention = true;  // fill JobResult::contended_bandwidth_s (one pass over the program)
+  Matching matching = Matching::dataflow;
+  std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager only (Open MPI's TCP: 64 KiB)
 };
 
 struct JobResult {
@@ -62,12 +85,21 @@ struct JobResult {
   double tier_bytes[4] = {0, 0, 0, 0};
   int tree_switches = 0, tree_depth = 0;
   double inc_window_cap_GBps = 0;     // 0 = not limited
+  // The analytical model's bandwidth term with contention (sim/contention.hpp): per step, the
+  // most-loaded link's bytes / bandwidth, summed; 0 for jobs without point-to-point messages.
+  double contended_bandwidth_s = 0;
+  double worst_step_share = 0;  // most of this job's messages on one link in one step
 };
 
 struct SimResult {
   std::vector<JobResult> jobs;
   double makespan_s = 0;
   std::uint64_t events = 0, flows = 0, refills = 0, refill_flows = 0;
+  // Routing collisions: messages whose route crosses switch-to-switch links, those that found
+  // one of these links already carrying another flow when they were routed, and the most flows
+  // seen at once on one switch-to-switch link.
+  std::uint64_t routed_flows = 0, collided_flows = 0;
+  std::uint32_t max_link_flows = 0;
   double wall_s = 0;
   std::vector<double> link_bytes;             // per directed link
   std::vector<std::vector<double>> job_link_bytes;  // [job][link] if per_job_links

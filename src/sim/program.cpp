@@ -72,7 +72,9 @@ struct Builder {
     dep_edges_to.reserve(deps);
   }
 
-  void add_rank(const coll::RankSchedule& s) {
+  // Appends rank `shift`'s schedule; with shift > 0, `s` is rank 0's of a rotation-symmetric
+  // collective of p ranks and every peer q becomes (q + shift) mod p.
+  void add_rank(const coll::RankSchedule& s, int shift = 0, int p = 1) {
     const auto base = static_cast<std::uint32_t>(prog.ops.size());
     const std::size_t n = s.ops.size();
     if (!n) {
@@ -87,7 +89,7 @@ struct Builder {
       const coll::Op& op = s.ops[i];
       SimOp so;
       so.kind = op.kind;
-      so.peer = op.peer;
+      so.peer = shift > 0 && op.peer >= 0 ? (op.peer + shift) % p : op.peer;
       so.bytes = op_bytes(op);
       so.receives = !is_inc(op.kind) || op.dst.bytes > 0;
       std::uint32_t nd = 0;
@@ -105,7 +107,8 @@ struct Builder {
     prog.rank_begin.push_back(static_cast<std::uint32_t>(prog.ops.size()));
   }
 
-  void finish() {
+  // Successor lists, then (if `link`) point-to-point matching and Core-INC groups.
+  void finish(bool link = true) {
     Program& P = prog;
     const std::size_t N = P.ops.size();
     P.nranks = static_cast<int>(P.rank_begin.size()) - 1;
@@ -123,6 +126,7 @@ struct Builder {
     dep_edges_from.shrink_to_fit();
     dep_edges_to.clear();
     dep_edges_to.shrink_to_fit();
+    if (!link) return;
 
     P.match.assign(N, ~0u);
     P.pair_of.assign(N, ~0u);
@@ -225,11 +229,62 @@ struct Builder {
   }
 };
 
+// Rank r's schedule `b` is rank 0's `a` rotated by r: same kinds, sizes, dependencies and
+// forwarding, peers shifted by r.
+bool rotated_equal(const coll::RankSchedule& a, const coll::RankSchedule& b, int r, int p) {
+  if (a.ops.size() != b.ops.size() || a.dep_begin != b.dep_begin) return false;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const coll::Op &x = a.ops[i], &y = b.ops[i];
+    if (x.kind != y.kind || op_bytes(x) != op_bytes(y) || x.fence != y.fence) return false;
+    if ((x.peer >= 0 ? (x.peer + r) % p : x.peer) != y.peer) return false;
+    std::vector<std::uint32_t> da(a.deps.begin() + a.dep_begin[i], a.deps.begin() + a.dep_begin[i + 1]);
+    std::vector<std::uint32_t> db(b.deps.begin() + b.dep_begin[i], b.deps.begin() + b.dep_begin[i + 1]);
+    std::sort(da.begin(), da.end());
+    std::sort(db.begin(), db.end());
+    if (da != db) return false;
+    for (std::uint32_t j : da)  // forwarding: a send reading what a receive wrote
+      if (overlaps(a.ops[j].dst, x.src) != overlaps(b.ops[j].dst, y.src)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool symmetric_template(const coll::CollectiveParams& proto, coll::RankSchedule& out) {
+  if (!coll::rotation_symmetric(proto)) return false;
+  coll::CollectiveParams p = proto;
+  p.rank = 0;
+  out = coll::build_schedule(p);
+  for (int r : {1, proto.nranks / 2, proto.nranks - 1}) {
+    p.rank = r;
+    if (!rotated_equal(out, coll::build_schedule(p), r, proto.nranks)) return false;
+  }
+  return true;
+}
+
+Program template_program(const coll::RankSchedule& s0) {
+  Builder b;
+  b.prog.rank_begin.push_back(0);
+  b.add_rank(s0);
+  b.finish(/*link=*/false);
+  return std::move(b.prog);
+}
 
 Program build_program(const coll::CollectiveParams& proto) {
   Builder b;
   b.prog.rank_begin.push_back(0);
+  // Rotation-symmetric collectives: one schedule for all ranks.
+  coll::RankSchedule s0;
+  if (symmetric_template(proto, s0)) {
+    {
+      const double n = static_cast<double>(proto.nranks);
+      b.reserve(static_cast<std::size_t>(static_cast<double>(s0.ops.size()) * n) + 16,
+                static_cast<std::size_t>(static_cast<double>(s0.deps.size()) * n) + 16);
+      for (int r = 0; r < proto.nranks; ++r) b.add_rank(s0, r, proto.nranks);
+      b.finish();
+      return std::move(b.prog);
+    }
+  }
   // Schedules are built in parallel, in batches (build_schedule is a pure function), and
   // appended in rank order; the batches bound the memory held in coll::RankSchedule form.
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
@@ -277,6 +332,23 @@ Program build_program(const coll::CollectiveParams& proto) {
   }
   b.finish();
   return std::move(b.prog);
+}
+
+std::vector<std::uint32_t> program_steps(const Program& P) {
+  const std::size_t N = P.num_ops();
+  std::vector<std::uint32_t> step(N, 0);
+  // latest[i] = 1 + the highest step of op i's predecessors seen so far (0: none).
+  std::vector<std::uint32_t> latest(N, 0);
+  for (int r = 0; r < P.nranks; ++r) {
+    std::uint32_t cur = 0;
+    for (std::uint32_t i = P.rank_begin[r]; i < P.rank_begin[r + 1]; ++i) {
+      if (i > P.rank_begin[r] && latest[i] == cur + 1) ++cur;  // depends on the current step
+      step[i] = cur;
+      for (std::uint32_t s = P.succ_begin[i]; s < P.succ_begin[i + 1]; ++s)
+        latest[P.succ[s]] = std::max(latest[P.succ[s]], cur + 1);
+    }
+  }
+  return step;
 }
 
 Program link_program(const std::vector<coll::RankSchedule>& ranks) {

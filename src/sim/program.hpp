@@ -48,8 +48,20 @@ struct Program {
 // Builds all ranks' schedules for `proto` (proto.rank is ignored) and links them.
 // Throws inc::Error(mismatch) when sends and receives do not pair up in count or size.
 Program build_program(const coll::CollectiveParams& proto);
+// Rank 0's schedule of a rotation-symmetric collective (coll::rotation_symmetric), checked
+// against build_schedule on ranks 1, p/2 and p - 1; false (build every rank) otherwise.
+bool symmetric_template(const coll::CollectiveParams& proto, coll::RankSchedule& out);
+// One rank's schedule as a one-rank Program: ops, dependencies and successor lists, no matching
+// (its peers are rank 0's; the simulator rotates them per rank).
+Program template_program(const coll::RankSchedule& s0);
 // Links given schedules (tests, hand-written schedules). Schedules must have dependencies.
 Program link_program(const std::vector<coll::RankSchedule>& ranks);
+
+// Steps of each op (Matching::rendezvous and eager): in program order per rank, an op starts a
+// new step when it depends on an op of the current step; a step is thus a run of consecutive
+// ops that may run together (one Sendrecv / Waitall of an MPI program). Steps are numbered from
+// 0 in each rank; `out[i]` is op i's.
+std::vector<std::uint32_t> program_steps(const Program& prog);
 
 // Element count that makes a collective of `bytes` total size (see MODEL.md for the
 // definition per collective) with `p` ranks; rounds down to whole elements.

@@ -45,6 +45,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.topo.nvlink_latency_us = r.get_double("nvlink_latency_us", s.topo.nvlink_latency_us, 0, kInf);
     s.topo.failed_links = r.get_string_list("failed_links");
     s.topo.ecmp_seed = static_cast<std::uint64_t>(r.get_int("ecmp_seed", 0, 0, std::numeric_limits<std::int64_t>::max()));
+    parse_routing(r.get_string("routing", "ecmp", {"ecmp", "dmodk", "adaptive"}), s.topo.routing);
     if (s.topo.kind == TopoKind::rail && s.topo.hosts % s.topo.gpus_per_server != 0)
       r.fail("hosts", fmt::format("{} is not a multiple of gpus_per_server = {}", s.topo.hosts, s.topo.gpus_per_server));
     r.finish();
@@ -64,6 +65,8 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.max_inc_chunks = static_cast<int>(r.get_int("max_inc_chunks", s.opt.max_inc_chunks, 1, 1 << 20));
     s.seed = static_cast<std::uint64_t>(r.get_int("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
     s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
+    parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager"}), s.opt.matching);
+    s.opt.eager_threshold = r.get_size("eager_threshold", s.opt.eager_threshold);
     r.finish();
   }
   const auto jobs = top.sub_array("job");
@@ -87,6 +90,16 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     auto d = parse_data_type(dt);
     if (!d) r.fail("dtype", fmt::format("unknown type '{}'", dt));
     j.dtype = *d;
+    if (r.has("stream_of")) {
+      const std::string of = r.get_string("stream_of", "");
+      for (std::size_t k = 0; k < s.jobs.size(); ++k)
+        if (s.jobs[k].name == of && s.jobs[k].stream_of < 0) j.stream_of = static_cast<int>(k);
+      if (j.stream_of < 0)
+        r.fail("stream_of", fmt::format("no earlier job named '{}' (a stream joins a job listed before it)", of));
+      if (s.jobs[static_cast<std::size_t>(j.stream_of)].ranks != j.ranks)
+        r.fail("ranks", fmt::format("a stream of '{}' has its {} ranks", of, s.jobs[static_cast<std::size_t>(j.stream_of)].ranks));
+      if (r.has("placement") || r.has("hosts")) r.fail("stream_of", "a stream runs on its job's hosts: no placement or hosts");
+    }
     j.placement = r.get_string("placement", "contiguous", {"contiguous", "random", "list"});
     if (j.placement == "list") {
       if (!r.has("hosts")) r.fail("hosts", "missing value (required with placement = \"list\")");
@@ -100,7 +113,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
       if (static_cast<int>(j.hosts.size()) != j.ranks)
         r.fail("hosts", fmt::format("{} hosts listed for {} ranks", j.hosts.size(), j.ranks));
     }
-    used += j.ranks;
+    if (j.stream_of < 0) used += j.ranks;
     if (used > s.topo.hosts)
       r.fail("ranks", fmt::format("the jobs up to this one need {} hosts, the topology has {}", used, s.topo.hosts));
     const std::string off = r.get_string("offload", "host", {"host", "edge"});
@@ -139,7 +152,9 @@ std::vector<JobSpec> place_jobs(const Scenario& s, const Topology& topo) {
     spec.edge_offload = j.edge;
     spec.start_s = j.start_s;
     try {
-      if (j.placement == "list")
+      if (j.stream_of >= 0)
+        spec.hosts = out[static_cast<std::size_t>(j.stream_of)].hosts;
+      else if (j.placement == "list")
         spec.hosts = j.hosts;
       else if (j.placement == "random")
         spec.hosts = place_random(free_hosts, j.ranks, s.seed * 1000003 + k);

@@ -25,6 +25,9 @@ struct JobDesc {
   double start_s = 0;
   std::uint64_t segment_bytes = 0;
   int root = 0;
+  // Another stream of an earlier job (`stream_of = "name"`): the same ranks on the same hosts,
+  // running concurrently with it (FSDP's Reduce_scatter next to the next layer's Allgather).
+  int stream_of = -1;
 };
 
 struct Scenario {

@@ -66,6 +66,18 @@ Topology::Topology(const TopoSpec& s) : spec_(s), hosts_(s.hosts) {
     d_ = static_cast<int>(std::lround(s.radix * s.oversubscription / (1 + s.oversubscription)));
     d_ = std::clamp(d_, 1, s.radix - 1);
     u_ = s.radix - d_;
+    // A first-level switch splits its radix into d host ports and u up ports: only ratios d:u
+    // with d + u = radix exist. Refuse the others instead of rounding silently.
+    if (std::abs(static_cast<double>(d_) / u_ - s.oversubscription) > 1e-9 * s.oversubscription) {
+      std::string ok;
+      for (int d = 1; d < s.radix && ok.size() < 120; ++d)
+        ok += fmt::format("{}{:g} ({}:{})", ok.empty() ? "" : ", ", static_cast<double>(d) / (s.radix - d), d,
+                          s.radix - d);
+      bad(fmt::format("oversubscription {:g} cannot be built with radix {}: the nearest is {}:{} = {:g}; a "
+                      "radix-{} switch builds {}{}",
+                      s.oversubscription, s.radix, d_, u_, static_cast<double>(d_) / u_, s.radix, ok,
+                      ok.size() >= 120 ? ", ..." : ""));
+    }
   }
   switch (s.kind) {
     case TopoKind::single_switch: {
@@ -176,7 +188,24 @@ bool Topology::path_ok(const std::vector<std::uint32_t>& p, std::size_t from) co
   return true;
 }
 
-bool Topology::route(int a, int b, std::vector<std::uint32_t>& out) const {
+const char* name(Routing r) {
+  switch (r) {
+    case Routing::ecmp: return "ecmp";
+    case Routing::dmodk: return "dmodk";
+    case Routing::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+bool parse_routing(std::string_view s, Routing& out) {
+  if (s == "ecmp") out = Routing::ecmp;
+  else if (s == "dmodk" || s == "d-mod-k") out = Routing::dmodk;
+  else if (s == "adaptive") out = Routing::adaptive;
+  else return false;
+  return true;
+}
+
+bool Topology::route(int a, int b, std::vector<std::uint32_t>& out, const std::uint32_t* load) const {
   const std::size_t base = out.size();
   const std::uint64_t h = mix((static_cast<std::uint64_t>(a) << 32) ^ static_cast<std::uint64_t>(b) ^ mix(spec_.ecmp_seed));
   auto try_path = [&](std::initializer_list<std::uint32_t> links) {
@@ -184,6 +213,26 @@ bool Topology::route(int a, int b, std::vector<std::uint32_t>& out) const {
     out.insert(out.end(), links);
     return path_ok(out, base);
   };
+  const bool adaptive = spec_.routing == Routing::adaptive && load != nullptr;
+  // Candidates k = 0..n-1 in the routing's order; the first whose path avoids failed links wins,
+  // or (adaptive) the one whose most-loaded link carries the fewest flows, the earliest on ties.
+  auto choose = [&](int n, std::uint64_t first, const auto& path_of) {
+    int best = -1;
+    std::uint32_t best_load = ~0u;
+    for (int i = 0; i < n; ++i) {
+      const int k = static_cast<int>((first + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n));
+      if (!path_of(k)) continue;
+      if (!adaptive) return true;
+      std::uint32_t m = 0;
+      for (std::size_t q = base; q < out.size(); ++q) m = std::max(m, load[out[q]]);
+      if (m < best_load) {
+        best_load = m;
+        best = k;
+      }
+    }
+    return best >= 0 && path_of(best);
+  };
+  const auto ub = static_cast<std::uint64_t>(b);
   const std::uint32_t ua = host_link_[a], db = host_link_[b] + 1;
   switch (spec_.kind) {
     case TopoKind::single_switch:
@@ -201,30 +250,24 @@ bool Topology::route(int a, int b, std::vector<std::uint32_t>& out) const {
         lb = b / d_;
       }
       if (la == lb) return try_path({ua, db});
-      for (int i = 0; i < u_; ++i) {
-        const int s = static_cast<int>((h + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(u_));
-        if (try_path({ua, l1_up_[la * u_ + s], l1_up_[lb * u_ + s] + 1, db})) return true;
-      }
-      return false;
+      const std::uint64_t first = spec_.routing == Routing::dmodk ? ub % static_cast<std::uint64_t>(u_) : h;
+      return choose(u_, first, [&](int s) { return try_path({ua, l1_up_[la * u_ + s], l1_up_[lb * u_ + s] + 1, db}); });
     }
     case TopoKind::fat_tree3: {
       const int ea = a / d_, eb = b / d_, pa = ea / E_, pb = eb / E_;
       if (ea == eb) return try_path({ua, db});
+      const auto u = static_cast<std::uint64_t>(u_), c = static_cast<std::uint64_t>(c_);
       if (pa == pb) {
-        for (int i = 0; i < u_; ++i) {
-          const int j = static_cast<int>((h + i) % static_cast<std::uint64_t>(u_));
-          if (try_path({ua, l1_up_[ea * u_ + j], l1_up_[eb * u_ + j] + 1, db})) return true;
-        }
-        return false;
+        const std::uint64_t first = spec_.routing == Routing::dmodk ? ub % u : h;
+        return choose(u_, first, [&](int j) { return try_path({ua, l1_up_[ea * u_ + j], l1_up_[eb * u_ + j] + 1, db}); });
       }
-      const int n = u_ * c_;
-      for (int i = 0; i < n; ++i) {
-        const int x = static_cast<int>((h + i) % static_cast<std::uint64_t>(n)), j = x / c_, m = x % c_;
-        if (try_path({ua, l1_up_[ea * u_ + j], l2_up_[(pa * u_ + j) * c_ + m], l2_up_[(pb * u_ + j) * c_ + m] + 1,
-                      l1_up_[eb * u_ + j] + 1, db}))
-          return true;
-      }
-      return false;
+      // D-mod-k: aggregation port b mod u, core port (b / u) mod c (candidate x = j c + m).
+      const std::uint64_t first = spec_.routing == Routing::dmodk ? (ub % u) * c + (ub / u) % c : h;
+      return choose(u_ * c_, first, [&](int x) {
+        const int j = x / c_, m = x % c_;
+        return try_path({ua, l1_up_[ea * u_ + j], l2_up_[(pa * u_ + j) * c_ + m], l2_up_[(pb * u_ + j) * c_ + m] + 1,
+                         l1_up_[eb * u_ + j] + 1, db});
+      });
     }
   }
   return false;

@@ -1,18 +1,31 @@
 // Network topologies for the simulator: single switch, 2- and 3-level fat trees with radix and
-// oversubscription, rail-optimised clusters. Every cable is two directed links. Routing is
-// deterministic: up-links are chosen per (source, destination) pair by a hash (ECMP) among
-// the choices whose whole path avoids failed links; down paths in a tree are unique.
+// oversubscription, rail-optimised clusters. Every cable is two directed links. Routing is a
+// choice (Routing): up-links are chosen per (source, destination) pair by a hash (ECMP), by the
+// destination (D-mod-k), or per flow by the least-loaded candidate (adaptive), always among the
+// choices whose whole path avoids failed links; down paths in a tree are unique.
 // Core-INC aggregation trees are built over the same links (AggTree).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace inc::sim {
 
 enum class TopoKind : std::uint8_t { single_switch, fat_tree2, fat_tree3, rail };
 const char* name(TopoKind k);
+
+// How a flow picks its up-links among the equal-cost paths (docs/SIMULATOR.md, Routing).
+//  ecmp:     a hash of (source, destination, seed): static, oblivious, collisions at random.
+//  dmodk:    destination-based (D-mod-k): up-port = destination mod u at the first level,
+//            (destination / u) mod c at the second; static, every flow to one host shares the
+//            same down path, so a shift permutation is collision-free.
+//  adaptive: at flow start, the candidate whose most-loaded link carries the fewest flows
+//            (ties: the ECMP order); needs the simulator's current link load.
+enum class Routing : std::uint8_t { ecmp, dmodk, adaptive };
+const char* name(Routing r);
+bool parse_routing(std::string_view s, Routing& out);
 
 struct TopoSpec {
   TopoKind kind = TopoKind::fat_tree2;
@@ -27,6 +40,7 @@ struct TopoSpec {
   double nvlink_latency_us = 0.3;
   std::vector<std::string> failed_links;  // names as printed by link_name ("leaf3-spine1")
   std::uint64_t ecmp_seed = 0;
+  Routing routing = Routing::ecmp;
 };
 
 // Tiers of links, for reports: host links, then switch-to-switch levels.
@@ -71,8 +85,9 @@ class Topology {
   bool is_switch(std::uint32_t n) const { return n >= static_cast<std::uint32_t>(hosts_); }
 
   // Directed links from host a to host b (a != b), appended to `out`. Returns false if every
-  // candidate path crosses a failed link.
-  bool route(int a, int b, std::vector<std::uint32_t>& out) const;
+  // candidate path crosses a failed link. `load` (flows per directed link, adaptive routing
+  // only) may be null: adaptive routing then takes the ECMP choice.
+  bool route(int a, int b, std::vector<std::uint32_t>& out, const std::uint32_t* load = nullptr) const;
   // Sum of the latencies of a path.
   double path_latency(const std::vector<std::uint32_t>& path) const;
 

@@ -2,6 +2,7 @@
 // barrier's happens-before property, algorithm names and the default selection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <queue>
 #include <vector>
@@ -422,6 +423,56 @@ TEST(Scale, LargeRankCounts) {
   c = params(Collective::allgather, Algorithm::recursive_doubling, 16383, 10);
   c.rank = 77;
   EXPECT_LE(summarize(build_schedule(c)).sends, 28u);
+}
+
+// rotation_symmetric's claim, checked on every rank: rank r's schedule is rank 0's with peers
+// shifted by r (kinds, sizes, fences, dependency sets), and where it answers false for an
+// Allreduce ring some rank indeed differs (uneven chunks), so the predicate is not "never".
+bool rotated(const RankSchedule& a, const RankSchedule& b, int r, int p) {
+  if (a.ops.size() != b.ops.size() || a.dep_begin != b.dep_begin) return false;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const Op &x = a.ops[i], &y = b.ops[i];
+    if (x.kind != y.kind || x.src.bytes != y.src.bytes || x.dst.bytes != y.dst.bytes || x.fence != y.fence ||
+        (x.peer >= 0 ? (x.peer + r) % p : x.peer) != y.peer)
+      return false;
+    std::vector<std::uint32_t> da(a.deps.begin() + a.dep_begin[i], a.deps.begin() + a.dep_begin[i + 1]);
+    std::vector<std::uint32_t> db(b.deps.begin() + b.dep_begin[i], b.deps.begin() + b.dep_begin[i + 1]);
+    std::sort(da.begin(), da.end());
+    std::sort(db.begin(), db.end());
+    if (da != db) return false;
+  }
+  return true;
+}
+
+TEST(Symmetry, RotationSymmetricSchedulesAreRotationsOfRankZero) {
+  int symmetric = 0, asymmetric_found = 0;
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather, Collective::broadcast})
+    for (Algorithm a : {Algorithm::ring, Algorithm::recursive_doubling, Algorithm::pipelined_chain})
+      for (int p : {2, 3, 5, 8})
+        for (std::uint64_t count : {std::uint64_t{40}, std::uint64_t{41}, std::uint64_t{4096}})
+          for (bool in_place : {false, true})
+            for (std::uint64_t seg : {std::uint64_t{0}, std::uint64_t{16}}) {
+              if (!supports(c, a)) continue;
+              CollectiveParams cp = params(c, a, p, count);
+              cp.in_place = in_place;
+              cp.segment_bytes = seg;
+              const RankSchedule s0 = build_schedule(cp);
+              bool all = true;
+              for (int r = 1; r < p; ++r) {
+                cp.rank = r;
+                all = all && rotated(s0, build_schedule(cp), r, p);
+              }
+              cp.rank = 0;
+              if (rotation_symmetric(cp)) {
+                ++symmetric;
+                EXPECT_TRUE(all) << name(c) << " " << name(a) << " p=" << p << " count=" << count
+                                 << " in_place=" << in_place << " segment=" << seg;
+              } else if (c == Collective::allreduce && a == Algorithm::ring && !all) {
+                ++asymmetric_found;
+              }
+            }
+  EXPECT_GT(symmetric, 50);
+  EXPECT_GT(asymmetric_found, 0);
 }
 
 }  // namespace

@@ -1,0 +1,221 @@
+// Simulator::Impl, adding jobs: validation, the event loop's op layout, step gates.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <unordered_set>
+
+#include "sim/contention.hpp"
+#include "sim/engine_impl.hpp"
+
+namespace inc::sim {
+
+void Simulator::Impl::check_hosts(const JobSpec& spec, int p) const {
+  if (static_cast<int>(spec.hosts.size()) != p)
+    throw Error(Error::Kind::config, fmt::format("job '{}': {} ranks but {} hosts placed", spec.name, p, spec.hosts.size()));
+  std::unordered_set<int> seen;
+  for (int h : spec.hosts) {
+    if (h < 0 || h >= topo.num_hosts())
+      throw Error(Error::Kind::config, fmt::format("job '{}': host {} does not exist ({} hosts)", spec.name, h, topo.num_hosts()));
+    if (!seen.insert(h).second)
+      throw Error(Error::Kind::config, fmt::format("job '{}': host {} holds two ranks", spec.name, h));
+  }
+}
+
+// A rotation-symmetric job (coll::rotation_symmetric) from rank 0's schedule alone: rank r's op i
+// is template op i with peers shifted by r, laid out step-major (op i of rank r at i p + r, as
+// add() lays out any job whose ranks have equal lengths). Its matching receive is found in the
+// template once: the k-th send to peer q matches the k-th receive of rank q from rank 0, i.e.
+// the template's k-th receive from peer (p - q) mod p, on rank (r + q) mod p.
+void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
+  check_hosts(spec, p);
+  const auto n = static_cast<std::uint32_t>(T.num_ops());
+  std::vector<std::uint32_t> mt(n, ~0u), seq(n, 0), conn(n, ~0u);
+  std::map<int, std::vector<std::uint32_t>> sends_to, recvs_from;  // template peer -> ops in order
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const OpKind k = T.ops[i].kind;
+    if (k == OpKind::send) sends_to[T.ops[i].peer].push_back(i);
+    if (k == OpKind::recv || k == OpKind::recv_reduce) recvs_from[T.ops[i].peer].push_back(i);
+    if (k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather)
+      throw Error(Error::Kind::internal, "symmetric job with Core-INC ops");
+  }
+  std::uint32_t npeers = 0, matched = 0;
+  for (const auto& [q, sends] : sends_to) {
+    const auto& recvs = recvs_from[(p - q) % p];
+    if (q <= 0 || q >= p || recvs.size() != sends.size())
+      throw Error(Error::Kind::mismatch, fmt::format("job '{}': symmetric schedule's sends to +{} do not pair up",
+                                                     spec.name, q));
+    for (std::size_t k = 0; k < sends.size(); ++k) {
+      if (T.ops[sends[k]].bytes != T.ops[recvs[k]].bytes)
+        throw Error(Error::Kind::mismatch, fmt::format("job '{}': message {} to +{}: sizes differ", spec.name, k, q));
+      mt[sends[k]] = recvs[k];
+      mt[recvs[k]] = sends[k];
+      seq[sends[k]] = seq[recvs[k]] = static_cast<std::uint32_t>(k);
+      conn[sends[k]] = npeers;
+    }
+    matched += static_cast<std::uint32_t>(sends.size());
+    ++npeers;
+  }
+  std::uint32_t recvs_total = 0;
+  for (const auto& [q, recvs] : recvs_from) recvs_total += static_cast<std::uint32_t>(recvs.size());
+  if (recvs_total != matched)
+    throw Error(Error::Kind::mismatch, fmt::format("job '{}': symmetric schedule posts {} receives, {} are sent",
+                                                   spec.name, recvs_total, matched));
+  Job J;
+  J.spec = std::move(spec);
+  J.res.name = J.spec.name;
+  J.rank_busy.assign(p, 0);
+  if (opt.model_contention && npeers > 0) {
+    const Contention c = contention_symmetric(T, p, J.spec.hosts, topo);
+    J.res.contended_bandwidth_s = c.bandwidth_s;
+    J.res.worst_step_share = c.worst_step_share;
+  }
+  const auto P = static_cast<std::uint32_t>(p);
+  J.E.resize(static_cast<std::size_t>(n) * P);
+  J.succ.resize(T.succ.size() * P);
+  std::size_t sp = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SimOp& o = T.ops[i];
+    const bool send = o.kind == OpKind::send, recv = o.kind == OpKind::recv || o.kind == OpKind::recv_reduce;
+    for (std::uint32_t r = 0; r < P; ++r) {
+      EngOp& x = J.E[static_cast<std::size_t>(i) * P + r];
+      x.op = o;
+      if (o.peer >= 0) x.op.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + r) % P);
+      if (send || recv) {
+        x.match = mt[i] * P + static_cast<std::uint32_t>(x.op.peer);
+        x.pair_seq = seq[i];
+      }
+      if (send) x.pair_of = r * npeers + conn[i];
+      x.succ_begin = static_cast<std::uint32_t>(sp);
+      for (std::uint32_t s2 = T.succ_begin[i]; s2 < T.succ_begin[i + 1]; ++s2) J.succ[sp++] = T.succ[s2] * P + r;
+      x.succ_end = static_cast<std::uint32_t>(sp);
+      x.pending = T.ndeps[i];
+      x.rank = static_cast<std::int32_t>(r);
+    }
+  }
+  J.prog.nranks = p;
+  J.prog.num_pairs = P * npeers;
+  J.pair_q.resize(J.prog.num_pairs);
+  J.pair_busy.assign(J.prog.num_pairs, 0);
+  J.pair_next.assign(J.prog.num_pairs, 0);
+  total_ops += J.E.size();
+  jobs.push_back(std::move(J));
+}
+
+void Simulator::Impl::add(JobSpec spec, Program prog) {
+  const int p = prog.nranks;
+  check_hosts(spec, p);
+  Job J;
+  J.spec = std::move(spec);
+  J.prog = std::move(prog);
+  J.res.name = J.spec.name;
+  J.rank_busy.assign(p, 0);
+  if (opt.model_contention && J.prog.num_pairs > 0) {
+    const Contention c = contention(J.prog, J.spec.hosts, topo);
+    J.res.contended_bandwidth_s = c.bandwidth_s;
+    J.res.worst_step_share = c.worst_step_share;
+  }
+  // The event loop's op order is step-major: the i-th op of every rank side by side. Ranks
+  // advance roughly together, so the ops touched at one moment (a send and its matching
+  // receive on the next rank, their successors) share cache lines instead of lying a rank's
+  // schedule apart.
+  const std::size_t N = J.prog.num_ops();
+  BigVec<std::uint32_t> perm(N);
+  {
+    std::vector<int> active;
+    for (int r = 0; r < p; ++r)
+      if (J.prog.rank_begin[r + 1] > J.prog.rank_begin[r]) active.push_back(r);
+    std::uint32_t next = 0;
+    for (std::uint32_t i = 0; !active.empty(); ++i) {
+      std::size_t keep = 0;
+      for (int r : active) {
+        const std::uint32_t pi = J.prog.rank_begin[r] + i;
+        perm[pi] = next++;
+        if (pi + 1 < J.prog.rank_begin[r + 1]) active[keep++] = r;
+      }
+      active.resize(keep);
+    }
+  }
+  // Read the program sequentially, scatter into E; successor lists stay in program order
+  // (E points into them) with their targets renumbered.
+  J.E.resize(N);
+  for (int r = 0; r < p; ++r)
+    for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) {
+      EngOp& x = J.E[perm[i]];
+      x.op = J.prog.ops[i];
+      const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast ||
+                       x.op.kind == OpKind::inc_gather;
+      x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
+      x.pair_of = J.prog.pair_of[i];
+      x.pair_seq = J.prog.pair_seq[i];
+      x.succ_begin = J.prog.succ_begin[i];
+      x.succ_end = J.prog.succ_begin[i + 1];
+      x.pending = J.prog.ndeps[i];
+      x.rank = r;
+    }
+  if (opt.matching != Matching::dataflow) setup_steps(J, perm);
+  J.succ = std::move(J.prog.succ);
+  for (auto& t : J.succ) t = perm[t];
+  for (auto& m : J.prog.inc_members) m = perm[m];
+  // The event loop reads everything from E, succ and inc_members: release the rest.
+  for (auto* v : {&J.prog.ndeps, &J.prog.match, &J.prog.pair_of, &J.prog.pair_seq, &J.prog.succ_begin, &J.prog.succ}) {
+    v->clear();
+    v->shrink_to_fit();
+  }
+  J.prog.ops.clear();
+  J.prog.ops.shrink_to_fit();
+  J.runs.assign(J.prog.num_inc_groups(), -1);
+  J.pair_q.resize(J.prog.num_pairs);
+  J.pair_busy.assign(J.prog.num_pairs, 0);
+  J.pair_next.assign(J.prog.num_pairs, 0);
+  if (J.prog.num_inc_groups() > 0) {
+    J.tree = topo.build_tree(J.spec.hosts, jobs.size() * 0x51ed27u + 1);
+    J.res.tree_switches = J.tree.switch_count();
+    J.up_q.resize(J.tree.nodes.size());
+    J.down_q.resize(J.tree.nodes.size());
+    J.up_busy.assign(J.tree.nodes.size(), 0);
+    J.down_busy.assign(J.tree.nodes.size(), 0);
+    J.res.tree_depth = J.tree.depth;
+  }
+  total_ops += J.E.size();
+  jobs.push_back(std::move(J));
+}
+
+// Every op after a rank's first step waits for one more thing: its step opening.
+void Simulator::Impl::setup_steps(Job& J, const BigVec<std::uint32_t>& perm) {
+  const Program& P = J.prog;
+  const std::vector<std::uint32_t> step = program_steps(P);
+  const std::size_t N = P.num_ops();
+  J.gate_ops.resize(N);
+  J.step_start.assign(N, 0);
+  for (std::size_t i = 0; i < N; ++i) {
+    J.gate_ops[i] = perm[i];
+    const int r = J.E[perm[i]].rank;
+    J.step_start[i] = i == P.rank_begin[r] || step[i] != step[i - 1];
+    if (step[i] > 0) ++J.E[perm[i]].pending;
+  }
+  J.rank_end.assign(P.nranks, 0);
+  J.step_end.assign(P.nranks, 0);
+  J.step_left.assign(P.nranks, 0);
+  for (int r = 0; r < P.nranks; ++r) {
+    J.rank_end[r] = P.rank_begin[r + 1];
+    open_step(J, r, P.rank_begin[r], false);
+  }
+}
+
+// Opens the step of rank r that begins at program index `from` (if any).
+void Simulator::Impl::open_step(Job& J, int r, std::uint32_t from, bool release) {
+  std::uint32_t e = from;
+  while (e < J.rank_end[r] && (e == from || !J.step_start[e])) ++e;
+  J.step_end[r] = e;
+  J.step_left[r] = e - from;
+  if (!release) return;
+  const auto ji = static_cast<std::uint32_t>(&J - jobs.data());
+  for (std::uint32_t i = from; i < e; ++i)
+    if (--J.E[J.gate_ops[i]].pending == 0) work.emplace_back(ji, J.gate_ops[i]);
+}
+
+}  // namespace inc::sim

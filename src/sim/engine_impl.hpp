@@ -1,0 +1,242 @@
+// Internal to the simulator (engine.cpp, engine_build.cpp, engine_inc.cpp): the event loop's
+// records and Simulator::Impl, whose methods are split by job: adding jobs and their layout
+// (engine_build.cpp), Core-INC trees (engine_inc.cpp), ops, point-to-point messages and the
+// event loop (engine.cpp). Not a public header.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/flow.hpp"
+
+namespace inc::sim {
+
+namespace engine_detail {
+
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady };
+
+struct Event {
+  double t;
+  std::uint64_t seq;
+  EvType type;
+  std::uint32_t a, b, c;
+};
+struct EventLater {
+  bool operator()(const Event& x, const Event& y) const { return x.t > y.t || (x.t == y.t && x.seq > y.seq); }
+};
+
+enum class XKind : std::uint8_t { p2p, inc_up, inc_down };
+
+struct Xfer {
+  XKind kind = XKind::p2p;
+  std::uint32_t job = 0;
+  std::uint32_t a = 0;  // p2p: send op; inc: run id
+  std::uint32_t b = 0;  // p2p: recv op; inc: tree node (sender for up, receiver for down)
+  std::uint32_t chunk = 0;
+  double bytes = 0;
+  double cap = FlowNet::kNoCap;
+  double latency = 0;  // route latency (the sharing weight in rtt_weighted mode)
+  std::uint8_t nres = 0;
+  std::uint32_t res[10];
+};
+
+struct IncRun {
+  std::uint32_t job = 0, group = 0;
+  bool bcast = false;
+  int root_member = -1;
+  std::uint32_t nchunks = 0;
+  double chunk = 0, last_chunk = 0;
+  std::uint32_t members_done = 0;
+  // Per tree node.
+  std::vector<std::uint32_t> up_avail;   // chunks this node can send up (own data / aggregated)
+  std::vector<std::uint32_t> down_avail; // chunks this node holds for its children (results)
+  std::vector<std::uint32_t> up_next;    // next chunk to send to the parent
+  std::vector<std::uint32_t> up_done;    // chunks delivered to the parent
+  std::vector<std::uint32_t> down_next;  // next chunk the parent sends to this node
+  std::vector<std::uint32_t> alu_queued; // reduce: chunks handed to the ALU
+  std::vector<std::uint8_t> on_src_path;
+  std::vector<std::uint8_t> has_receiver;  // subtree holds a member that wants the data
+  bool active = true;
+};
+
+// Everything the event loop reads and writes about one op, in one 48-byte record: the loop is
+// memory-bound (each event touches another rank's ops), so one cache line per op instead of
+// nine arrays roughly halves its time at 1,024 ranks.
+struct EngOp {
+  SimOp op;
+  std::uint32_t match = ~0u, pair_of = ~0u, pair_seq = ~0u, succ_begin = 0, succ_end = 0;
+  std::uint32_t pending = 0;
+  std::int32_t rank = 0;
+  // 0 waiting, 1 posted, 2 moving, 3 done; receives of eager messages also 4 (data moving,
+  // receive not posted) and 5 (data arrived, receive not posted).
+  std::uint8_t state = 0;
+};
+
+// FIFO of (run, chunk) with amortised O(1) push/pop and no per-node allocation when idle.
+struct ChunkQueue {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> v;
+  std::size_t head = 0;
+  bool empty() const { return head == v.size(); }
+  void push(std::uint32_t run, std::uint32_t chunk) { v.emplace_back(run, chunk); }
+  std::pair<std::uint32_t, std::uint32_t> pop() {
+    auto x = v[head++];
+    if (head == v.size()) {
+      v.clear();
+      head = 0;
+    }
+    return x;
+  }
+};
+
+}  // namespace engine_detail
+
+using namespace engine_detail;
+using coll::OpKind;
+
+struct Simulator::Impl {
+  const Topology& topo;
+  SimOptions opt;
+  FlowNet net;
+  std::uint32_t n_links;
+
+  struct Job {
+    JobSpec spec;
+    Program prog;
+    BigVec<EngOp> E;              // ops in step-major order (see add)
+    BigVec<std::uint32_t> succ;   // successors, in E's numbering
+    std::vector<double> rank_busy;    // endpoint compute engine
+    AggTree tree;
+    std::vector<std::int32_t> runs;          // group -> run id (-1 none)
+    double inc_cap = FlowNet::kNoCap;
+    std::vector<ChunkQueue> up_q, down_q;  // per tree node: chunks waiting for the edge
+    std::vector<std::uint8_t> up_busy, down_busy;
+    // Point-to-point connections: one message at a time in its bandwidth phase, in order.
+    std::vector<ChunkQueue> pair_q;
+    std::vector<std::uint8_t> pair_busy;
+    std::vector<std::uint32_t> pair_next;  // seq of the next message each connection delivers
+    double inc_chunk = 0;
+    // Step gates (Matching::rendezvous / eager): E indices in program order, where each step
+    // begins, and per rank the end of its open step and how many of its ops are not done.
+    BigVec<std::uint32_t> gate_ops;
+    std::vector<std::uint8_t> step_start;
+    std::vector<std::uint32_t> rank_end, step_end, step_left;
+    JobResult res;
+    std::uint64_t ops_done = 0;
+  };
+  std::vector<Job> jobs;
+  std::vector<IncRun> runs;
+  std::vector<std::uint32_t> free_runs;
+  std::vector<Xfer> xfers;
+  std::vector<std::uint32_t> free_xfers;
+  std::vector<std::uint32_t> flow_xfer;  // flow id -> xfer
+  std::vector<double> alu_free;          // per topology node
+  std::priority_queue<Event, std::vector<Event>, EventLater> heap;
+  std::uint64_t seq = 0, events = 0, flows = 0;
+  double now = 0;
+  std::vector<double> link_bytes;
+  std::vector<std::vector<double>> job_link_bytes;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> work;  // (job, op) ready
+  std::vector<std::uint32_t> path;
+  std::vector<std::uint32_t> finished;  // xfers whose flows completed in the current batch
+  std::uint64_t total_ops = 0, done_ops = 0;
+  std::vector<std::uint32_t> link_load;  // xfers routed over each directed link, not yet done
+  std::uint64_t routed_flows = 0, collided_flows = 0;
+  std::uint32_t max_link_flows = 0;
+
+  Impl(const Topology& t, SimOptions o)
+      : topo(t), opt(std::move(o)), net(capacities(t, opt)), n_links(static_cast<std::uint32_t>(t.links().size())) {
+    alu_free.assign(t.num_nodes(), 0);
+    link_bytes.assign(n_links, 0);
+    link_load.assign(n_links, 0);
+  }
+
+  std::uint32_t mem_res(int host) const { return n_links + static_cast<std::uint32_t>(host); }
+  bool mem_on() const { return opt.np.host_mem_GBps > 0; }
+
+  double chunk_bytes(const IncRun& R, std::uint32_t c) const { return c + 1 == R.nchunks ? R.last_chunk : R.chunk; }
+
+  static std::vector<double> capacities(const Topology& t, const SimOptions& o) {
+    std::vector<double> c;
+    for (const auto& l : t.links()) c.push_back(l.bw);
+    // Host memory buses follow the links (one per host), unlimited unless configured.
+    for (int h = 0; h < t.num_hosts(); ++h)
+      c.push_back(o.np.host_mem_GBps > 0 ? o.np.host_mem_GBps * 1e9 : FlowNet::kNoCap);
+    return c;
+  }
+  void push(double t, EvType type, std::uint32_t a, std::uint32_t b = 0, std::uint32_t c = 0) {
+    heap.push(Event{t, seq++, type, a, b, c});
+  }
+  std::uint32_t new_xfer() {
+    if (!free_xfers.empty()) {
+      const std::uint32_t x = free_xfers.back();
+      free_xfers.pop_back();
+      return x;
+    }
+    xfers.emplace_back();
+    return static_cast<std::uint32_t>(xfers.size() - 1);
+  }
+  void account(Job& J, std::uint32_t ji, const Xfer& x) {
+    for (std::uint8_t i = 0; i < x.nres; ++i) {
+      const std::uint32_t r = x.res[i];
+      if (r >= n_links) continue;
+      link_bytes[r] += x.bytes;
+      if (!job_link_bytes.empty()) job_link_bytes[ji][r] += x.bytes;
+      J.res.link_bytes_total += x.bytes;
+    }
+  }
+  void add(JobSpec spec, Program prog);
+  // Throws unless spec places p ranks on distinct existing hosts.
+  void check_hosts(const JobSpec& spec, int p) const;
+  // A rotation-symmetric job from rank 0's schedule (template_program): no per-rank schedules.
+  void add_symmetric(JobSpec spec, int p, Program templ);
+  // Every op after a rank's first step waits for one more thing: its step opening.
+  void setup_steps(Job& J, const BigVec<std::uint32_t>& perm);
+  // Opens the step of rank r that begins at program index `from` (if any).
+  void open_step(Job& J, int r, std::uint32_t from, bool release);
+  bool eager(std::uint64_t bytes) const {
+    return opt.matching == Matching::eager && bytes <= opt.eager_threshold;
+  }
+  // Slot memory is shared by the trees crossing a switch; the job's window is its smallest share.
+  void setup_inc();
+  void op_ready(std::uint32_t ji, std::uint32_t op);
+  void compute(std::uint32_t ji, std::uint32_t op, double dur);
+  void op_done(std::uint32_t ji, std::uint32_t op);
+  void finish_recv(std::uint32_t ji, std::uint32_t recv);
+  void drain();
+  void start_p2p(std::uint32_t ji, std::uint32_t send, std::uint32_t recv);
+  // Load and collision statistics of a routed message (switch-to-switch links only: host links
+  // are shared by every route of their host whatever the routing).
+  void count_route(const std::vector<std::uint32_t>& p);
+  // The message's overhead and latency have elapsed; it takes the connection when it is free.
+  void xfer_start(std::uint32_t xi);
+  void begin_flow(std::uint32_t xi);
+  // Recompute the rates changed by this instant's starts and finishes; schedule completions.
+  void commit();
+  void reschedule();
+  // A flow finished: remove it (rates are recomputed once per batch); false if the event is stale.
+  bool flow_done(std::uint32_t f, std::uint32_t version, std::vector<std::uint32_t>& finished);
+  void xfer_done(std::uint32_t xi);
+  std::uint32_t get_run(std::uint32_t ji, std::uint32_t group);
+  void inc_member_ready(std::uint32_t ji, std::uint32_t op);
+  void inc_host_ready(std::uint32_t ri, std::uint32_t node);
+  void send_edge(std::uint32_t ri, std::uint32_t node, bool up, std::uint32_t c);
+  // A run's newly available chunks join the job's FIFO on node's up edge (a port sends one
+  // chunk at a time, in the order the chunks became ready, whichever op they belong to).
+  void try_up(std::uint32_t ri, std::uint32_t node);
+  // Same for the edge from node's parent down to node.
+  void try_down(std::uint32_t ri, std::uint32_t node);
+  void pump(std::uint32_t ji, std::uint32_t node, bool up);
+  void push_down(std::uint32_t ri, int node);
+  // Reduce: one more chunk aggregated at a switch.
+  void aggregated(std::uint32_t ri, int node);
+  void inc_up_delivered(std::uint32_t ri, std::uint32_t node);
+  void inc_down_delivered(std::uint32_t ri, std::uint32_t node);
+  void maybe_member_done(std::uint32_t ri, int node);
+  SimResult run();
+};
+
+}  // namespace inc::sim
