@@ -45,7 +45,7 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   BenchResult res;
   res.c = c;
   const std::uint64_t count = count_for_bytes(c.coll, c.bytes, c.dtype, n);
-  res.count = count;
+  res.count = count * elements_per_unit(c.dtype);  // elements, as the API counts them
 
   std::uint64_t in_elems = count, out_elems = count;
   switch (c.coll) {
