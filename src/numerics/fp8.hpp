@@ -87,29 +87,29 @@ template <int M, int Bias, unsigned kMaxFinite, unsigned kOverflow, unsigned kNa
 }
 
 // fp8 -> f32, exact. Normal values rebias the exponent; subnormals are m * 2^(1 - bias - M),
-// an exact f32 product.
-[[gnu::always_inline]] inline float e4m3_to_f32(std::uint8_t b) noexcept {
+// an exact f32 product; E4M3's one NaN and E5M2's NaNs come out quiet (E5M2 keeps its payload).
+namespace fp8detail {
+template <unsigned M, unsigned Bias, bool kIeee>
+[[gnu::always_inline]] inline float decode(std::uint8_t b) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(b & 0x80u) << 24;
   const unsigned a = b & 0x7fu;
-  const unsigned e = a >> 3;
-  const unsigned m = a & 7u;
+  const unsigned e = a >> M;
+  const unsigned m = a & ((1u << M) - 1);
+  const float sub_ulp = __builtin_bit_cast(float, (127u + 1u - Bias - M) << 23);  // 2^(1-Bias-M)
   std::uint32_t r;
-  if (a == 0x7fu) r = 0x7fc00000u;  // the NaN
-  else if (e == 0) r = __builtin_bit_cast(std::uint32_t, static_cast<float>(m) * 0x1p-9f);
-  else r = ((e + 127u - 7u) << 23) | (m << 20);
+  if (kIeee && e == (0x7fu >> M)) r = m == 0 ? 0x7f800000u : (0x7fc00000u | (m << (23 - M)));
+  else if (!kIeee && a == 0x7fu) r = 0x7fc00000u;
+  else if (e == 0) r = __builtin_bit_cast(std::uint32_t, static_cast<float>(m) * sub_ulp);
+  else r = ((e + 127u - Bias) << 23) | (m << (23 - M));
   return __builtin_bit_cast(float, r | sign);
 }
+}  // namespace fp8detail
 
+[[gnu::always_inline]] inline float e4m3_to_f32(std::uint8_t b) noexcept {
+  return fp8detail::decode<3, 7, false>(b);
+}
 [[gnu::always_inline]] inline float e5m2_to_f32(std::uint8_t b) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(b & 0x80u) << 24;
-  const unsigned a = b & 0x7fu;
-  const unsigned e = a >> 2;
-  const unsigned m = a & 3u;
-  std::uint32_t r;
-  if (e == 31) r = m == 0 ? 0x7f800000u : (0x7fc00000u | (m << 21));  // inf; NaN made quiet
-  else if (e == 0) r = __builtin_bit_cast(std::uint32_t, static_cast<float>(m) * 0x1p-16f);
-  else r = ((e + 127u - 15u) << 23) | (m << 21);
-  return __builtin_bit_cast(float, r | sign);
+  return fp8detail::decode<2, 15, true>(b);
 }
 
 }  // namespace inc::numerics
