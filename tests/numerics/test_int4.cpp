@@ -9,6 +9,7 @@
 
 #include "numerics/kernel_isa.hpp"
 #include "numerics/reduce.hpp"
+#include "tests/numerics/byte_pairs.hpp"
 
 namespace inc::numerics {
 namespace {
@@ -20,29 +21,20 @@ int nib(unsigned byte, int hi) {
 unsigned wrap16(long v) { return static_cast<unsigned>(((v % 16) + 16) % 16); }
 
 TEST(Int4, ReduceAllBytePairsEveryOpEveryVariant) {
-  std::vector<std::uint8_t> a(65536), b(65536), out(65536);
-  for (unsigned i = 0; i < 65536; ++i) {
-    a[i] = static_cast<std::uint8_t>(i);
-    b[i] = static_cast<std::uint8_t>(i >> 8);
-  }
-  for (const auto isa : {detail::KernelIsa::generic, detail::KernelIsa::x86_64_v3}) {
-    if (!detail::kernel_isa_available(isa)) continue;
-    for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
-      detail::reduce_with(isa, DataType::i4, op, out.data(), a.data(), b.data(), out.size());
-      for (unsigned i = 0; i < 65536; ++i) {
-        unsigned want = 0;
-        for (int hi = 0; hi < 2; ++hi) {
-          const long x = nib(a[i], hi), y = nib(b[i], hi);
-          long r = x + y;
-          if (op == ReduceOp::prod) r = x * y;
-          if (op == ReduceOp::min) r = x < y ? x : y;
-          if (op == ReduceOp::max) r = x > y ? x : y;
-          want |= wrap16(r) << (4 * hi);
-        }
-        ASSERT_EQ(out[i], want) << name(op) << " bytes " << int{a[i]} << "," << int{b[i]};
+  test::for_all_byte_pairs(DataType::i4, [](auto, ReduceOp op, const auto& a, const auto& b, const auto& out) {
+    for (unsigned i = 0; i < 65536; ++i) {
+      unsigned want = 0;
+      for (int hi = 0; hi < 2; ++hi) {
+        const long x = nib(a[i], hi), y = nib(b[i], hi);
+        long r = x + y;
+        if (op == ReduceOp::prod) r = x * y;
+        if (op == ReduceOp::min) r = x < y ? x : y;
+        if (op == ReduceOp::max) r = x > y ? x : y;
+        want |= wrap16(r) << (4 * hi);
       }
+      ASSERT_EQ(out[i], want) << name(op) << " bytes " << int{a[i]} << "," << int{b[i]};
     }
-  }
+  });
   // The paper's example: 7 + (-5) wraps nowhere, 7 + 5 wraps to -4 (0xc).
   std::uint8_t x = 0x57, y = 0x55, r = 0;  // elements (7, 5) and (5, 5)
   reduce(DataType::i4, ReduceOp::sum, &r, &x, &y, 1);
