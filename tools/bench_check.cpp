@@ -10,9 +10,7 @@ namespace inc::tools {
 
 namespace {
 
-bool is_float(DataType t) {
-  return t == DataType::f64 || t == DataType::f32 || t == DataType::f16 || t == DataType::bf16;
-}
+bool is_float(DataType t) { return is_floating(t); }
 bool is_signed_int(DataType t) {
   return t == DataType::i8 || t == DataType::i32 || t == DataType::i64;
 }
@@ -23,15 +21,27 @@ std::int64_t exact_limit(DataType t) {
     case DataType::f32: return std::int64_t{1} << 24;
     case DataType::f16: return std::int64_t{1} << 11;
     case DataType::bf16: return std::int64_t{1} << 8;
+    case DataType::e4m3: return std::int64_t{1} << 4;
+    case DataType::e5m2: return std::int64_t{1} << 3;
     default: return 0;
   }
 }
 // Smallest and largest binary exponent of a power of two the float type holds exactly
 // (subnormals included).
 int min_exp(DataType t) {
+  if (t == DataType::e4m3) return -9;
+  if (t == DataType::e5m2) return -16;
   return t == DataType::f16 ? -24 : t == DataType::f32 || t == DataType::bf16 ? -133 : -1074;
 }
-int max_exp(DataType t) { return t == DataType::f16 ? 15 : t == DataType::f64 ? 1023 : 127; }
+int max_exp(DataType t) {
+  if (t == DataType::e4m3) return 8;
+  if (t == DataType::e5m2) return 15;
+  return t == DataType::f16 ? 15 : t == DataType::f64 ? 1023 : 127;
+}
+
+// i4: a byte holds two elements; the reference combines every rank's input byte nibble by
+// nibble (sum and prod modulo 16, signed min/max, avg = wrapped sum truncated by p).
+int nibble(unsigned byte, int hi) { return static_cast<int>(((byte >> (4 * hi)) & 0xf) ^ 8) - 8; }
 
 std::uint64_t splitmix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -149,6 +159,27 @@ void BenchPattern::fill(int rank, std::byte* buf, std::uint64_t first, std::uint
 }
 
 void BenchPattern::expected_reduction(std::uint64_t i, std::byte* dst) const {
+  if (t_ == DataType::i4) {
+    unsigned out = 0;
+    for (int hi = 0; hi < 2; ++hi) {
+      long acc = 0;
+      for (int r = 0; r < p_; ++r) {
+        std::byte in;
+        store_input(r, i, &in);
+        const long v = nibble(static_cast<unsigned>(in), hi);
+        if (r == 0) acc = v;
+        else if (op_ == ReduceOp::prod) acc = ((acc * v) % 16 + 16) % 16;
+        else if (op_ == ReduceOp::min) acc = std::min(acc, v);
+        else if (op_ == ReduceOp::max) acc = std::max(acc, v);
+        else acc = ((acc + v) % 16 + 16) % 16;
+        acc = acc >= 8 ? acc - 16 : acc;  // keep the signed 4-bit value
+      }
+      if (op_ == ReduceOp::avg) acc /= p_;
+      out |= (static_cast<unsigned>(acc) & 0xfu) << (4 * hi);
+    }
+    *dst = static_cast<std::byte>(out);
+    return;
+  }
   if (op_ == ReduceOp::prod) {
     if (float_) {
       double v = 1;  // exact: powers of two within the type's range
@@ -195,8 +226,11 @@ void BenchPattern::expected_reduction(std::uint64_t i, std::byte* dst) const {
     }
     case DataType::f16:
     case DataType::bf16:
+    case DataType::e4m3:
+    case DataType::e5m2:
       numerics::store_from_double(t_, dst, 0, static_cast<double>(s) / static_cast<double>(p_));
       return;
+    case DataType::i4: return;  // handled above
     case DataType::i8: store_int(t_, esz_, static_cast<std::int8_t>(s) / p_, dst); return;
     case DataType::u8: store_int(t_, esz_, static_cast<std::uint8_t>(s) / p_, dst); return;
     case DataType::i32: store_int(t_, esz_, static_cast<std::int32_t>(s) / p_, dst); return;

@@ -45,7 +45,7 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   BenchResult res;
   res.c = c;
   const std::uint64_t count = count_for_bytes(c.coll, c.bytes, c.dtype, n);
-  res.count = count;
+  res.count = count * elements_per_unit(c.dtype);  // elements, as the API counts them
 
   std::uint64_t in_elems = count, out_elems = count;
   switch (c.coll) {
@@ -101,25 +101,27 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
     if (c.coll == Collective::broadcast && rank != c.root) return;
     BenchPattern(c.coll, c.dtype, c.op, n, case_salt + static_cast<std::uint64_t>(k)).fill(rank, input, 0, in_elems);
   };
+  // The API counts elements; the buffers above count storage units (i4: two elements a byte).
+  const std::uint64_t elements = count * elements_per_unit(c.dtype);
   auto run_once = [&] {
     const void* s;
     void* r;
     pointers(s, r);
     switch (c.coll) {
       case Collective::allreduce:
-        comm.iallreduce(s, r, count, c.dtype, c.op, o).wait();
+        comm.iallreduce(s, r, elements, c.dtype, c.op, o).wait();
         break;
       case Collective::reduce_scatter:
-        comm.ireduce_scatter(s, r, count, c.dtype, c.op, o).wait();
+        comm.ireduce_scatter(s, r, elements, c.dtype, c.op, o).wait();
         break;
       case Collective::allgather:
-        comm.iallgather(s, r, count, c.dtype, o).wait();
+        comm.iallgather(s, r, elements, c.dtype, o).wait();
         break;
       case Collective::broadcast:
-        comm.ibroadcast(s, r, count, c.dtype, c.root, o).wait();
+        comm.ibroadcast(s, r, elements, c.dtype, c.root, o).wait();
         break;
       case Collective::alltoall:
-        comm.ialltoall(s, r, count, c.dtype, o).wait();
+        comm.ialltoall(s, r, elements, c.dtype, o).wait();
         break;
       case Collective::barrier:
         comm.barrier();

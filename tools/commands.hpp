@@ -12,4 +12,5 @@ int cmd_switch(int argc, char** argv);
 int cmd_testbed(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
 int cmd_edge(int argc, char** argv);
+int cmd_numerics(int argc, char** argv);
 }  // namespace inc::tools

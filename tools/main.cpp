@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"testbed", inc::tools::cmd_testbed, "emulated cluster: namespaces, shaped links, switches; runs a job"},
     {"tune", inc::tools::cmd_tune, "measure every path of every collective; write a tuning file for auto"},
     {"edge", inc::tools::cmd_edge, "Edge-INC offload engine of this host: runs collectives posted by its ranks"},
+    {"numerics", inc::tools::cmd_numerics, "int4 examples and accumulator-policy sweep against exact sums"},
 };
 
 void usage(std::FILE* out) {

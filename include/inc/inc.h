@@ -24,7 +24,9 @@ typedef struct inc_request_s* inc_request_t;
 #endif
 
 typedef enum INC_ENUM_INT {
-  INC_F64 = 0, INC_F32, INC_F16, INC_BF16, INC_I8, INC_U8, INC_I32, INC_U32, INC_I64, INC_U64
+  INC_F64 = 0, INC_F32, INC_F16, INC_BF16, INC_I8, INC_U8, INC_I32, INC_U32, INC_I64, INC_U64,
+  INC_E4M3, INC_E5M2, /* OCP 8-bit floats */
+  INC_I4 /* signed 4-bit, two per byte, low nibble first; counts are elements, even */
 } inc_datatype_t;
 
 typedef enum INC_ENUM_INT { INC_SUM = 0, INC_PROD, INC_MIN, INC_MAX, INC_AVG } inc_op_t;

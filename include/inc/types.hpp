@@ -11,8 +11,11 @@
 
 namespace inc {
 
-enum class DataType : std::uint8_t { f64, f32, f16, bf16, i8, u8, i32, u32, i64, u64 };
-inline constexpr int kNumDataTypes = 10;
+// e4m3, e5m2: OCP 8-bit floating point (E4M3: no infinities, NaN = S.1111.111, max 448;
+// E5M2: IEEE-like with infinities and NaNs, max 57344). i4: signed 4-bit integers packed two
+// per byte, element 2k in the low nibble of byte k (docs/NUMERICS.md "8- and 4-bit types").
+enum class DataType : std::uint8_t { f64, f32, f16, bf16, i8, u8, i32, u32, i64, u64, e4m3, e5m2, i4 };
+inline constexpr int kNumDataTypes = 13;
 
 enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
 inline constexpr int kNumReduceOps = 5;
@@ -51,18 +54,28 @@ constexpr std::size_t size_of(DataType t) noexcept {
       return 2;
     case DataType::i8:
     case DataType::u8:
+    case DataType::e4m3:
+    case DataType::e5m2:
       return 1;
+    case DataType::i4:
+      return 1;  // one storage unit, a byte, holds two elements: see elements_per_unit
   }
   return 0;
 }
 
+// Elements per storage unit of size_of(t) bytes: 2 for i4 (two per byte), else 1. Counts in
+// the public API are elements; an i4 count must be even. Below the API (schedules, kernels,
+// wire) an i4 buffer is handled as count / 2 one-byte units, each holding two elements.
+constexpr std::size_t elements_per_unit(DataType t) noexcept { return t == DataType::i4 ? 2 : 1; }
+
 constexpr bool is_floating(DataType t) noexcept {
-  return t == DataType::f64 || t == DataType::f32 || t == DataType::f16 || t == DataType::bf16;
+  return t == DataType::f64 || t == DataType::f32 || t == DataType::f16 || t == DataType::bf16 ||
+         t == DataType::e4m3 || t == DataType::e5m2;
 }
 
 constexpr std::string_view name(DataType t) noexcept {
-  constexpr std::string_view names[] = {"f64", "f32", "f16", "bf16", "i8",
-                                        "u8",  "i32", "u32", "i64",  "u64"};
+  constexpr std::string_view names[] = {"f64", "f32", "f16", "bf16", "i8",   "u8", "i32",
+                                        "u32", "i64", "u64", "e4m3", "e5m2", "i4"};
   auto i = static_cast<unsigned>(t);
   return i < kNumDataTypes ? names[i] : std::string_view("?");
 }

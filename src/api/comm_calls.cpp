@@ -71,9 +71,20 @@ void validate(const detail::CommState& st, const Call& c) {
 
 }  // namespace
 
-Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& c,
+Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const Call& call,
                            const CallOptions& o) {
-  if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(c.coll)));
+  if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(call.coll)));
+  // Below the API every count is in storage units of size_of(dtype) bytes: i4 packs two
+  // elements per byte, so an i4 count (elements) must be even and becomes count / 2 bytes.
+  Call c = call;
+  if (static_cast<unsigned>(c.dtype) < kNumDataTypes && elements_per_unit(c.dtype) > 1) {
+    if (c.count % elements_per_unit(c.dtype) != 0)
+      throw Error(Error::Kind::invalid_argument,
+                  fmt::format("{}: {} packs {} elements per byte; count {} is not a multiple of {}",
+                              name(c.coll), name(c.dtype), elements_per_unit(c.dtype), c.count,
+                              elements_per_unit(c.dtype)));
+    c.count /= elements_per_unit(c.dtype);
+  }
   validate(*st, c);
   const int p = static_cast<int>(st->members.size());
   const std::size_t esz = size_of(c.dtype);

@@ -14,7 +14,9 @@
 #include <type_traits>
 
 #include "inc/types.hpp"
+#include "numerics/fp8.hpp"
 #include "numerics/half.hpp"
+#include "numerics/int4.hpp"
 
 namespace inc::numerics {
 namespace {
@@ -184,6 +186,41 @@ void combine_widened(void* dst, const void* a, const void* b, std::size_t n) noe
   }
 }
 
+// ---- 8- and 4-bit types ---------------------------------------------------------------------
+
+// OCP fp8: widen both operands to f32 (exact), combine in f32, round once to nearest-even
+// (non-saturating: an overflow gives E5M2 infinity / E4M3 NaN). As for 16-bit floats, one
+// step's result is the correctly rounded fp8 value (24 >= 2p + 2 for p = 4 and 3).
+struct E4M3 {
+  [[gnu::always_inline]] static float widen(std::uint8_t b) noexcept { return e4m3_to_f32(b); }
+  [[gnu::always_inline]] static std::uint8_t narrow(float f) noexcept { return f32_to_e4m3(f); }
+};
+struct E5M2 {
+  [[gnu::always_inline]] static float widen(std::uint8_t b) noexcept { return e5m2_to_f32(b); }
+  [[gnu::always_inline]] static std::uint8_t narrow(float f) noexcept { return f32_to_e5m2(f); }
+};
+
+template <class H, class Op>
+void combine_fp8(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  auto* d = static_cast<std::uint8_t*>(dst);
+  const auto* x = static_cast<const std::uint8_t*>(a);
+  const auto* y = static_cast<const std::uint8_t*>(b);
+  for (std::size_t i = 0; i < n; ++i) d[i] = H::narrow(Op::apply(H::widen(x[i]), H::widen(y[i])));
+}
+
+// i4: n bytes, two elements each; every nibble combined as an int and wrapped modulo 16.
+template <class Op>
+void combine_i4(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  auto* d = static_cast<std::uint8_t*>(dst);
+  const auto* x = static_cast<const std::uint8_t*>(a);
+  const auto* y = static_cast<const std::uint8_t*>(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int lo = Op::apply(i4_get(x[i], 0), i4_get(y[i], 0));
+    const int hi = Op::apply(i4_get(x[i], 1), i4_get(y[i], 1));
+    d[i] = i4_set(i4_set(0, 0, lo), 1, hi);
+  }
+}
+
 template <class Op, class F16, class BF16>
 void reduce_typed(DataType t, void* dst, const void* a, const void* b, std::size_t n) noexcept {
   switch (t) {
@@ -197,6 +234,9 @@ void reduce_typed(DataType t, void* dst, const void* a, const void* b, std::size
     case DataType::u32: return combine<std::uint32_t, Op>(dst, a, b, n);
     case DataType::i64: return combine<std::int64_t, Op>(dst, a, b, n);
     case DataType::u64: return combine<std::uint64_t, Op>(dst, a, b, n);
+    case DataType::e4m3: return combine_fp8<E4M3, Op>(dst, a, b, n);
+    case DataType::e5m2: return combine_fp8<E5M2, Op>(dst, a, b, n);
+    case DataType::i4: return combine_i4<Op>(dst, a, b, n);
   }
 }
 
@@ -286,6 +326,20 @@ void divide_int(void* buf, std::size_t n, std::uint64_t d) noexcept {
   }
 }
 
+template <class H>
+void divide_fp8(void* buf, std::size_t n, float d) noexcept {
+  auto* p = static_cast<std::uint8_t*>(buf);
+  for (std::size_t i = 0; i < n; ++i) p[i] = H::narrow(H::widen(p[i]) / d);
+}
+
+// n bytes of i4; each nibble truncated toward zero (a divisor >= 16 gives 0 everywhere).
+inline void divide_i4(void* buf, std::size_t n, std::uint64_t d) noexcept {
+  auto* p = static_cast<std::uint8_t*>(buf);
+  const int dd = d >= 16 ? 16 : static_cast<int>(d);
+  for (std::size_t i = 0; i < n; ++i)
+    p[i] = i4_set(i4_set(0, 0, i4_get(p[i], 0) / dd), 1, i4_get(p[i], 1) / dd);
+}
+
 // The whole of divide() for one instruction set (d >= 1, n >= 1).
 template <class F16>
 void divide_all(DataType t, void* buf, std::size_t n, std::uint64_t d) noexcept {
@@ -300,6 +354,9 @@ void divide_all(DataType t, void* buf, std::size_t n, std::uint64_t d) noexcept 
     case DataType::u32: return divide_int<std::uint32_t>(buf, n, d);
     case DataType::i64: return divide_int<std::int64_t>(buf, n, d);
     case DataType::u64: return divide_int<std::uint64_t>(buf, n, d);
+    case DataType::e4m3: return divide_fp8<E4M3>(buf, n, static_cast<float>(d));
+    case DataType::e5m2: return divide_fp8<E5M2>(buf, n, static_cast<float>(d));
+    case DataType::i4: return divide_i4(buf, n, d);
   }
 }
 

@@ -6,7 +6,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "numerics/fp8.hpp"
 #include "numerics/half.hpp"
+#include "numerics/int4.hpp"
 #include "numerics/kernel_isa.hpp"
 #include "numerics/kernels.hpp"
 
@@ -112,6 +114,9 @@ double load_as_double(DataType t, const void* buf, std::size_t i) noexcept {
     case DataType::u32: return load_raw<std::uint32_t>(buf, i);
     case DataType::i64: return static_cast<double>(load_raw<std::int64_t>(buf, i));
     case DataType::u64: return static_cast<double>(load_raw<std::uint64_t>(buf, i));
+    case DataType::e4m3: return e4m3_to_f32(load_raw<std::uint8_t>(buf, i));
+    case DataType::e5m2: return e5m2_to_f32(load_raw<std::uint8_t>(buf, i));
+    case DataType::i4: return i4_get(load_raw<std::uint8_t>(buf, i / 2), i % 2);
   }
   return 0.0;
 }
@@ -128,6 +133,13 @@ void store_from_double(DataType t, void* buf, std::size_t i, double v) noexcept 
     case DataType::u32: return store_raw(buf, i, saturate_cast<std::uint32_t>(v));
     case DataType::i64: return store_raw(buf, i, saturate_cast<std::int64_t>(v));
     case DataType::u64: return store_raw(buf, i, saturate_cast<std::uint64_t>(v));
+    case DataType::e4m3: return store_raw(buf, i, f64_to_e4m3(v));
+    case DataType::e5m2: return store_raw(buf, i, f64_to_e5m2(v));
+    case DataType::i4: {
+      const double c = v != v ? 0.0 : v <= -8.0 ? -8.0 : v >= 7.0 ? 7.0 : v;
+      return store_raw(buf, i / 2,
+                       i4_set(load_raw<std::uint8_t>(buf, i / 2), i % 2, static_cast<int>(c)));
+    }
   }
 }
 

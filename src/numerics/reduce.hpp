@@ -24,6 +24,9 @@ void reduce(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
 // n == 0 is a caller error and leaves buf untouched.
 void divide(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
 
+// i4 (two elements per byte): `count` of reduce() and divide() counts BYTES (pairs of
+// elements), while the index i of load_as_double/store_from_double counts elements (nibbles;
+// the store keeps the other nibble of the byte). fp8 stores are non-saturating (fp8.hpp).
 // Element access through double, for references, verification and fill patterns.
 // Exact for every value of f16/bf16/f32/f64/8- and 32-bit integers; 64-bit integers are exact
 // up to 2^53 in magnitude. Stores round once to f16/bf16/f32 (nearest-even); to integers they

@@ -37,6 +37,11 @@ constexpr std::pair<std::string_view, DT> kDataTypes[] = {
     {"u32", DT::u32},       {"uint32", DT::u32},    {"uint32_t", DT::u32},
     {"i64", DT::i64},       {"int64", DT::i64},     {"int64_t", DT::i64},
     {"u64", DT::u64},       {"uint64", DT::u64},    {"uint64_t", DT::u64},
+    {"e4m3", DT::e4m3},     {"fp8e4m3", DT::e4m3},  {"f8e4m3", DT::e4m3},   {"float8_e4m3fn", DT::e4m3},
+    {"fp8_e4m3", DT::e4m3},
+    {"e5m2", DT::e5m2},     {"fp8e5m2", DT::e5m2},  {"f8e5m2", DT::e5m2},   {"float8_e5m2", DT::e5m2},
+    {"fp8_e5m2", DT::e5m2},
+    {"i4", DT::i4},         {"int4", DT::i4},
 };
 
 using RO = ReduceOp;

@@ -246,6 +246,56 @@ TEST(Api, SignedZeroNaNAndInfinityThroughTheSwitch) {
   EXPECT_EQ(all, p);
 }
 
+// fp8 and i4 (issue 9) through the API on every host algorithm, and through a switch: the
+// switch cannot add them, so the call falls back to the hosts and the report says why.
+// An odd i4 count is refused with a clear error.
+TEST(Api, Fp8AndInt4OnEveryPath) {
+  auto& comm = world();
+  const int p = comm.size();
+  for (const char* algo : {"", "ring", "recursive_doubling", "rabenseifner", "inc"}) {
+    if (std::string(algo) == "inc" && !std::getenv("INC_SWITCH")) continue;
+    CallOptions o;
+    o.algo = algo;
+    // e4m3 1.0 = 0x38, e5m2 1.0 = 0x3c: a sum of p ones is exact for p <= 16 (e4m3) / 8 (e5m2).
+    for (const auto& [t, one] : {std::pair{DataType::e4m3, 0x38}, std::pair{DataType::e5m2, 0x3c}}) {
+      std::vector<std::uint8_t> x(1001, static_cast<std::uint8_t>(one)), r(1001, 0);
+      comm.iallreduce(x.data(), r.data(), x.size(), t, ReduceOp::sum, o).wait();
+      const Report rep = comm.last_report();
+      EXPECT_FALSE(rep.in_network) << rep.reason;
+      if (std::getenv("INC_SWITCH") && p > 1 && (std::string(algo).empty() || std::string(algo) == "inc")) {
+        EXPECT_NE(rep.reason.find(std::string("not ") + std::string(name(t))), std::string::npos) << rep.reason;
+      }
+      const float want = static_cast<float>(p);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        std::uint8_t w = 0;
+        for (int b = 0; b < 256; ++b) {  // the pattern whose value is p (decoded by hand)
+          const int e = t == DataType::e4m3 ? (b >> 3) & 15 : (b >> 2) & 31;
+          const int m = t == DataType::e4m3 ? b & 7 : b & 3;
+          const int mb = t == DataType::e4m3 ? 3 : 2, bias = t == DataType::e4m3 ? 7 : 15;
+          if (b < 128 && e > 0 && std::ldexp(1.0 + std::ldexp(m, -mb), e - bias) == want) w = static_cast<std::uint8_t>(b);
+        }
+        ASSERT_EQ(r[i], w) << name(t) << " " << algo << " element " << i;
+      }
+    }
+    // i4: element 2k = 1, element 2k+1 = -1 on every rank; sums wrap modulo 16.
+    std::vector<std::uint8_t> x(500, 0xf1), r(500, 0);
+    comm.iallreduce(x.data(), r.data(), 2 * x.size(), DataType::i4, ReduceOp::sum, o).wait();
+    const unsigned lo = static_cast<unsigned>(p) & 15u, hi = static_cast<unsigned>(-p) & 15u;
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], lo | (hi << 4)) << algo << " byte " << i;
+  }
+  std::vector<std::uint8_t> x(4, 0), r(4, 0);
+  try {
+    comm.allreduce(x.data(), r.data(), 7, DataType::i4, ReduceOp::sum);
+    ADD_FAILURE() << "odd i4 count accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("i4"), std::string::npos) << e.what();
+  }
+  std::int32_t one = 1, all = 0;  // still usable, every rank agrees
+  comm.allreduce(&one, &all, 1, DataType::i32, ReduceOp::sum);
+  EXPECT_EQ(all, p);
+}
+
 }  // namespace
 
 namespace {

@@ -30,6 +30,9 @@ TEST(Types, DataTypeAliases) {
       {"char", DataType::i8},     {"uint8", DataType::u8},     {"int32", DataType::i32},
       {"int", DataType::i32},     {"uint32", DataType::u32},   {"int64", DataType::i64},
       {"uint64", DataType::u64},  {"Int64", DataType::i64},
+      {"fp8e4m3", DataType::e4m3}, {"E4M3", DataType::e4m3}, {"float8_e4m3fn", DataType::e4m3},
+      {"fp8e5m2", DataType::e5m2}, {"e5m2", DataType::e5m2}, {"float8_e5m2", DataType::e5m2},
+      {"int4", DataType::i4},     {"i4", DataType::i4},
   };
   for (const auto& c : cases) EXPECT_EQ(parse_data_type(c.s), c.t) << c.s;
 }
@@ -46,7 +49,7 @@ TEST(Types, OpAndCollectiveAliases) {
 }
 
 TEST(Types, RejectsUnknownAndNearMisses) {
-  for (const char* s : {"", "f", "f128", "float ", " float", "int16", "uint", "bfloat", "fp8"})
+  for (const char* s : {"", "f", "f128", "float ", " float", "int16", "uint", "bfloat", "fp8", "e4m3fnuz", "u4"})
     EXPECT_FALSE(parse_data_type(s).has_value()) << '"' << s << '"';
   for (const char* s : {"", "sum ", "minimum", "xor", "avgs"})
     EXPECT_FALSE(parse_reduce_op(s).has_value()) << '"' << s << '"';
