@@ -71,8 +71,9 @@ struct Report {
   // when a total left the type's range; narrow or i32: when any partial sum did).
   bool overflow = false;
   // In-network reductions of f16/bf16/i8/u8 sums: the accumulator policy that ran (automatic when
-  // it did not apply: host path, other types or operations) and the bytes per element on this
-  // rank's link to the switch (0 on the host path). `reason` says where rounding happened.
+  // it did not apply: host path, other types or operations; `reproducible` on every path that
+  // ran one) and the bytes per element on this rank's link to the switch (0 on the host path).
+  // `reason` says where rounding happened.
   Accumulate accumulate = Accumulate::automatic;
   std::uint32_t link_bytes_per_element = 0;
   // Accumulate::reproducible sums (on any path; the same counts on every rank): blocks of 256
