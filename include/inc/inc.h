@@ -107,6 +107,10 @@ typedef struct {
   inc_op_t op;  /* allreduce, reduce_scatter */
   int root;     /* broadcast */
   const char* algo;
+  /* Where sums keep their accumulator (inc::Accumulate): 0 the communicator's default
+   * (INC_ACCUMULATE), 1 narrow, 2 widen, 3 wide, 4 reproducible (the same bits on every path;
+   * f32/f16/bf16), 5 fixed. */
+  int accumulate;
 } inc_call_t;
 
 inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* req);
@@ -124,6 +128,10 @@ typedef struct {
   uint64_t retransmissions;  /* in-network packets this rank sent again */
   int overflow;              /* in-network i32 sums wrapped somewhere in the tree */
   double seconds;            /* start to completion on this rank */
+  int accumulate;            /* the accumulator policy that ran (inc_call_t.accumulate; 0: n/a) */
+  uint32_t link_bytes_per_element; /* on this rank's link to the switch (0: host path) */
+  uint64_t inexact_blocks;   /* reproducible sums: blocks beyond the exact window (rounded) */
+  uint64_t nonfinite_blocks; /* reproducible sums: blocks with NaN/inf (NaN results) */
 } inc_report_t;
 
 /* This request's own report (complete once the request completed). */

@@ -52,7 +52,8 @@ struct Options {
 struct CallOptions {
   std::string algo;  // overrides the communicator's algorithm for this call ("" = keep)
   // f16/bf16 sums in the network: where the accumulator is kept (see Accumulate in types.hpp);
-  // automatic = the communicator's default (INC_ACCUMULATE, else widen).
+  // automatic = the communicator's default (INC_ACCUMULATE, else widen). `reproducible`:
+  // f32/f16/bf16 sums with the same bits on every path (switch or host algorithm).
   Accumulate accumulate = Accumulate::automatic;
 };
 
@@ -70,10 +71,17 @@ struct Report {
   // when a total left the type's range; narrow or i32: when any partial sum did).
   bool overflow = false;
   // In-network reductions of f16/bf16/i8/u8 sums: the accumulator policy that ran (automatic when
-  // it did not apply: host path, other types or operations) and the bytes per element on this
-  // rank's link to the switch (0 on the host path). `reason` says where rounding happened.
+  // it did not apply: host path, other types or operations; `reproducible` on every path that
+  // ran one) and the bytes per element on this rank's link to the switch (0 on the host path).
+  // `reason` says where rounding happened.
   Accumulate accumulate = Accumulate::automatic;
   std::uint32_t link_bytes_per_element = 0;
+  // Accumulate::reproducible sums (on any path; the same counts on every rank): blocks of 256
+  // elements whose values span more than the exact 62-bit window (rounded once when encoded:
+  // still the same bits on every path, but not the correctly rounded sum), and blocks holding
+  // NaN or an infinity on some rank (every element of such a block is NaN).
+  std::uint64_t inexact_blocks = 0;
+  std::uint64_t nonfinite_blocks = 0;
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
   // The segmentation this call actually used: point-to-point messages this rank sent, and
   // switch operations it took part in; each carries at most the segment size

@@ -36,8 +36,17 @@ inline constexpr int kNumCollectives = 6;
 // inputs, f32 partial sums between switches, rounded once at the root; `wide`: the hosts send
 // f32 and round the f32 result once. `automatic`: the communicator's default
 // (INC_ACCUMULATE, else widen). The host algorithms are unaffected (each step rounds).
-enum class Accumulate : std::uint8_t { automatic, narrow, widen, wide };
-inline constexpr int kNumAccumulate = 4;
+// `reproducible` (f32, f16, bf16 sum/avg; docs/NUMERICS.md "Reproducible sums"): every value
+// in a 62-bit fixed-point window below its block's agreed exponent, summed as two i32 limbs in
+// the switch or on the hosts alike, rounded once: the same bits whatever the arrival order,
+// tree, host algorithm or rank placement; Report::inexact_blocks says where the window
+// did not hold a block's values exactly.
+// `fixed` (was INC_SWITCH_NUMERICS=fixed): f32 sums in the switch as i32 fixed point with a
+// shared exponent per block agreed in the switch (fx32): independent of the arrival order and
+// tree, 4 B/element, but each value rounded to a 30-bit window and not the hosts' bits; f32
+// min/max then run on the hosts. 16- and 8-bit sums run as under widen.
+enum class Accumulate : std::uint8_t { automatic, narrow, widen, wide, reproducible, fixed };
+inline constexpr int kNumAccumulate = 6;
 
 constexpr std::size_t size_of(DataType t) noexcept {
   switch (t) {
@@ -94,7 +103,7 @@ constexpr std::string_view name(Collective c) noexcept {
 }
 
 constexpr std::string_view name(Accumulate a) noexcept {
-  constexpr std::string_view names[] = {"automatic", "narrow", "widen", "wide"};
+  constexpr std::string_view names[] = {"automatic", "narrow", "widen", "wide", "reproducible", "fixed"};
   auto i = static_cast<unsigned>(a);
   return i < kNumAccumulate ? names[i] : std::string_view("?");
 }

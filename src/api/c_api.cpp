@@ -85,6 +85,9 @@ void copy_string(const std::string& s, char* buf, std::size_t len) {
   buf[n] = '\0';
 }
 
+// inc_call_t.accumulate and inc_report_t.accumulate are inc::Accumulate's values (inc.h).
+static_assert(static_cast<int>(inc::Accumulate::reproducible) == 4 && static_cast<int>(inc::Accumulate::fixed) == 5);
+
 void fill_report(const inc::Report& r, inc_report_t& out) {
   out = inc_report_t{};
   out.coll = static_cast<inc_collective_t>(r.coll);
@@ -97,12 +100,20 @@ void fill_report(const inc::Report& r, inc_report_t& out) {
   out.retransmissions = r.retransmissions;
   out.overflow = r.overflow ? 1 : 0;
   out.seconds = r.seconds;
+  out.accumulate = static_cast<int>(r.accumulate);
+  out.link_bytes_per_element = r.link_bytes_per_element;
+  out.inexact_blocks = r.inexact_blocks;
+  out.nonfinite_blocks = r.nonfinite_blocks;
 }
 
 inc::Request start_request(const inc_call_t& c, inc_comm_t comm, const char* fn) {
   auto& cm = comm_of(comm);
   inc::CallOptions o;
   if (c.algo) o.algo = c.algo;
+  if (c.accumulate < 0 || c.accumulate >= inc::kNumAccumulate)
+    throw inc::Error(inc::Error::Kind::invalid_argument,
+                     std::string(fn) + ": inc_call_t: invalid accumulate " + std::to_string(c.accumulate));
+  o.accumulate = static_cast<inc::Accumulate>(c.accumulate);
   // Only the fields the collective uses are read (and checked).
   switch (c.coll) {
     case INC_ALLREDUCE:
@@ -205,36 +216,36 @@ inc_result_t inc_barrier(inc_comm_t comm) {
 
 inc_result_t inc_iallreduce(const void* send, void* recv, size_t count, inc_datatype_t type,
                             inc_op_t op, inc_comm_t comm, inc_request_t* req) {
-  return start_call({INC_ALLREDUCE, send, recv, count, type, op, 0, nullptr}, comm, req, "inc_iallreduce");
+  return start_call({INC_ALLREDUCE, send, recv, count, type, op, 0, nullptr, 0}, comm, req, "inc_iallreduce");
 }
 
 inc_result_t inc_ireduce_scatter(const void* send, void* recv, size_t recv_count,
                                  inc_datatype_t type, inc_op_t op, inc_comm_t comm,
                                  inc_request_t* req) {
-  return start_call({INC_REDUCE_SCATTER, send, recv, recv_count, type, op, 0, nullptr}, comm, req,
+  return start_call({INC_REDUCE_SCATTER, send, recv, recv_count, type, op, 0, nullptr, 0}, comm, req,
                     "inc_ireduce_scatter");
 }
 
 inc_result_t inc_iallgather(const void* send, void* recv, size_t send_count,
                             inc_datatype_t type, inc_comm_t comm, inc_request_t* req) {
-  return start_call({INC_ALLGATHER, send, recv, send_count, type, INC_SUM, 0, nullptr}, comm, req,
+  return start_call({INC_ALLGATHER, send, recv, send_count, type, INC_SUM, 0, nullptr, 0}, comm, req,
                     "inc_iallgather");
 }
 
 inc_result_t inc_ibroadcast(const void* send, void* recv, size_t count, inc_datatype_t type,
                             int root, inc_comm_t comm, inc_request_t* req) {
-  return start_call({INC_BROADCAST, send, recv, count, type, INC_SUM, root, nullptr}, comm, req,
+  return start_call({INC_BROADCAST, send, recv, count, type, INC_SUM, root, nullptr, 0}, comm, req,
                     "inc_ibroadcast");
 }
 
 inc_result_t inc_ialltoall(const void* send, void* recv, size_t count, inc_datatype_t type,
                            inc_comm_t comm, inc_request_t* req) {
-  return start_call({INC_ALLTOALL, send, recv, count, type, INC_SUM, 0, nullptr}, comm, req,
+  return start_call({INC_ALLTOALL, send, recv, count, type, INC_SUM, 0, nullptr, 0}, comm, req,
                     "inc_ialltoall");
 }
 
 inc_result_t inc_ibarrier(inc_comm_t comm, inc_request_t* req) {
-  return start_call({INC_BARRIER, nullptr, nullptr, 0, INC_U8, INC_SUM, 0, nullptr}, comm, req,
+  return start_call({INC_BARRIER, nullptr, nullptr, 0, INC_U8, INC_SUM, 0, nullptr, 0}, comm, req,
                     "inc_ibarrier");
 }
 

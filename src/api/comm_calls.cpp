@@ -99,6 +99,18 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
   params.root = c.root;
   params.segment_bytes = st->segment_bytes;
 
+  if (static_cast<unsigned>(o.accumulate) >= kNumAccumulate)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{}: invalid CallOptions::accumulate {}", name(c.coll), static_cast<unsigned>(o.accumulate)));
+  params.accumulate = o.accumulate != Accumulate::automatic ? o.accumulate : st->accumulate;
+  if (params.accumulate == Accumulate::reproducible &&
+      (c.coll == Collective::allreduce || c.coll == Collective::reduce_scatter) && is_floating(c.dtype) &&
+      c.op != ReduceOp::min && c.op != ReduceOp::max && !coll::reproducible(params))
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{}: reproducible sums take f32, f16 or bf16 sum/avg (and min/max, exact "
+                            "anyway), not {} {}",
+                            name(c.coll), name(c.dtype), name(c.op)));
+
   // Algorithm: per call, else the communicator's, else automatic.
   std::string selection;
   std::vector<api::PathCost> weighed;  // automatic selection from a tuning file
@@ -127,8 +139,6 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
     } else if (c.count == 0 && c.coll != Collective::barrier) {
       no_switch = "nothing to send";
     } else {
-      params.accumulate =
-          o.accumulate != Accumulate::automatic ? o.accumulate : st->inc->accumulate_default();
       api::IncPlan plan = st->inc->plan(c.coll, c.dtype, c.op, params.accumulate);
       if (plan.ok) switch_how = plan.why;
       else no_switch = plan.why;

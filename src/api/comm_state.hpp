@@ -60,6 +60,9 @@ struct CommState {
   Algorithm algo = Algorithm::automatic;
   std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
   std::uint64_t segment_bytes = 0;
+  // The default accumulator policy of calls without CallOptions::accumulate (INC_ACCUMULATE,
+  // else widen); `reproducible` applies on the host path too.
+  Accumulate accumulate = Accumulate::widen;
   // The switch tree of this communicator: the world's from INC_SWITCH/INC_TOPOLOGY, or any
   // communicator's from the controller (INC_CONTROLLER). `switch_configured` is the
   // process-wide fact.
@@ -118,6 +121,8 @@ struct RequestState {
       report.overflow = info.overflow;
       report.accumulate = info.accumulate;
       report.link_bytes_per_element = info.link_bytes_per_element;
+      report.inexact_blocks = info.inexact_blocks;
+      report.nonfinite_blocks = info.nonfinite_blocks;
       report.seconds = info.seconds;
     }
     report.predicted_us = predicted_us;

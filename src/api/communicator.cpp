@@ -297,6 +297,7 @@ Communicator Communicator::init(const Options& opts) {
     st->algo_source = fmt::format("{}={}", source, algo);
   }
   st->segment_bytes = opts.segment_bytes ? opts.segment_bytes : parse_segment(env);
+  st->accumulate = api::accumulate_setting(env);
   st->inc = api::IncPath::from_env(env, boot.rank, boot.world_size, job_tag, timeout);
   st->switch_configured = static_cast<bool>(st->inc);
   world->engine->add_comm(0, st->members);
@@ -412,6 +413,7 @@ Communicator Communicator::split(int color, int key) const {
   st->algo = state_->algo;
   st->algo_source = state_->algo_source;
   st->segment_bytes = state_->segment_bytes;
+  st->accumulate = state_->accumulate;
   st->switch_configured = state_->switch_configured;
   st->world->engine->add_comm(st->comm_id, st->members);
   if (auto env = transport::process_env(); api::controller_configured(env)) attach_controller_tree(*st, env);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
@@ -12,31 +13,40 @@
 
 namespace inc::api {
 
+Accumulate accumulate_setting(const transport::EnvLookup& env) {
+  // INC_SWITCH_NUMERICS=float|fixed is the deprecated spelling of INC_ACCUMULATE=fixed (float:
+  // the default); it may only agree with INC_ACCUMULATE.
+  std::optional<Accumulate> old;
+  if (auto n = env("INC_SWITCH_NUMERICS")) {
+    if (*n == "fixed") old = Accumulate::fixed;
+    else if (*n != "float")
+      throw Error(Error::Kind::config,
+                  fmt::format("INC_SWITCH_NUMERICS='{}' must be 'float' or 'fixed' (deprecated: use "
+                              "INC_ACCUMULATE=fixed)",
+                              *n));
+  }
+  auto a = env("INC_ACCUMULATE");
+  if (!a) return old.value_or(Accumulate::widen);
+  auto v = parse_accumulate(*a);
+  if (!v || *v == Accumulate::automatic)
+    throw Error(Error::Kind::config,
+                fmt::format("INC_ACCUMULATE='{}' must be 'narrow', 'widen', 'wide', 'reproducible' or 'fixed'", *a));
+  if (old && *v != *old)
+    throw Error(Error::Kind::config,
+                fmt::format("INC_ACCUMULATE='{}' contradicts INC_SWITCH_NUMERICS=fixed (deprecated; "
+                            "unset it)",
+                            *a));
+  return *v;
+}
+
 namespace {
 
 // What every attachment takes from the environment whoever chose the tree: numerics, window,
 // timers and deadlines (INC_TIMEOUT), the session and injected faults. Returns what to add to
 // the description.
-// INC_ACCUMULATE: the communicator's default accumulator policy for 16- and 8-bit sums.
-Accumulate accumulate_setting(const transport::EnvLookup& env) {
-  auto a = env("INC_ACCUMULATE");
-  if (!a) return Accumulate::widen;
-  auto v = parse_accumulate(*a);
-  if (!v || *v == Accumulate::automatic)
-    throw Error(Error::Kind::config,
-                fmt::format("INC_ACCUMULATE='{}' must be 'narrow', 'widen' or 'wide'", *a));
-  return *v;
-}
-
 std::string common_settings(const transport::EnvLookup& env, int rank, std::uint64_t session,
                             std::chrono::milliseconds timeout, coll::SwitchAttachment& att) {
   sw::WorkerConfig& cfg = att.worker;
-  if (auto n = env("INC_SWITCH_NUMERICS")) {
-    if (*n == "fixed") att.fixed_point = true;
-    else if (*n != "float")
-      throw Error(Error::Kind::config,
-                  fmt::format("INC_SWITCH_NUMERICS='{}' must be 'float' or 'fixed'", *n));
-  }
   if (auto w = env("INC_SWITCH_WINDOW")) {
     char* end = nullptr;
     unsigned long v = std::strtoul(w->c_str(), &end, 10);
@@ -206,7 +216,10 @@ std::string h16_sum_how(DataType t, Accumulate acc) {
                          "each host rounds the f32 result once)",
                          name(t));
     case Accumulate::widen:
-    case Accumulate::automatic: break;
+    case Accumulate::automatic:
+    case Accumulate::reproducible:  // (plan() answers for reproducible sums first)
+    case Accumulate::fixed:         // (f32 only; 16-bit sums as widen)
+      break;
   }
   return fmt::format("{} sums widened at the first aggregating hop (2 B/element from the hosts, "
                      "f32 partial sums between switches, rounded once at the root; 2 B/element "
@@ -216,7 +229,8 @@ std::string h16_sum_how(DataType t, Accumulate acc) {
 }  // namespace
 
 IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) const {
-  const std::string arith = att_.fixed_point ? "f32 as fixed point (reproducible)" : "f32 adds";
+  const bool fixed = acc == Accumulate::fixed;
+  const std::string arith = fixed ? "f32 as fixed point (order-independent in the switch)" : "f32 adds";
   switch (coll) {
     case Collective::alltoall:
       return {false, "alltoall has nothing to aggregate or replicate: the hosts exchange directly"};
@@ -230,9 +244,16 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
   }
   if (op == ReduceOp::prod)
     return {false, "the switch ALU has no multiply (sum, min, max only)"};
+  if (acc == Accumulate::reproducible && (op == ReduceOp::sum || op == ReduceOp::avg) &&
+      (t == DataType::f32 || t == DataType::f16 || t == DataType::bf16))
+    return {true, fmt::format("in-network aggregation, {} reproducible sums (block exponents agreed by "
+                              "an i32 max, then 62-bit fixed point as two i32 limbs, 8 B/element, "
+                              "rounded once on the hosts: the bits of every host algorithm){}, via {}",
+                              name(t), op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
   if (t == DataType::f32) {
-    if (att_.fixed_point && op != ReduceOp::sum && op != ReduceOp::avg)
-      return {false, "fixed-point f32 carries sums only (INC_SWITCH_NUMERICS=fixed)"};
+    if (fixed && op != ReduceOp::sum && op != ReduceOp::avg)
+      return {false, "fixed-point f32 carries sums only (accumulate fixed: INC_ACCUMULATE=fixed or the "
+                     "deprecated INC_SWITCH_NUMERICS=fixed)"};
     return {true, fmt::format("in-network aggregation, {}, via {}", arith, att_.where)};
   }
   if (t == DataType::i32)

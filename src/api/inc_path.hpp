@@ -8,12 +8,15 @@
 //   INC_TOPOLOGY=FILE           a topology file (src/switch/topology.hpp); with INC_SWITCH_JOB
 //                               it gives every rank its leaf switch and member id
 //   INC_SWITCH_JOB=N            the job id admitted at the switches (default 1)
-//   INC_SWITCH_NUMERICS=float|fixed   f32 sums as switch f32 adds (arrival-order dependent) or
-//                               as i32 fixed point with a shared exponent per block
-//                               (order-independent, bitwise reproducible); default float
-//   INC_ACCUMULATE=narrow|widen|wide   f16/bf16 sums in the network: the communicator's
-//                               default accumulator policy (CallOptions::accumulate per call);
-//                               default widen (docs/NUMERICS.md "In the switch")
+//   INC_SWITCH_NUMERICS=float|fixed   deprecated: fixed is INC_ACCUMULATE=fixed (f32 sums as
+//                               i32 fixed point with a shared exponent per block, order-
+//                               independent in the switch); float the default
+//   INC_ACCUMULATE=narrow|widen|wide|reproducible|fixed   f16/bf16 sums in the network: the
+//                               communicator's default accumulator policy (CallOptions::accumulate
+//                               per call); default widen (docs/NUMERICS.md "In the switch");
+//                               reproducible: f32/f16/bf16 sums with the same bits on every path,
+//                               host algorithms included ("Reproducible sums"); fixed: see
+//                               INC_SWITCH_NUMERICS
 //   INC_SWITCH_WINDOW=N         chunks in flight: 0 (default) congestion-controlled, N > 0 a
 //                               fixed window (experiments; capped by the job's slots)
 //   INC_FAULT_LOSS / _DUP / _REORDER / _SEED   seeded faults injected into this rank's
@@ -32,6 +35,10 @@
 #include "src/switch/common.hpp"
 
 namespace inc::api {
+
+// INC_ACCUMULATE: the communicator's default accumulator policy (else widen). Throws
+// Error(config) for a bad value.
+Accumulate accumulate_setting(const transport::EnvLookup& env);
 
 struct IncPlan {
   bool ok = false;

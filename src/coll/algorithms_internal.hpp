@@ -87,6 +87,8 @@ void broadcast_binomial(Builder& b);
 void broadcast_chain(Builder& b);
 void alltoall_pairwise(Builder& b);
 void barrier_dissemination(Builder& b);
-void inc_collective(Builder& b);  // Core-INC: allreduce, reduce_scatter, allgather, broadcast
+void inc_collective(Builder& b);
+// Accumulate::reproducible sums (reproducible.cpp): the whole schedule, p.count > 0.
+void reproducible_sum(const CollectiveParams& p, RankSchedule& s);  // Core-INC: allreduce, reduce_scatter, allgather, broadcast
 
 }  // namespace inc::coll::detail

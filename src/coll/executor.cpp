@@ -27,7 +27,7 @@ struct PackedDesc {
   std::int32_t root;
   std::uint64_t count;
   std::uint32_t nranks;
-  std::uint32_t pad;
+  std::uint32_t accumulate;
   std::uint64_t segment_bytes;
 };
 static_assert(sizeof(PackedDesc) == 32);
@@ -41,7 +41,7 @@ void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]) {
                p.root,
                p.count,
                static_cast<std::uint32_t>(p.nranks),
-               0,
+               static_cast<std::uint32_t>(p.accumulate),
                p.segment_bytes};
   std::memcpy(desc, &d, sizeof d);
 }
@@ -58,11 +58,13 @@ CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]) {
   p.count = d.count;
   p.nranks = static_cast<int>(d.nranks);
   p.segment_bytes = d.segment_bytes;
+  p.accumulate = static_cast<Accumulate>(d.accumulate & 0xFF);
   return p;
 }
 
 std::string describe_params(const CollectiveParams& p) {
-  std::string s = fmt::format("{} of {} x {}", name(p.coll), p.count, name(p.dtype));
+  std::string s = fmt::format("{} of {} x {}{}", name(p.coll), p.count, name(p.dtype),
+                              reproducible(p) ? " reproducible" : "");
   if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
     s += fmt::format(" ({}, {})", name(p.op), name(p.algo));
   else if (p.coll == Collective::broadcast)
@@ -80,6 +82,7 @@ bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
   if ((a.coll == Collective::allreduce || a.coll == Collective::reduce_scatter) && a.op != b.op)
     return false;
   if (a.coll == Collective::broadcast && a.root != b.root) return false;
+  if (reproducible(a) != reproducible(b)) return false;  // different schedules
   return true;
 }
 
@@ -327,8 +330,9 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
           if (o.kind == OpKind::recv) {
             if (o.dst.bytes) std::memcpy(dst, pit->second.data(), o.dst.bytes);
           } else {
-            numerics::reduce(op.params.dtype, op.params.op, dst, region_ptr(op, o.src),
-                             pit->second.data(), o.dst.bytes / size_of(op.params.dtype));
+            const auto a = arithmetic(o, op.params.dtype, op.params.op);
+            numerics::reduce(a.dtype, a.op, dst, region_ptr(op, o.src), pit->second.data(),
+                             o.dst.bytes / size_of(a.dtype));
           }
           op.parked.erase(pit);
           complete(op, i);
@@ -347,11 +351,19 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
       return;
     case OpKind::reduce: {
       std::byte* dst = region_ptr(op, o.dst);
-      numerics::reduce(op.params.dtype, op.params.op, dst, dst, region_ptr(op, o.src),
-                       o.dst.bytes / size_of(op.params.dtype));
+      const auto a = arithmetic(o, op.params.dtype, op.params.op);
+      numerics::reduce(a.dtype, a.op, dst, dst, region_ptr(op, o.src), o.dst.bytes / size_of(a.dtype));
       complete(op, i);
       return;
     }
+    case OpKind::repro_scan:
+    case OpKind::repro_encode:
+    case OpKind::repro_decode:
+      run_repro_op(o, op.params, region_ptr(op, o.src), region_ptr(op, o.dst),
+                   o.aux.bytes ? region_ptr(op, o.aux) : nullptr);
+      if (o.kind == OpKind::repro_decode) note_repro_stats(op.info_, op.params, region_ptr(op, o.aux), o.aux.bytes);
+      complete(op, i);
+      return;
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
     case OpKind::inc_gather:
@@ -486,8 +498,9 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
       } else {
         t.mode = RecvTarget::Mode::reduce;
         t.operand = region_ptr(op, o.src);
-        t.dtype = op.params.dtype;
-        t.op = op.params.op;
+        const auto a = arithmetic(o, op.params.dtype, op.params.op);
+        t.dtype = a.dtype;
+        t.op = a.op;
       }
     } else {
       in.mode = Incoming::Mode::parked;

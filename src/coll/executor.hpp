@@ -48,14 +48,20 @@ struct RunInfo {
   // on this rank's link to the switch (0 on the host path).
   Accumulate accumulate = Accumulate::automatic;
   std::uint32_t link_bytes_per_element = 0;
+  // Accumulate::reproducible: blocks (numerics::repro::kBlock elements) whose values span more
+  // than the exact window, and blocks holding NaN or an infinity (src/numerics/repro.hpp).
+  std::uint64_t inexact_blocks = 0;
+  std::uint64_t nonfinite_blocks = 0;
   double seconds = 0;
 };
+
+// Fills info's reproducible-sum counts from the agreed block exponents (repro_decode's aux).
+void note_repro_stats(RunInfo& info, const CollectiveParams& p, const std::byte* exps, std::uint64_t bytes);
 
 // This rank's attachment to a communicator's switch tree.
 struct SwitchAttachment {
   sw::WorkerConfig worker;   // job, member id, switch endpoint, session, timers and deadlines
   sw::FaultConfig faults;    // injected into outgoing datagrams (tests on real sockets)
-  bool fixed_point = false;  // f32 sums as i32 fixed point (order-independent)
   std::string where;         // "switch 127.0.0.1:7710, job 1, member 3", for reports and errors
 };
 

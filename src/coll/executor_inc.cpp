@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "numerics/reduce.hpp"
+#include "numerics/repro.hpp"
 
 namespace inc::coll {
 
@@ -91,7 +92,8 @@ void Engine::check_inc_call(const CollOp& op) const {
   const bool minmax = p.op == ReduceOp::min || p.op == ReduceOp::max;
   const bool sum = p.op == ReduceOp::sum || p.op == ReduceOp::avg;
   bool ok = false;
-  if (p.dtype == DataType::f32) ok = sum || (minmax && !op.link->cfg.fixed_point);
+  const bool fixed = p.accumulate == Accumulate::fixed;
+  if (p.dtype == DataType::f32) ok = sum || (minmax && !fixed);
   if (p.dtype == DataType::i32) ok = sum || minmax;
   if (p.dtype == DataType::u32) ok = sum;  // i32 wrap-around adds are u32 adds; min/max are not
   if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) ok = sum || minmax;
@@ -101,7 +103,7 @@ void Engine::check_inc_call(const CollOp& op) const {
                 fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8 and "
                             "u8 sum/min/max, u32 sum{})",
                             describe(op), name(p.dtype), name(p.op),
-                            op.link->cfg.fixed_point ? "; fixed-point f32 sums only" : ""));
+                            fixed ? "; fixed-point f32 sums only" : ""));
 }
 
 namespace {
@@ -173,11 +175,13 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
              : p.op == ReduceOp::max ? sw::ReduceKind::max
                                      : sw::ReduceKind::sum;
       w.kind = p.dtype == DataType::f32
-                   ? (op.link->cfg.fixed_point ? sw::NumKind::fx32 : sw::NumKind::f32)
+                   ? (p.accumulate == Accumulate::fixed ? sw::NumKind::fx32 : sw::NumKind::f32)
                    : sw::NumKind::i32;
+      if (w.kind == sw::NumKind::fx32) op.info_.accumulate = Accumulate::fixed;
       if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) {
         w.kind = h16_kind(p.dtype, w.op, p.accumulate);
-        if (w.op == sw::ReduceKind::sum) op.info_.accumulate = p.accumulate;
+        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16-bit sums run as widen)
+          op.info_.accumulate = p.accumulate == Accumulate::fixed ? Accumulate::widen : p.accumulate;
         if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
       if (p.dtype == DataType::i8 || p.dtype == DataType::u8) {
@@ -189,8 +193,17 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
                        : (i8 ? sw::NumKind::i8 : sw::NumKind::u8);
         if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
       }
-      op.info_.link_bytes_per_element =
-          static_cast<std::uint32_t>(sw::WorkerOp::elem_bytes(w.kind));
+      if (o.arith != Arith::call) {  // a phase of a reproducible sum: exact i32 (repro.hpp)
+        const auto a = arithmetic(o, p.dtype, p.op);
+        w.kind = sw::NumKind::i32;
+        w.op = a.op == ReduceOp::max ? sw::ReduceKind::max : sw::ReduceKind::sum;
+        op.info_.accumulate = Accumulate::reproducible;
+        if (o.arith == Arith::i32_sum)
+          op.info_.link_bytes_per_element = static_cast<std::uint32_t>(4 * numerics::repro::kLimbs);
+      } else {
+        op.info_.link_bytes_per_element =
+            static_cast<std::uint32_t>(sw::WorkerOp::elem_bytes(w.kind));
+      }
       w.contributors = static_cast<std::uint32_t>(p.nranks);
       seg.elems = std::max(seg.in.size(), seg.out.size()) / sw::WorkerOp::elem_bytes(w.kind);
     }
@@ -362,6 +375,13 @@ std::string Engine::closed_members(std::uint32_t comm_id) const {
     if (w != world_rank() && dead_[w]) dead += fmt::format("{}{}", dead.empty() ? "" : ", ", r);
   }
   return dead.empty() ? "" : fmt::format(" (the connection to rank {} closed)", dead);
+}
+
+void note_repro_stats(RunInfo& info, const CollectiveParams& p, const std::byte* exps, std::uint64_t bytes) {
+  const auto st = numerics::repro::block_stats(reinterpret_cast<const std::int32_t*>(exps), bytes / 8, p.nranks);
+  info.accumulate = Accumulate::reproducible;
+  info.inexact_blocks = st.inexact;
+  info.nonfinite_blocks = st.nonfinite;
 }
 
 }  // namespace inc::coll

@@ -233,6 +233,13 @@ class LocalRun {
             check_region(r, i, o.dst, true, o.kind == OpKind::reduce);
             check_pair(r, i, o.src, o.dst);
             break;
+          case OpKind::repro_scan:
+          case OpKind::repro_encode:
+          case OpKind::repro_decode:
+            check_region(r, i, o.src, false, true);
+            check_region(r, i, o.dst, true, true);
+            check_region(r, i, o.aux, false, true);
+            break;
           case OpKind::inc_reduce:
           case OpKind::inc_broadcast:
           case OpKind::inc_gather:
@@ -334,6 +341,9 @@ class LocalRun {
     switch (o.kind) {
       case OpKind::copy:
       case OpKind::reduce:
+      case OpKind::repro_scan:
+      case OpKind::repro_encode:
+      case OpKind::repro_decode:
         queued_[g] = 1;
         push({ActionKind::op, g});
         break;
@@ -392,7 +402,8 @@ class LocalRun {
     if (o.kind == OpKind::recv) {
       std::memcpy(ptr(r, o.dst), data, o.dst.bytes);
     } else {
-      numerics::reduce(p_.dtype, p_.op, ptr(r, o.dst), ptr(r, o.src), data, o.dst.bytes / elem_);
+      const auto a = arithmetic(o, p_.dtype, p_.op);
+      numerics::reduce(a.dtype, a.op, ptr(r, o.dst), ptr(r, o.src), data, o.dst.bytes / size_of(a.dtype));
     }
   }
 
@@ -434,10 +445,14 @@ class LocalRun {
         } else if (o.kind == OpKind::copy) {
           if (o.dst.bytes) std::memmove(ptr(r, o.dst), ptr(r, o.src), o.dst.bytes);
           complete(g);
-        } else {  // reduce
+        } else if (o.kind == OpKind::reduce) {
+          const auto ar = arithmetic(o, p_.dtype, p_.op);
           if (o.dst.bytes)
-            numerics::reduce(p_.dtype, p_.op, ptr(r, o.dst), ptr(r, o.dst), ptr(r, o.src),
-                             o.dst.bytes / elem_);
+            numerics::reduce(ar.dtype, ar.op, ptr(r, o.dst), ptr(r, o.dst), ptr(r, o.src),
+                             o.dst.bytes / size_of(ar.dtype));
+          complete(g);
+        } else {  // repro_scan, repro_encode, repro_decode
+          run_repro_op(o, p_, ptr(r, o.src), ptr(r, o.dst), o.aux.bytes ? ptr(r, o.aux) : nullptr);
           complete(g);
         }
         break;
@@ -469,7 +484,8 @@ class LocalRun {
     if (first.kind == OpKind::inc_reduce) {
       // The aggregate in rank order: ((c0 op c1) op c2) ...
       data.resize(first.src.bytes);
-      const std::uint64_t n = first.src.bytes / elem_;
+      const auto ar = arithmetic(first, p_.dtype, p_.op);
+      const std::uint64_t n = first.src.bytes / size_of(ar.dtype);
       for (std::size_t r = 0; r < grp.size(); ++r) {
         const Op& o = op(grp[r]);
         if (!o.src.bytes) continue;
@@ -477,7 +493,7 @@ class LocalRun {
         if (r == 0)
           std::memcpy(data.data(), src, o.src.bytes);
         else
-          numerics::reduce(p_.dtype, p_.op, data.data(), data.data(), src, n);
+          numerics::reduce(ar.dtype, ar.op, data.data(), data.data(), src, n);
       }
     } else if (first.kind == OpKind::inc_gather) {
       // The blocks in rank order.

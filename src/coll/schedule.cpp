@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "coll/algorithms_internal.hpp"
+#include "numerics/repro.hpp"
 
 namespace inc::coll {
 
@@ -175,6 +176,12 @@ Algorithm select_algorithm(const CollectiveParams& p) noexcept {
   return Algorithm::ring;
 }
 
+bool reproducible(const CollectiveParams& p) noexcept {
+  return p.accumulate == Accumulate::reproducible &&
+         (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter) &&
+         (p.op == ReduceOp::sum || p.op == ReduceOp::avg) && numerics::repro::supports(p.dtype);
+}
+
 RankSchedule build_schedule(const CollectiveParams& p_in) {
   CollectiveParams p = p_in;
   auto bad = [&](std::string what) {
@@ -213,6 +220,10 @@ RankSchedule build_schedule(const CollectiveParams& p_in) {
     if (p.nranks > 1) detail::barrier_dissemination(b);
   } else if (p.count == 0) {
     // Nothing to move, on every rank alike.
+  } else if (reproducible(p)) {
+    if (p.nranks > (1 << 19))
+      throw bad("reproducible sums take at most 2^19 ranks (12-bit limbs)");
+    detail::reproducible_sum(p, s);
   } else if (p.nranks == 1) {
     // One rank: the result is the input (a no-op in place), whatever the algorithm.
     b.copy(b.in(0, p.count), b.out(0, p.count));
@@ -346,7 +357,14 @@ Access access_of(const Op& op) {
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
     case OpKind::inc_gather:
+    case OpKind::repro_scan:
       a.reads[0] = &op.src;
+      a.write = &op.dst;
+      break;
+    case OpKind::repro_encode:
+    case OpKind::repro_decode:
+      a.reads[0] = &op.src;
+      a.reads[1] = &op.aux;
       a.write = &op.dst;
       break;
   }
@@ -482,12 +500,13 @@ void infer_dependencies(RankSchedule& s) {
 std::string to_string(const Op& op) {
   static constexpr std::string_view kinds[] = {"send",       "recv",          "recv_reduce",
                                                "copy",       "reduce",        "inc_reduce",
-                                               "inc_broadcast", "inc_gather"};
+                                               "inc_broadcast", "inc_gather", "repro_scan",
+                                               "repro_encode", "repro_decode"};
   static constexpr std::string_view bufs[] = {"input", "output", "scratch"};
   auto reg = [](const Region& r) {
     return fmt::format("{}[{},+{})", bufs[static_cast<unsigned>(r.buf) % 3], r.offset, r.bytes);
   };
-  const auto k = kinds[static_cast<unsigned>(op.kind) % 8];
+  const auto k = kinds[static_cast<unsigned>(op.kind) % kNumOpKinds];
   const std::string fence = op.fence ? " (fence)" : "";
   switch (op.kind) {
     case OpKind::send:
@@ -532,6 +551,11 @@ ScheduleCounts summarize(const RankSchedule& s) noexcept {
       case OpKind::inc_gather:
         ++c.inc_ops;
         c.inc_bytes += op.src.bytes;
+        break;
+      case OpKind::repro_scan:
+      case OpKind::repro_encode:
+      case OpKind::repro_decode:
+        c.reduce_bytes += op.src.bytes;  // local passes over the data, as a reduce
         break;
     }
   }

@@ -24,6 +24,7 @@
 //    (allreduce and reduce_scatter only).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -60,7 +61,17 @@ enum class OpKind : std::uint8_t {
                   // (nranks x src.bytes) receives all of them in rank order. One switch
                   // operation for all blocks; through an adding switch, each rank's src placed
                   // in zeros and summed as wrap-around i32 words (x + 0 = x: exact bytes).
+  // Local steps of a reproducible sum (Accumulate::reproducible, src/coll/reproducible.cpp;
+  // the arithmetic is src/numerics/repro.hpp). Element `elem0` of the call is the first of src.
+  repro_scan,    // dst (i32 pairs per block of the whole input) = the block exponents of src
+  repro_encode,  // dst (2 i32 limbs per element) = src in fixed point at the agreed exponents aux
+  repro_decode,  // dst (the call's type) = the limb sums of src rounded once, exponents aux
 };
+inline constexpr int kNumOpKinds = 11;
+
+// The arithmetic of a recv_reduce, reduce or inc_reduce: the call's (dtype, op), or the i32
+// phases of a reproducible sum (the exponent pre-pass, the limbs).
+enum class Arith : std::uint8_t { call, i32_max, i32_sum };
 
 struct Op {
   OpKind kind = OpKind::send;
@@ -70,7 +81,24 @@ struct Op {
   // Also wait for every earlier op of this rank (infer_dependencies adds the edges). Orders ops
   // that move no data, e.g. the rounds of a barrier.
   bool fence = false;
+  Arith arith = Arith::call;
+  Region aux{};             // repro_encode/repro_decode: the agreed block exponents (read)
+  std::uint64_t elem0 = 0;  // repro_*: the call's element index of src's (decode: dst's) first
 };
+
+// The element type and operation an op combines with (Op::arith over the call's).
+struct OpArithmetic {
+  DataType dtype;
+  ReduceOp op;
+};
+inline OpArithmetic arithmetic(const Op& o, DataType call_dtype, ReduceOp call_op) noexcept {
+  switch (o.arith) {
+    case Arith::i32_max: return {DataType::i32, ReduceOp::max};
+    case Arith::i32_sum: return {DataType::i32, ReduceOp::sum};
+    case Arith::call: break;
+  }
+  return {call_dtype, call_op};
+}
 
 // "send to 3 output[64,+128)", for error messages.
 std::string to_string(const Op& op);
@@ -111,7 +139,9 @@ struct CollectiveParams {
   // inferred dependencies pipeline them. 0 = algorithm default.
   std::uint64_t segment_bytes = 0;
   // f16/bf16 sums in the network (inc_reduce ops): where the accumulator is kept; resolved by
-  // the caller (automatic = widen). The host algorithms ignore it.
+  // the caller (automatic = widen). The host algorithms ignore it, except `reproducible`
+  // (f32/f16/bf16 sum and avg of allreduce and reduce_scatter): every path then runs the
+  // fixed-point schedule of src/coll/reproducible.cpp, and gives the same bits.
   Accumulate accumulate = Accumulate::automatic;
 };
 
@@ -146,6 +176,14 @@ bool rotation_symmetric(const CollectiveParams& p) noexcept;
 
 // Resolve `automatic` to the default for this message size and rank count (measured crossovers).
 Algorithm select_algorithm(const CollectiveParams& p) noexcept;
+
+// True when `p` runs as a reproducible sum (Accumulate::reproducible, an f32/f16/bf16 sum or
+// avg of allreduce or reduce_scatter): build_schedule then emits src/coll/reproducible.cpp's.
+bool reproducible(const CollectiveParams& p) noexcept;
+
+// Runs a repro_scan / repro_encode / repro_decode op on its regions' memory (every executor).
+void run_repro_op(const Op& o, const CollectiveParams& p, const std::byte* src, std::byte* dst,
+                  const std::byte* aux);
 
 // Build the schedule of one rank. Throws inc::Error(invalid_argument) for unsupported
 // combinations. Calls infer_dependencies before returning.

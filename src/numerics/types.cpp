@@ -64,6 +64,8 @@ constexpr std::pair<std::string_view, Accumulate> kAccumulate[] = {
     {"automatic", Accumulate::automatic}, {"auto", Accumulate::automatic},
     {"narrow", Accumulate::narrow},       {"widen", Accumulate::widen},
     {"wide", Accumulate::wide},
+    {"reproducible", Accumulate::reproducible}, {"repro", Accumulate::reproducible},
+    {"fixed", Accumulate::fixed}, {"fx32", Accumulate::fixed},
 };
 
 }  // namespace

@@ -61,6 +61,9 @@ StepCounts schedule_counts(const Program& P) {
           red += b;
           break;
         case OpKind::reduce:
+        case OpKind::repro_scan:  // local passes of a reproducible sum: as a reduce
+        case OpKind::repro_encode:
+        case OpKind::repro_decode:
           red += b;
           break;
         case OpKind::copy:

@@ -51,6 +51,9 @@ std::uint64_t op_bytes(const coll::Op& op) {
     case OpKind::send:
     case OpKind::inc_reduce:
     case OpKind::copy:
+    case OpKind::repro_scan:  // local passes of a reproducible sum, costed as a reduce
+    case OpKind::repro_encode:
+    case OpKind::repro_decode:
       return op.src.bytes;
     case OpKind::recv:
     case OpKind::recv_reduce:

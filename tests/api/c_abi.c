@@ -240,7 +240,43 @@ static int switch_path(inc_comm_t comm, int rank, int size) {
   if (sum != (long long)size * (size + 1) / 2 || rep.in_network || strstr(rep.reason, "i64") == NULL)
     FAIL("switch i64 allreduce: %lld, in_network %d, reason '%s'", sum, rep.in_network, rep.reason);
 
+  /* A reproducible f32 sum (inc_call_t.accumulate = 4) through the switch and the ring: the
+   * same bits, and the report's policy, link bytes per element and window counts. */
+  {
+    static float f_in[N], f_sw[N], f_ring[N];
+    for (int i = 0; i < N; ++i) f_in[i] = (float)((rank + 1) * 0.1 + i * 1e-3);
+    memset(&call, 0, sizeof call);
+    call.coll = INC_ALLREDUCE;
+    call.send = f_in;
+    call.count = N;
+    call.type = INC_F32;
+    call.op = INC_SUM;
+    call.accumulate = 4;
+    call.algo = "inc";
+    call.recv = f_sw;
+    CHECK(inc_run(&call, comm));
+    CHECK(inc_last_report(comm, &rep));
+    if (!rep.in_network || rep.accumulate != 4 || rep.link_bytes_per_element != 8 || rep.inexact_blocks != 0 ||
+        rep.nonfinite_blocks != 0)
+      FAIL("reproducible switch report: in_network %d accumulate %d bytes/element %u inexact %llu nonfinite %llu",
+           rep.in_network, rep.accumulate, rep.link_bytes_per_element, (unsigned long long)rep.inexact_blocks,
+           (unsigned long long)rep.nonfinite_blocks);
+    call.algo = "ring";
+    call.recv = f_ring;
+    CHECK(inc_run(&call, comm));
+    CHECK(inc_last_report(comm, &rep));
+    if (rep.in_network || rep.accumulate != 4 || memcmp(f_sw, f_ring, sizeof f_sw) != 0)
+      FAIL("reproducible ring: in_network %d accumulate %d, same bits as the switch %d", rep.in_network,
+           rep.accumulate, memcmp(f_sw, f_ring, sizeof f_sw) == 0);
+    call.accumulate = 6; /* out of range */
+    EXPECT_CODE(inc_run(&call, comm), INC_ERR_INVALID_ARGUMENT, "accumulate");
+  }
+
   /* Refused before anything is sent, on this path too. */
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.op = INC_SUM;
+  call.algo = "inc";
   call.send = out;
   call.recv = out + 1;
   call.count = 4;

@@ -51,10 +51,17 @@ TEST(IncPath, EnvironmentBecomesTheWorkersSettings) {
             2500 * sw::kMillisecond);
   EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_JOIN_TIMEOUT", "100"}})->attachment().worker.join_timeout,
             42 * sw::kSecond);  // never beyond INC_TIMEOUT
-  EXPECT_FALSE(a.fixed_point);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}})->accumulate_default(), Accumulate::widen);
   EXPECT_FALSE(a.faults.enabled());
   EXPECT_NE(a.where.find("127.0.0.1:7710"), std::string::npos) << a.where;
-  EXPECT_TRUE(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}})->attachment().fixed_point);
+  // INC_SWITCH_NUMERICS=fixed: the deprecated spelling of INC_ACCUMULATE=fixed.
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}})->accumulate_default(),
+            Accumulate::fixed);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}, {"INC_ACCUMULATE", "fixed"}})
+                ->accumulate_default(),
+            Accumulate::fixed);
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_ACCUMULATE", "reproducible"}})->accumulate_default(),
+            Accumulate::reproducible);
   EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}})->attachment().worker.window, 0u);  // controlled
 }
 
@@ -69,6 +76,10 @@ TEST(IncPath, BadValuesNameTheVariable) {
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_WINDOW", "-3"}}).find("INC_SWITCH_WINDOW"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_NUMERICS", "exact"}}).find("INC_SWITCH_NUMERICS"),
+            std::string::npos);
+  // The deprecated and the new spelling must agree.
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_NUMERICS", "fixed"}, {"INC_ACCUMULATE", "widen"}})
+                .find("contradicts INC_SWITCH_NUMERICS"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_FAULT_LOSS", "1.5"}}).find("INC_FAULT_LOSS"),
             std::string::npos);
@@ -121,6 +132,6 @@ TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
   EXPECT_FALSE(p->plan(Collective::allreduce, DataType::u32, ReduceOp::min).ok);
   EXPECT_FALSE(p->plan(Collective::alltoall, DataType::f32, ReduceOp::sum).ok);
   auto fixed = path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}});
-  EXPECT_FALSE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::max).ok);
-  EXPECT_TRUE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::avg).ok);
+  EXPECT_FALSE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::max, fixed->accumulate_default()).ok);
+  EXPECT_TRUE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::avg, fixed->accumulate_default()).ok);
 }
