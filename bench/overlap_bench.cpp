@@ -18,6 +18,9 @@
 //   build/tools/inc launch -n 4 --edge -- build/bench/overlap_bench --registered  # Edge-INC
 // Also printed: the application's CPU time per collective alone (getrusage of the process:
 // with the edge engine, its work is in the engine's process, not the application's).
+// --memory: only the collective alone, and the bytes this process moved between user and
+// kernel memory (read/write system calls: /proc/self/io rchar + wchar) per byte of the
+// collective, the measurable part of "bytes through host memory per byte reduced" (docs/EDGE.md).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -94,6 +97,8 @@ int main(int argc, char** argv) {
   bool registered = false;
   app.add_flag("--registered", registered,
                "buffers from Communicator::alloc_registered (zero copy through the edge engine)");
+  bool memory = false;
+  app.add_flag("--memory", memory, "measure the collective alone and this process's syscall bytes per byte, then stop");
   CLI11_PARSE(app, argc, argv);
   std::uint64_t bytes = 0;
   try {
@@ -125,8 +130,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) comm_once();
     const Report rep = comm.last_report();
 
+    auto io_bytes = [] {  // rchar + wchar: bytes through read/write system calls
+      std::FILE* f = std::fopen("/proc/self/io", "r");
+      unsigned long long v = 0, sum = 0;
+      char key[64];
+      while (f && std::fscanf(f, "%63s %llu", key, &v) == 2)
+        if (std::string(key) == "rchar:" || std::string(key) == "wchar:") sum += v;
+      if (f) std::fclose(f);
+      return static_cast<double>(sum);
+    };
     std::vector<double> t;
     double resent_comm = 0, cpu_comm = 0;
+    const double io0 = io_bytes();
     for (int i = 0; i < iters; ++i) {
       comm.barrier();
       auto t0 = clk::now();
@@ -138,6 +153,27 @@ int main(int argc, char** argv) {
     }
     cpu_comm /= iters;
     const double t_comm = median(t);
+    if (memory) {  // per rank, the sum and the slowest
+      const double io = (io_bytes() - io0) / iters / static_cast<double>(n * 4);
+      double mine[2] = {io, t_comm}, sum[2] = {0, 0}, worst = 0;
+      CallOptions host;
+      host.algo = "recursive_doubling";
+      comm.allreduce(mine, sum, 2, DataType::f64, ReduceOp::sum, host);
+      comm.allreduce(&t_comm, &worst, 1, DataType::f64, ReduceOp::max, host);
+      if (lead)
+        std::printf("memory: allreduce of %s on %d ranks, %s (%s%s): t_comm %.1f us (slowest); application "
+                    "syscall bytes per byte, mean over ranks: %.3f (%d collectives of %zu B + 3 warm-up)\n",
+                    bytes_s.c_str(), comm.size(), rep.algorithm.c_str(), rep.offload == "edge" ? "edge engine" : "hosts",
+                    registered ? ", registered buffers" : "", worst * 1e6, sum[0] / comm.size(), iters, n * 4);
+      if (registered) {
+        comm.free_registered(in_p);
+        comm.free_registered(out_p);
+      } else {
+        std::free(in_p);
+        std::free(out_p);
+      }
+      return 0;
+    }
 
     // Calibrate the loop to t_comm on this rank.
     Compute work;

@@ -44,6 +44,31 @@ TEST(EdgeHandler, TheJobIsOffloadedWithItsWireHandler) {
   EXPECT_NE(r.reason.find("wire handler " + handler()), std::string::npos) << r.reason;
 }
 
+// The engines really put the format on the wire: values it cannot carry arrive converted.
+TEST(EdgeHandler, TheWireFormatIsReallyUsed) {
+  auto& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs a receiver";
+  const std::string h = handler();
+  // bf16 and f16 round 1 + 2^-20 to 1; int8 quantises 0.004 in a block whose maximum is 1 to
+  // one step of 1/127.
+  std::vector<float> v(256, 0.004f);
+  v[0] = 1.0f + 1.0f / (1 << 20);
+  std::vector<float> sent = v;
+  c.broadcast(v.data(), v.size(), DataType::f32, 0);
+  if (c.rank() == 0) {
+    EXPECT_EQ(v, sent);
+    return;
+  }
+  if (h == "int8") {
+    const float scale = sent[0] / 127.0f;  // the block's maximum / 127
+    EXPECT_NEAR(v[0], sent[0], sent[0] / 254);
+    EXPECT_EQ(v[1], scale) << "0.004 arrives as one step";
+  } else {
+    EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
+    EXPECT_EQ(v[1], h == "bf16" ? 0.003997802734375f : 0.004001617431640625f);
+  }
+}
+
 TEST(EdgeHandler, AllreduceF32ThroughTheConversion) {
   auto& c = world();
   const int p = c.size(), me = c.rank();
