@@ -18,9 +18,10 @@
 //   build/tools/inc launch -n 4 --edge -- build/bench/overlap_bench --registered  # Edge-INC
 // Also printed: the application's CPU time per collective alone (getrusage of the process:
 // with the edge engine, its work is in the engine's process, not the application's).
-// --memory: only the collective alone, and the bytes this process moved between user and
-// kernel memory (read/write system calls: /proc/self/io rchar + wchar) per byte of the
-// collective, the measurable part of "bytes through host memory per byte reduced" (docs/EDGE.md).
+// --memory: only the collective alone, then per byte of the vector: the bytes this process read
+// from its sockets (/proc/self/io rchar: the transport reads with read(2); its sendmsg(2) is not
+// counted there) and the payload the collective sent (Report::bytes_sent), the two host-memory
+// transfers of the model's Edge-INC figures (docs/EDGE.md, "Memory traffic").
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -130,12 +131,12 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) comm_once();
     const Report rep = comm.last_report();
 
-    auto io_bytes = [] {  // rchar + wchar: bytes through read/write system calls
+    auto io_bytes = [] {  // rchar: bytes through read(2) and friends
       std::FILE* f = std::fopen("/proc/self/io", "r");
       unsigned long long v = 0, sum = 0;
       char key[64];
       while (f && std::fscanf(f, "%63s %llu", key, &v) == 2)
-        if (std::string(key) == "rchar:" || std::string(key) == "wchar:") sum += v;
+        if (std::string(key) == "rchar:") sum += v;
       if (f) std::fclose(f);
       return static_cast<double>(sum);
     };
@@ -155,16 +156,19 @@ int main(int argc, char** argv) {
     const double t_comm = median(t);
     if (memory) {  // per rank, the sum and the slowest
       const double io = (io_bytes() - io0) / iters / static_cast<double>(n * 4);
-      double mine[2] = {io, t_comm}, sum[2] = {0, 0}, worst = 0;
+      const double sent = static_cast<double>(comm.last_report().bytes_sent) / static_cast<double>(n * 4);
+      double mine[2] = {io, sent}, sum[2] = {0, 0}, worst = 0;
       CallOptions host;
       host.algo = "recursive_doubling";
       comm.allreduce(mine, sum, 2, DataType::f64, ReduceOp::sum, host);
       comm.allreduce(&t_comm, &worst, 1, DataType::f64, ReduceOp::max, host);
       if (lead)
         std::printf("memory: allreduce of %s on %d ranks, %s (%s%s): t_comm %.1f us (slowest); application "
-                    "syscall bytes per byte, mean over ranks: %.3f (%d collectives of %zu B + 3 warm-up)\n",
+                    "process read from sockets %.3f B per byte, the collective sent %.3f B per byte (means over "
+                    "ranks; %d collectives of %zu B + 3 warm-up)\n",
                     bytes_s.c_str(), comm.size(), rep.algorithm.c_str(), rep.offload == "edge" ? "edge engine" : "hosts",
-                    registered ? ", registered buffers" : "", worst * 1e6, sum[0] / comm.size(), iters, n * 4);
+                    registered ? ", registered buffers" : "", worst * 1e6, sum[0] / comm.size(), sum[1] / comm.size(),
+                    iters, n * 4);
       if (registered) {
         comm.free_registered(in_p);
         comm.free_registered(out_p);
