@@ -116,6 +116,15 @@ int main(int argc, char** argv) {
     auto* in_p = static_cast<float*>(registered ? comm.alloc_registered(n * 4) : std::malloc(n * 4));
     auto* out_p = static_cast<float*>(registered ? comm.alloc_registered(n * 4) : std::malloc(n * 4));
     std::span<float> in(in_p, n), out(out_p, n);
+    auto release = [&] {
+      if (registered) {
+        comm.free_registered(in_p);
+        comm.free_registered(out_p);
+      } else {
+        std::free(in_p);
+        std::free(out_p);
+      }
+    };
     std::fill(in.begin(), in.end(), 1.0f);
     auto cpu_now = [] {
       rusage u{};
@@ -169,13 +178,7 @@ int main(int argc, char** argv) {
                     bytes_s.c_str(), comm.size(), rep.algorithm.c_str(), rep.offload == "edge" ? "edge engine" : "hosts",
                     registered ? ", registered buffers" : "", worst * 1e6, sum[0] / comm.size(), sum[1] / comm.size(),
                     iters, n * 4);
-      if (registered) {
-        comm.free_registered(in_p);
-        comm.free_registered(out_p);
-      } else {
-        std::free(in_p);
-        std::free(out_p);
-      }
+      release();
       return 0;
     }
 
@@ -271,13 +274,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     if (work.sink == 12345.0f) std::puts("");  // keep the loop
-    if (registered) {
-      comm.free_registered(in_p);
-      comm.free_registered(out_p);
-    } else {
-      std::free(in_p);
-      std::free(out_p);
-    }
+    release();
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "overlap_bench: %s\n", e.what());
