@@ -18,6 +18,10 @@
 //   build/tools/inc launch -n 4 --edge -- build/bench/overlap_bench --registered  # Edge-INC
 // Also printed: the application's CPU time per collective alone (getrusage of the process:
 // with the edge engine, its work is in the engine's process, not the application's).
+// --memory: only the collective alone, then per byte of the vector: the bytes this process read
+// from its sockets (/proc/self/io rchar: the transport reads with read(2); its sendmsg(2) is not
+// counted there) and the payload the collective sent (Report::bytes_sent), the two host-memory
+// transfers of the model's Edge-INC figures (docs/EDGE.md, "Memory traffic").
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -94,6 +98,8 @@ int main(int argc, char** argv) {
   bool registered = false;
   app.add_flag("--registered", registered,
                "buffers from Communicator::alloc_registered (zero copy through the edge engine)");
+  bool memory = false;
+  app.add_flag("--memory", memory, "measure the collective alone and this process's syscall bytes per byte, then stop");
   CLI11_PARSE(app, argc, argv);
   std::uint64_t bytes = 0;
   try {
@@ -110,6 +116,15 @@ int main(int argc, char** argv) {
     auto* in_p = static_cast<float*>(registered ? comm.alloc_registered(n * 4) : std::malloc(n * 4));
     auto* out_p = static_cast<float*>(registered ? comm.alloc_registered(n * 4) : std::malloc(n * 4));
     std::span<float> in(in_p, n), out(out_p, n);
+    auto release = [&] {
+      if (registered) {
+        comm.free_registered(in_p);
+        comm.free_registered(out_p);
+      } else {
+        std::free(in_p);
+        std::free(out_p);
+      }
+    };
     std::fill(in.begin(), in.end(), 1.0f);
     auto cpu_now = [] {
       rusage u{};
@@ -125,8 +140,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) comm_once();
     const Report rep = comm.last_report();
 
+    auto io_bytes = [] {  // rchar: bytes through read(2) and friends
+      std::FILE* f = std::fopen("/proc/self/io", "r");
+      unsigned long long v = 0, sum = 0;
+      char key[64];
+      while (f && std::fscanf(f, "%63s %llu", key, &v) == 2)
+        if (std::string(key) == "rchar:") sum += v;
+      if (f) std::fclose(f);
+      return static_cast<double>(sum);
+    };
     std::vector<double> t;
     double resent_comm = 0, cpu_comm = 0;
+    const double io0 = io_bytes();
     for (int i = 0; i < iters; ++i) {
       comm.barrier();
       auto t0 = clk::now();
@@ -138,6 +163,24 @@ int main(int argc, char** argv) {
     }
     cpu_comm /= iters;
     const double t_comm = median(t);
+    if (memory) {  // per rank, the sum and the slowest
+      const double io = (io_bytes() - io0) / iters / static_cast<double>(n * 4);
+      const double sent = static_cast<double>(comm.last_report().bytes_sent) / static_cast<double>(n * 4);
+      double mine[2] = {io, sent}, sum[2] = {0, 0}, worst = 0;
+      CallOptions host;
+      host.algo = "recursive_doubling";
+      comm.allreduce(mine, sum, 2, DataType::f64, ReduceOp::sum, host);
+      comm.allreduce(&t_comm, &worst, 1, DataType::f64, ReduceOp::max, host);
+      if (lead)
+        std::printf("memory: allreduce of %s on %d ranks, %s (%s%s): t_comm %.1f us (slowest); application "
+                    "process read from sockets %.3f B per byte, the collective sent %.3f B per byte (means over "
+                    "ranks; %d collectives of %zu B + 3 warm-up)\n",
+                    bytes_s.c_str(), comm.size(), rep.algorithm.c_str(), rep.offload == "edge" ? "edge engine" : "hosts",
+                    registered ? ", registered buffers" : "", worst * 1e6, sum[0] / comm.size(), sum[1] / comm.size(),
+                    iters, n * 4);
+      release();
+      return 0;
+    }
 
     // Calibrate the loop to t_comm on this rank.
     Compute work;
@@ -231,13 +274,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     if (work.sink == 12345.0f) std::puts("");  // keep the loop
-    if (registered) {
-      comm.free_registered(in_p);
-      comm.free_registered(out_p);
-    } else {
-      std::free(in_p);
-      std::free(out_p);
-    }
+    release();
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "overlap_bench: %s\n", e.what());

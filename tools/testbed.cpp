@@ -29,6 +29,7 @@ constexpr const char* kFooter = R"(
 Examples:
   inc testbed --hosts 8 --link 1gbit -- inc bench -c allreduce -a inc,ring -b 1M -e 64M
   inc testbed --hosts 8 --leaves 2 --oversubscription 2 --shaper htb -- ./my_program
+  inc testbed --hosts 4 --edge --no-switch -- inc bench -c allreduce -b 1K -e 16M
   inc testbed -f examples/testbed/two-level.toml show
   inc testbed cleanup
 
@@ -118,6 +119,9 @@ int cmd_testbed(int argc, char** argv) {
   app.add_flag("--no-counters", no_counters, "do not print the link counters at the end");
   app.add_flag("-q,--quiet", quiet, "no plan summary or progress messages");
   app.add_flag("--dry-run", dry_run, "print the plan and the commands, change nothing (= show)");
+  bool edge = false;
+  app.add_flag("--edge", edge, "one Edge-INC engine (`inc edge`) per host, in its namespace; the ranks post their "
+                               "collectives to their host's engine (INC_OFFLOAD=edge; docs/EDGE.md)");
   auto* show = app.add_subcommand("show", "print the plan: namespaces, addresses, rates, queues, switch commands, ip/tc commands");
   show->fallthrough();
   bool force = false;
@@ -206,6 +210,7 @@ int cmd_testbed(int argc, char** argv) {
     ro.prefix_output = !no_prefix;
     ro.counters = !no_counters;
     ro.quiet = quiet;
+    ro.edge = edge;
     return testbed::run_testbed(plan, ro);
   } catch (const Error& e) {
     std::fprintf(stderr, "inc testbed: %s\n", e.what());

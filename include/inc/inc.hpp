@@ -46,6 +46,9 @@ struct Options {
   // docs/EDGE.md) at INC_EDGE (edge_socket); "host" or empty: the calling threads run them.
   std::string offload;
   std::string edge_socket;  // INC_EDGE; default $TMPDIR/inc-edge.sock
+  // INC_EDGE_HANDLER: the engine's conversion handler for this job's messages on the wire
+  // ("bf16", "f16", "int8": lossy, see docs/EDGE.md "Handlers"); empty: none.
+  std::string edge_handler;
 };
 
 // Per-call options.

@@ -243,8 +243,9 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
   }
   const api::EdgePath& edge = st->world->edge;
   if (edge.client && algo != Algorithm::inc) {
-    rs->selection = fmt::format("offloaded to the edge engine at {} ({}): {}", edge.client->path(),
-                                edge.requested_by, selection);
+    rs->selection = fmt::format("offloaded to the edge engine at {} ({}{}): {}", edge.client->path(),
+                                edge.requested_by, edge.client->handler().empty() ? "" : ", wire handler " + edge.client->handler(),
+                                selection);
     rs->edge_op = edge.client->start(st->comm_id, params, in, out);
     return Request(rs);
   }

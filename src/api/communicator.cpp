@@ -335,7 +335,7 @@ Communicator Communicator::init(const Options& opts) {
                                                                        : boot.store_port);
     ec.prefix = prefix + "/edge";
     ec.listen_host = listen_host;
-    world->edge = api::open_edge_path(env, {opts.offload, opts.edge_socket}, ec, *world->store,
+    world->edge = api::open_edge_path(env, {opts.offload, opts.edge_socket, opts.edge_handler}, ec, *world->store,
                                       [&](int v, const char* what) { return agree_min(*st, v, what); });
     if (world->edge.client) world->edge.client->add_comm(0, st->members);
   }

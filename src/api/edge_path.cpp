@@ -52,6 +52,8 @@ EdgePath open_edge_path(const transport::EnvLookup& env, const EdgeRequest& req,
     if (auto v = env("INC_EDGE"); v && !v->empty()) base.socket_path = *v;
     else base.socket_path = fmt::format("{}/inc-edge.sock", env("TMPDIR").value_or("/tmp"));
   }
+  base.handler = req.handler;
+  if (auto v = env("INC_EDGE_HANDLER"); v && base.handler.empty()) base.handler = *v;
   std::string token;
   if (auto v = env("INC_EDGE_TOKEN")) {
     token = *v;

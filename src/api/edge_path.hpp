@@ -22,6 +22,7 @@ struct EdgePath {
 struct EdgeRequest {
   std::string offload;  // Options::offload
   std::string socket;   // Options::edge_socket
+  std::string handler;  // Options::edge_handler
 };
 
 // `base` carries rank, world, job, timeout, store address, listen host and mesh prefix; the

@@ -17,63 +17,6 @@ using transport::RecvTarget;
 using transport::WireHeader;
 using clock = std::chrono::steady_clock;
 
-// ---------------------------------------------------------------------------------------------
-// Descriptor: what every data message says about the collective it belongs to, so that a
-// mismatch between ranks is an error naming both sides rather than a hang or wrong data.
-
-namespace {
-struct PackedDesc {
-  std::uint8_t coll, dtype, op, algo;
-  std::int32_t root;
-  std::uint64_t count;
-  std::uint32_t nranks;
-  std::uint32_t accumulate;
-  std::uint64_t segment_bytes;
-};
-static_assert(sizeof(PackedDesc) == 32);
-}  // namespace
-
-void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]) {
-  PackedDesc d{static_cast<std::uint8_t>(p.coll),
-               static_cast<std::uint8_t>(p.dtype),
-               static_cast<std::uint8_t>(p.op),
-               static_cast<std::uint8_t>(p.algo),
-               p.root,
-               p.count,
-               static_cast<std::uint32_t>(p.nranks),
-               static_cast<std::uint32_t>(p.accumulate),
-               p.segment_bytes};
-  std::memcpy(desc, &d, sizeof d);
-}
-
-CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]) {
-  PackedDesc d;
-  std::memcpy(&d, desc, sizeof d);
-  CollectiveParams p;
-  p.coll = static_cast<Collective>(d.coll);
-  p.dtype = static_cast<DataType>(d.dtype);
-  p.op = static_cast<ReduceOp>(d.op);
-  p.algo = static_cast<Algorithm>(d.algo);
-  p.root = d.root;
-  p.count = d.count;
-  p.nranks = static_cast<int>(d.nranks);
-  p.segment_bytes = d.segment_bytes;
-  p.accumulate = static_cast<Accumulate>(d.accumulate & 0xFF);
-  return p;
-}
-
-std::string describe_params(const CollectiveParams& p) {
-  std::string s = fmt::format("{} of {} x {}{}", name(p.coll), p.count, name(p.dtype),
-                              reproducible(p) ? " reproducible" : "");
-  if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
-    s += fmt::format(" ({}, {})", name(p.op), name(p.algo));
-  else if (p.coll == Collective::broadcast)
-    s += fmt::format(" (root {}, {})", p.root, name(p.algo));
-  else
-    s += fmt::format(" ({})", name(p.algo));
-  return s;
-}
-
 namespace {
 bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
   if (a.coll != b.coll || a.count != b.count || a.dtype != b.dtype || a.nranks != b.nranks ||
@@ -118,6 +61,28 @@ void Engine::add_comm(std::uint32_t comm_id, std::vector<int> members) {
   // Never replace a live communicator: its collectives would go to the wrong members.
   if (!comms_.emplace(comm_id, std::move(c)).second)
     throw Error(Error::Kind::internal, fmt::format("communicator id {} is already in use", comm_id));
+}
+
+void Engine::set_recv_hook(std::shared_ptr<RecvHook> hook) {
+  std::lock_guard lk(mu_);
+  hook_ = std::move(hook);
+}
+
+std::uint64_t Engine::wire_bytes(const CollOp& op, std::uint64_t bytes) const {
+  return hook_ ? hook_->wire_bytes(op.params, bytes) : bytes;
+}
+
+RecvMessage Engine::recv_message(CollOp& op, std::uint32_t i) {
+  const Op& o = op.sched.ops[i];
+  RecvMessage m;
+  m.params = &op.params;
+  m.kind = o.kind;
+  m.peer = o.peer;
+  m.dst = region_ptr(op, o.dst);
+  m.operand = o.kind == OpKind::recv_reduce ? region_ptr(op, o.src) : nullptr;
+  m.bytes = o.dst.bytes;
+  m.wire_bytes = wire_bytes(op, o.dst.bytes);
+  return m;
 }
 
 void Engine::remove_comm(std::uint32_t comm_id) {
@@ -190,12 +155,12 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
     for (auto d = op->sched.dep_begin[i]; d < op->sched.dep_begin[i + 1]; ++d) ++count[op->sched.deps[d] + 1];
     if (o.kind == OpKind::send) {
       op->msg_index[i] = sends_to[o.peer]++;
-      op->info_.bytes_sent += o.src.bytes;
+      op->info_.bytes_sent += wire_bytes(*op, o.src.bytes);
       ++op->info_.messages_sent;
     } else if (is_recv(o.kind)) {
       op->msg_index[i] = static_cast<std::uint32_t>(op->recv_by_peer[o.peer].size());
       op->recv_by_peer[o.peer].push_back(i);
-      op->info_.bytes_received += o.dst.bytes;
+      op->info_.bytes_received += wire_bytes(*op, o.dst.bytes);
     } else if (is_inc(o.kind)) {
       op->inc_ops.push_back(i);
     }
@@ -241,7 +206,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
         throw e;
       }
       auto& list = op->recv_by_peer[m.peer];
-      if (m.h.msg_index >= list.size() || op->sched.ops[list[m.h.msg_index]].dst.bytes != m.h.bytes) {
+      if (m.h.msg_index >= list.size() || wire_bytes(*op, op->sched.ops[list[m.h.msg_index]].dst.bytes) != m.h.bytes) {
         Error e(Error::Kind::mismatch,
                 fmt::format("{}: rank {} sent message {} of {} B that rank {} does not expect "
                             "(mismatched calls or schedules?)",
@@ -318,14 +283,34 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
       h.msg_index = op.msg_index[i];
       h.bytes = o.src.bytes;
       encode_descriptor(op.params, h.desc);
-      mesh_->send(w, h, region_ptr(op, o.src), (op.uid << 32) | i);
+      const std::byte* data = region_ptr(op, o.src);
+      if (hook_ && hook_->converts(op.params)) {  // a conversion handler: this payload goes on the wire in its format
+        h.bytes = hook_->wire_bytes(op.params, o.src.bytes);
+        auto& wire = op.encoded[i];
+        wire.resize(h.bytes);
+        hook_->encode(op.params, data, o.src.bytes, wire.data());
+        data = wire.data();
+      }
+      mesh_->send(w, h, data, (op.uid << 32) | i);
       return;
     }
     case OpKind::recv:
     case OpKind::recv_reduce: {
       auto pit = op.parked.find(i);
       if (pit != op.parked.end()) {
-        if (op.recv_arrived[i]) {
+        if (op.recv_arrived[i] && hook_) {  // the handlers process the parked payload at once
+          try {
+            auto proc = hook_->open(recv_message(op, i));
+            if (proc->consume(0, pit->second.data(), pit->second.size()) != pit->second.size())
+              throw Error(Error::Kind::internal, "a handler left part of a whole message unconsumed");
+            proc->finish();
+          } catch (const Error& e) {
+            fail(op, Error(e.kind(), fmt::format("{}: {}", describe(op), e.what())), true);
+            return;
+          }
+          op.parked.erase(pit);
+          complete(op, i);
+        } else if (op.recv_arrived[i]) {
           std::byte* dst = region_ptr(op, o.dst);
           if (o.kind == OpKind::recv) {
             if (o.dst.bytes) std::memcpy(dst, pit->second.data(), o.dst.bytes);
@@ -483,17 +468,21 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
                               describe(op), peer, h.msg_index, op.params.rank, list.size()));
     std::uint32_t idx = list[h.msg_index];
     const Op& o = op.sched.ops[idx];
-    if (o.dst.bytes != h.bytes)
+    if (wire_bytes(op, o.dst.bytes) != h.bytes)
       throw Error(Error::Kind::mismatch,
                   fmt::format("{}: rank {} sent {} B, rank {} expected {} B", describe(op), peer,
-                              h.bytes, op.params.rank, o.dst.bytes));
+                              h.bytes, op.params.rank, wire_bytes(op, o.dst.bytes)));
     in.uid = op.uid;
     in.op = idx;
     RecvTarget t;
     if (op.op_state[idx] == 1) {
       in.mode = Incoming::Mode::direct;
       t.dst = region_ptr(op, o.dst);
-      if (o.kind == OpKind::recv) {
+      if (hook_) {  // the handlers process it as it arrives
+        in.proc = hook_->open(recv_message(op, idx));
+        t.mode = RecvTarget::Mode::consumer;
+        t.consumer = in.proc.get();
+      } else if (o.kind == OpKind::recv) {
         t.mode = RecvTarget::Mode::copy;
       } else {
         t.mode = RecvTarget::Mode::reduce;
@@ -518,10 +507,20 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
 }
 
 void Engine::on_message(int wpeer, const WireHeader&) {
-  Incoming in = incoming_[static_cast<std::size_t>(wpeer)];
+  Incoming in = std::move(incoming_[static_cast<std::size_t>(wpeer)]);
   incoming_[static_cast<std::size_t>(wpeer)] = Incoming{};
   switch (in.mode) {
     case Incoming::Mode::direct:
+      if (in.proc) {  // the completion handler
+        auto it = by_uid_.find(in.uid);
+        if (it == by_uid_.end() || it->second->done()) return;
+        try {
+          in.proc->finish();
+        } catch (const Error& e) {
+          fail(*it->second, Error(e.kind(), fmt::format("{}: {}", describe(*it->second), e.what())), true);
+          return;
+        }
+      }
       deferred_.emplace_back(in.uid, in.op);
       return;
     case Incoming::Mode::parked: {

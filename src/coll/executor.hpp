@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coll/recv_hook.hpp"
 #include "coll/schedule.hpp"
 #include "src/switch/udp.hpp"
 #include "src/switch/worker.hpp"
@@ -121,6 +122,8 @@ class CollOp {
   std::unordered_map<std::uint32_t, std::size_t> staged_out;
   // Accumulate::wide: per op index, the f32 result (staging index) to round into dst (f16/bf16).
   std::unordered_map<std::uint32_t, std::size_t> widened_out;
+  // With a RecvHook that converts: per send op index, its payload as it goes on the wire.
+  std::unordered_map<std::uint32_t, std::vector<std::byte>> encoded;
 };
 
 class Engine : public transport::MessageSink {
@@ -161,6 +164,10 @@ class Engine : public transport::MessageSink {
   // Also serve `fd` (not owned) from that loop: see TcpMesh::watch_fd.
   void watch_fd(int fd, std::function<void()> on_readable);
   void unwatch_fd(int fd);
+  // Hand every receive op's payload to `hook` (and let it convert what send ops put on the
+  // wire): the edge engine's packet handlers. Before the first collective; every rank of the
+  // communicators must use the same hook (the wire sizes must agree).
+  void set_recv_hook(std::shared_ptr<RecvHook> hook);
 
   transport::TransportStats stats();
 
@@ -190,6 +197,7 @@ class Engine : public transport::MessageSink {
     std::uint64_t uid = 0;
     std::uint32_t op = 0;
     EarlyMsg* early = nullptr;
+    std::unique_ptr<MessageProcessor> proc;  // with a RecvHook: processes a direct payload
   };
 
   void ready(CollOp& op, std::uint32_t i);
@@ -203,6 +211,8 @@ class Engine : public transport::MessageSink {
   std::string describe(const CollOp& op) const;
   std::string describe_blocked(const CollOp& op) const;
   void progress_once(int timeout_ms);
+  std::uint64_t wire_bytes(const CollOp& op, std::uint64_t bytes) const;
+  RecvMessage recv_message(CollOp& op, std::uint32_t i);
   void check_dead_peers();
   // In-network ops (executor_inc.cpp).
   void check_inc_call(const CollOp& op) const;
@@ -234,6 +244,7 @@ class Engine : public transport::MessageSink {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
   std::optional<Error> fatal_;  // once set, every call fails with it
+  std::shared_ptr<RecvHook> hook_;
   // How long wait() polls (yielding) before it sleeps in epoll_wait (INC_SPIN_US).
   std::chrono::microseconds spin_{500};
   std::uint64_t next_uid_ = 1;

@@ -108,6 +108,7 @@ void EdgeClient::attach() {
   put(h.store, cfg_.store, "store address");
   put(h.prefix, cfg_.prefix, "store prefix");
   put(h.listen_host, cfg_.listen_host, "listen host");
+  put(h.handler, cfg_.handler, "handler name");
   const int fds[3] = {rings_.fd(), doorbell_.get(), completion_.get()};
   if (!send_msg(sock_.get(), &h, sizeof h, fds))
     throw Error(Error::Kind::config, fmt::format("edge engine at {}: cannot send the hello: {}", cfg_.socket_path,

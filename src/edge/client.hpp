@@ -34,6 +34,7 @@ struct ClientConfig {
   std::string store;        // "host:port"
   std::string prefix;       // store key prefix for the engines' mesh
   std::string listen_host;  // where this rank's proxy listens
+  std::string handler;      // conversion handler for the job's messages ("" = none; INC_EDGE_HANDLER)
 };
 
 // One collective posted to the engine.
@@ -75,6 +76,7 @@ class EdgeClient {
   void free(void* p);
 
   const std::string& path() const { return cfg_.socket_path; }
+  const std::string& handler() const { return cfg_.handler; }
 
  private:
   struct Reg {

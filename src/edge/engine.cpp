@@ -31,6 +31,7 @@ sockaddr_un unix_address(const std::string& path) {
 }  // namespace
 
 EdgeEngine::EdgeEngine(EngineConfig cfg) : cfg_(std::move(cfg)) {
+  if (!cfg_.handlers) cfg_.handlers = std::make_shared<const HandlerRegistry>(HandlerRegistry::with_builtins());
   const sockaddr_un a = unix_address(cfg_.socket_path);
   // A socket file nobody answers on is a dead engine's: take its place. One that answers is
   // a live engine: refuse rather than steal its future connections.
@@ -58,19 +59,24 @@ void EdgeEngine::log(const std::string& line) {
   if (cfg_.verbose) std::fprintf(stderr, "inc edge: %s\n", line.c_str());
 }
 
-std::string EdgeEngine::admit(std::uint64_t job, int rank, const std::uint8_t (&token)[32], std::uint32_t uid) {
+std::string EdgeEngine::admit(std::uint64_t job, int rank, const std::uint8_t (&token)[32], std::uint32_t uid,
+                              const std::string& handler) {
   std::lock_guard lk(mu_);
   auto [it, created] = sessions_.try_emplace(job);
   Session& s = it->second;
   if (created) {
     s.uid = uid;
     std::memcpy(s.token.data(), token, sizeof token);
+    s.handler = handler;
     ++stats_.sessions;
   } else {
     // The same answer whatever failed, so that a stranger learns nothing about the session.
     if (s.uid != uid || CRYPTO_memcmp(s.token.data(), token, sizeof token) != 0)
       return fmt::format("job {:x}: wrong token or user for this job's session", job);
     if (s.ranks.count(rank)) return fmt::format("job {:x}: rank {} is already attached", job, rank);
+    if (s.handler != handler)
+      return fmt::format("job {:x}: rank {} names handler '{}' but the job's first rank named '{}'", job, rank, handler,
+                         s.handler);
   }
   s.ranks[rank] = 1;
   ++stats_.connections;
@@ -88,7 +94,12 @@ void EdgeEngine::leave(std::uint64_t job, int rank) {
 
 EngineStats EdgeEngine::stats() const {
   std::lock_guard lk(mu_);
-  return stats_;
+  EngineStats s = stats_;
+  s.handler_headers = handler_counts_.headers;
+  s.handler_payloads = handler_counts_.payloads;
+  s.handler_completions = handler_counts_.completions;
+  s.converted_messages = handler_counts_.converted_messages;
+  return s;
 }
 
 // Join the proxies that have finished (all: stop every proxy first).

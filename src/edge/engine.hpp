@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "edge/handler.hpp"
 #include "transport/socket.hpp"
 
 namespace inc::edge {
@@ -33,6 +34,8 @@ struct EngineConfig {
   // Deadline for a connection's hello (the rank's own INC_TIMEOUT applies from then on).
   std::chrono::milliseconds hello_timeout{std::chrono::seconds(10)};
   bool verbose = false;  // one line per connection and refusal on stderr
+  // The handlers a job may name (its conversion handler) and that apply every message.
+  std::shared_ptr<const HandlerRegistry> handlers;  // null: HandlerRegistry::with_builtins()
 };
 
 struct EngineStats {
@@ -40,6 +43,8 @@ struct EngineStats {
   std::uint64_t collectives = 0, failed = 0, protocol_errors = 0;
   // Now: ranks attached, and bytes of rank memory (rings and registrations) mapped.
   std::uint64_t attached = 0, mapped_bytes = 0;
+  // Handler invocations (sPIN entry points) over every message, and messages converted.
+  std::uint64_t handler_headers = 0, handler_payloads = 0, handler_completions = 0, converted_messages = 0;
 };
 
 class EdgeEngine {
@@ -60,10 +65,12 @@ class EdgeEngine {
   struct Session {
     std::uint32_t uid = 0;
     std::array<std::uint8_t, 32> token{};
+    std::string handler;  // the job's conversion handler: every rank must name the same
     std::map<int, int> ranks;  // rank -> 1 while attached
   };
   // Admission of (job, rank) with this token and uid: "" or why not.
-  std::string admit(std::uint64_t job, int rank, const std::uint8_t (&token)[32], std::uint32_t uid);
+  std::string admit(std::uint64_t job, int rank, const std::uint8_t (&token)[32], std::uint32_t uid,
+                    const std::string& handler);
   void leave(std::uint64_t job, int rank);
   void log(const std::string& line);
   void reap(bool all);
@@ -73,6 +80,7 @@ class EdgeEngine {
   mutable std::mutex mu_;
   std::map<std::uint64_t, Session> sessions_;
   EngineStats stats_;
+  HandlerCounts handler_counts_;
   std::atomic<bool> stopping_{false};
   struct Worker {
     std::thread thread;

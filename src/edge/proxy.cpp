@@ -111,11 +111,18 @@ bool RankProxy::handshake() {
   }
   if (h.world < 1 || h.world > static_cast<int>(kMaxMembers) || h.rank < 0 || h.rank >= h.world ||
       h.ring_entries != kRingEntries || h.timeout_ms == 0 || !terminated(h.store) || !terminated(h.prefix) ||
-      !terminated(h.listen_host)) {
+      !terminated(h.listen_host) || !terminated(h.handler)) {
     refuse(fmt::format("malformed hello (rank {} of {}, {} ring entries)", h.rank, h.world, h.ring_entries));
     return false;
   }
-  if (auto why = owner_.admit(h.job, h.rank, h.token, peer_uid_); !why.empty()) {
+  std::shared_ptr<HandlerChain> chain;
+  try {
+    chain = std::make_shared<HandlerChain>(*owner_.cfg_.handlers, h.handler, &owner_.handler_counts_);
+  } catch (const Error& e) {
+    refuse(e.what());
+    return false;
+  }
+  if (auto why = owner_.admit(h.job, h.rank, h.token, peer_uid_, h.handler); !why.empty()) {
     refuse(why);
     return false;
   }
@@ -145,6 +152,7 @@ bool RankProxy::handshake() {
     auto peers = transport::connect_mesh(rank_, world_, h.listen_host, book, h.mesh_tag,
                                          static_cast<int>(timeout_.count()));
     engine_ = std::make_unique<coll::Engine>(std::make_unique<transport::TcpMesh>(rank_, std::move(peers)), timeout_);
+    engine_->set_recv_hook(std::move(chain));  // every receive op runs through the handlers
   } catch (const Error& e) {
     owner_.log(fmt::format("job {:x} rank {}: the engines' mesh: {}", job_, rank_, e.what()));
     reply(false, e.kind(), fmt::format("edge engine: connecting the job's engines: {}", e.what()));

@@ -39,6 +39,7 @@ struct Hello {
   char store[128] = {};            // "host:port" of the job's rendezvous store
   char prefix[96] = {};            // store key prefix of the engines' mesh addresses
   char listen_host[64] = {};       // where this rank's proxy listens for the job's other proxies
+  char handler[32] = {};           // the job's conversion handler ("" = none; handler.hpp)
 };
 
 // Rank -> engine, with 1 fd: a sealed memfd of `bytes` bytes, known from now on as `id`.

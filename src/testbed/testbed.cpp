@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
@@ -87,6 +88,7 @@ class Runner {
   bool build();
   int launch();
   bool teardown();
+  void add_edge_engines(api::LaunchOptions& lo);
 
   const Plan& p_;
   const RunOptions& o_;
@@ -159,6 +161,7 @@ int Runner::launch() {
     };
     lo.sidecars.push_back(std::move(sc));
   }
+  if (o_.edge) add_edge_engines(lo);
   for (const SwitchPlan& s : p_.switches) {
     api::SidecarSpec sc;
     sc.name = s.name;
@@ -186,6 +189,29 @@ int Runner::launch() {
     log(fmt::format("cannot start the job: {}", e.what()));
     return 1;
   }
+}
+
+// One `inc edge` per host in its namespace (as a NIC per host); its socket in the state directory,
+// removed with it. Each proxy listens where its rank would (the host's address) and the proxies
+// mesh across the emulated links.
+void Runner::add_edge_engines(api::LaunchOptions& lo) {
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 8; ++i) token += fmt::format("{:08x}", rd());
+  lo.env.emplace_back("INC_OFFLOAD", "edge");
+  lo.env.emplace_back("INC_EDGE_TOKEN", token);
+  for (std::size_t h = 0; h < p_.hosts.size(); ++h) {
+    const std::string sock = fmt::format("{}/edge-h{}.sock", state_dir(p_.id), h);
+    api::SidecarSpec sc;
+    sc.name = fmt::format("edge-h{}", h);
+    sc.argv = {p_.id.inc_exe, "edge", "--socket", sock};
+    sc.netns = namespace_path(p_.hosts[h].ns);
+    sc.ready_probe = [sock](pid_t) { return ::access(sock.c_str(), F_OK) == 0; };
+    lo.sidecars.push_back(std::move(sc));
+  }
+  for (std::size_t r = 0; r < p_.ranks.size(); ++r)
+    lo.placement[r].env.emplace_back("INC_EDGE", fmt::format("{}/edge-h{}.sock", state_dir(p_.id), p_.ranks[r].host));
+  info(fmt::format("an edge engine per host ({} x `inc edge`, sockets in {})", p_.hosts.size(), state_dir(p_.id)));
 }
 
 bool Runner::teardown() {

@@ -19,6 +19,10 @@ struct RunOptions {
   bool prefix_output = true;
   bool counters = true;
   bool quiet = false;  // no plan summary and progress messages
+  // --edge: one Edge-INC engine (`inc edge`) per host, in the host's namespace, its socket in the
+  // state directory; every rank posts its collectives to its host's engine (INC_OFFLOAD=edge,
+  // INC_EDGE, a fresh INC_EDGE_TOKEN for the job). docs/TESTBED.md, "Edge-INC engines".
+  bool edge = false;
   int out_fd = 1, err_fd = 2;
 };
 

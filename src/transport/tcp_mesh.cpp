@@ -247,6 +247,22 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
       n -= n % esz;  // whole elements only; the rest waits for more bytes
       numerics::reduce(p.target.dtype, p.target.op, p.target.dst + p.payload_done,
                        p.target.operand + p.payload_done, src, n / esz);
+    } else if (p.target.mode == RecvTarget::Mode::consumer && n) {
+      // As for reduce: the consumer reads typed data, so move unread bytes to an aligned start.
+      if (reinterpret_cast<std::uintptr_t>(src) % p.target.consumer->alignment() != 0) {
+        std::memmove(p.rx.data(), src, avail);
+        p.rx_begin = 0;
+        p.rx_end = avail;
+        src = p.rx.data();
+      }
+      try {
+        n = p.target.consumer->consume(p.payload_done, src, n);
+      } catch (const Error& e) {
+        p.target = RecvTarget{};  // discard the rest of this payload
+        if (sink_) sink_->on_error(peer, e);
+      }
+      if (n == 0 && p.payload_done + avail < p.hdr.bytes && p.rx_begin == 0 && p.rx_end == p.rx.size())
+        p.rx.resize(p.rx.size() * 2);  // a consumer unit larger than the buffer: grow it
     }
     p.rx_begin += n;
     p.payload_done += n;

@@ -36,13 +36,28 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 64);
 
+// A layer above that processes a payload itself as its bytes arrive (the edge engine's packet
+// handlers, src/edge/handler.hpp): the transport hands it every piece of the payload in order.
+class PayloadConsumer {
+ public:
+  virtual ~PayloadConsumer() = default;
+  // Bytes [offset, offset + n) of the payload. Returns how many it consumed from the front
+  // (e.g. whole elements or blocks only); the rest comes again, with more bytes, in the next
+  // call. When offset + n is the payload's end it must consume all n. May throw inc::Error
+  // (reported through MessageSink::on_error; the rest of the payload is discarded).
+  virtual std::size_t consume(std::uint64_t offset, const std::byte* data, std::size_t n) = 0;
+  // The transport passes `data` aligned to this many bytes (a power of two, at most 8).
+  virtual std::size_t alignment() const { return 1; }
+};
+
 // Where the payload of a received message goes.
 struct RecvTarget {
-  enum class Mode { discard, copy, reduce } mode = Mode::discard;
+  enum class Mode { discard, copy, reduce, consumer } mode = Mode::discard;
   std::byte* dst = nullptr;
   const std::byte* operand = nullptr;  // reduce: dst = operand (op) payload
   DataType dtype = DataType::u8;
   ReduceOp op = ReduceOp::sum;
+  PayloadConsumer* consumer = nullptr;  // consumer: not owned, lives until on_message
 };
 
 // Implemented by the layer above (the collective executor).

@@ -1,0 +1,48 @@
+// The executor's hook for a layer that processes messages itself (the edge engine's sPIN-style
+// packet handlers, src/edge/handler.hpp): it may change what goes on the wire for a send op
+// (a conversion: bf16 on the wire for f32 data, int8 with a scale) and processes the payload of
+// every receive op as it arrives, instead of the executor's own copy / reduce into place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "coll/schedule.hpp"
+#include "transport/tcp_mesh.hpp"
+
+namespace inc::coll {
+
+// One arriving message of a schedule's receive op: what a header handler sees.
+struct RecvMessage {
+  const CollectiveParams* params = nullptr;
+  OpKind kind = OpKind::recv;  // recv (deliver into dst) or recv_reduce (dst = operand (op) it)
+  int peer = -1;               // comm rank of the sender
+  std::byte* dst = nullptr;
+  const std::byte* operand = nullptr;  // recv_reduce
+  std::uint64_t bytes = 0;             // of dst, in the collective's type
+  std::uint64_t wire_bytes = 0;        // of the payload on the wire
+};
+
+// A consumer of one message's payload; finish() runs when the last byte was consumed.
+class MessageProcessor : public transport::PayloadConsumer {
+ public:
+  virtual void finish() = 0;
+};
+
+class RecvHook {
+ public:
+  virtual ~RecvHook() = default;
+  // Whether send ops of this collective go on the wire converted (encode() below); if not, the
+  // executor sends the schedule's bytes as they are.
+  virtual bool converts(const CollectiveParams& p) const = 0;
+  // Payload bytes on the wire for `bytes` bytes of the collective's type (a pure function of
+  // its arguments: sender and receiver must agree).
+  virtual std::uint64_t wire_bytes(const CollectiveParams& p, std::uint64_t bytes) const = 0;
+  // Fill wire[0, wire_bytes(p, bytes)) from src[0, bytes) for a send op.
+  virtual void encode(const CollectiveParams& p, const std::byte* src, std::uint64_t bytes, std::byte* wire) const = 0;
+  // A processor for one message (throws inc::Error to refuse it).
+  virtual std::unique_ptr<MessageProcessor> open(const RecvMessage& m) = 0;
+};
+
+}  // namespace inc::coll

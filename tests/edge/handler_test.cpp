@@ -1,0 +1,250 @@
+// The edge engine's packet handlers (src/edge/handler.hpp) against references computed here:
+// reduce for every type and op against the host path's reduction of the whole vector; forward
+// bitwise; bf16/f16 against one rounding of each value (f64 -> 16 bit, another code path);
+// int8 against the quantiser's definition (scale = max|x|/127 per 256 elements, nearest even)
+// and its error bound. Payloads arrive in random pieces, as the transport hands them over.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "edge/handler.hpp"
+#include "numerics/reduce.hpp"
+
+using namespace inc;
+using namespace inc::edge;
+
+namespace {
+
+const HandlerRegistry& reg() {
+  static const HandlerRegistry r = HandlerRegistry::with_builtins();
+  return r;
+}
+
+// Feed `wire` to a processor in random pieces, keeping what it did not consume (as TcpMesh does).
+void feed(coll::MessageProcessor& p, const std::vector<std::byte>& wire, std::mt19937_64& rng) {
+  std::uint64_t done = 0, avail_end = 0;
+  while (done < wire.size()) {
+    avail_end = std::min<std::uint64_t>(wire.size(), avail_end + 1 + rng() % 700);
+    std::vector<std::byte> piece(wire.begin() + static_cast<long>(done), wire.begin() + static_cast<long>(avail_end));
+    done += p.consume(done, piece.data(), piece.size());  // a fresh (aligned) buffer each time
+  }
+  p.finish();
+}
+
+struct Msg {
+  coll::CollectiveParams params;
+  std::vector<std::byte> dst, operand;
+  coll::RecvMessage m;
+};
+
+Msg make_msg(DataType t, ReduceOp op, std::size_t n, coll::OpKind kind, const HandlerChain& chain) {
+  Msg x;
+  x.params.dtype = t;
+  x.params.op = op;
+  x.dst.assign(n * size_of(t), std::byte{0});
+  x.operand.assign(n * size_of(t), std::byte{0});
+  x.m.params = &x.params;
+  x.m.kind = kind;
+  x.m.bytes = n * size_of(t);
+  x.m.wire_bytes = chain.wire_bytes(x.params, x.m.bytes);
+  return x;
+}
+
+std::vector<std::byte> random_bytes(std::size_t n, std::mt19937_64& rng) {
+  std::vector<std::byte> v(n);
+  for (auto& b : v) b = static_cast<std::byte>(rng());
+  return v;
+}
+
+void fill_small(DataType t, std::vector<std::byte>& v, std::mt19937_64& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (std::size_t i = 0; i < v.size() / size_of(t); ++i) numerics::store_from_double(t, v.data(), i, d(rng));
+}
+
+}  // namespace
+
+TEST(EdgeHandlers, RegistryHasTheBuiltinsAndRefusesUnknownAndDuplicateNames) {
+  auto r = HandlerRegistry::with_builtins();
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"bf16", "f16", "forward", "int8", "reduce"}));
+  try {
+    r.get("fp4");
+    FAIL() << "an unknown name was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::config);
+    EXPECT_NE(std::string(e.what()).find("no handler named 'fp4' (known: bf16, f16, forward, int8, reduce)"),
+              std::string::npos) << e.what();
+  }
+  // A second handler under a taken name, and one without a name.
+  struct Named : Handler {
+    std::string n;
+    explicit Named(std::string s) : n(std::move(s)) {}
+    std::string_view name() const override { return n; }
+    std::string_view summary() const override { return "test"; }
+    Role role() const override { return Role::apply; }
+    std::size_t payload(Context&, const Chunk& c) const override { return c.bytes; }
+  };
+  EXPECT_THROW(r.add(std::make_unique<Named>("int8")), Error);
+  EXPECT_THROW(r.add(std::make_unique<Named>("")), Error);
+  r.add(std::make_unique<Named>("mine"));
+  EXPECT_EQ(r.get("mine").name(), "mine");
+  // A chain names a conversion handler that exists and converts.
+  EXPECT_THROW(HandlerChain(r, "nope"), Error);
+  EXPECT_THROW(HandlerChain(r, "reduce"), Error);
+  EXPECT_THROW(HandlerChain(r, "", nullptr, "int8"), Error);
+}
+
+TEST(EdgeHandlers, ReduceEqualsTheHostReductionForEveryTypeAndOp) {
+  std::mt19937_64 rng(1);
+  HandlerCounts counts;
+  HandlerChain chain(reg(), "", &counts);
+  for (int ti = 0; ti < kNumDataTypes; ++ti)
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      const auto t = static_cast<DataType>(ti);
+      const auto op = static_cast<ReduceOp>(oi);
+      const std::size_t n = 1 + rng() % 3000;
+      Msg x = make_msg(t, op, n, coll::OpKind::recv_reduce, chain);
+      x.operand = random_bytes(x.m.bytes, rng);
+      auto payload = random_bytes(x.m.bytes, rng);
+      x.m.dst = x.dst.data();
+      x.m.operand = x.operand.data();
+      ASSERT_FALSE(chain.converts(x.params));
+      auto p = chain.open(x.m);
+      feed(*p, payload, rng);
+      std::vector<std::byte> ref(x.m.bytes);
+      numerics::reduce(t, op, ref.data(), x.operand.data(), payload.data(), n);
+      EXPECT_EQ(0, std::memcmp(ref.data(), x.dst.data(), ref.size())) << name(t) << " " << name(op);
+    }
+  EXPECT_EQ(counts.headers, std::uint64_t{kNumDataTypes * kNumReduceOps});
+  EXPECT_EQ(counts.completions, counts.headers.load());
+  EXPECT_GT(counts.payloads, counts.headers.load());  // several chunks per message
+}
+
+TEST(EdgeHandlers, ForwardPlacesEveryByte) {
+  std::mt19937_64 rng(2);
+  HandlerChain chain(reg(), "");
+  Msg x = make_msg(DataType::u8, ReduceOp::sum, 10007, coll::OpKind::recv, chain);
+  x.m.dst = x.dst.data();
+  auto payload = random_bytes(x.m.bytes, rng);
+  auto p = chain.open(x.m);
+  feed(*p, payload, rng);
+  EXPECT_EQ(payload, x.dst);
+}
+
+TEST(EdgeHandlers, Narrow16RoundsEachValueOnceAndWidensBack) {
+  std::mt19937_64 rng(3);
+  for (DataType fmt16 : {DataType::bf16, DataType::f16}) {
+    HandlerChain chain(reg(), fmt16 == DataType::bf16 ? "bf16" : "f16");
+    const std::size_t n = 5001;
+    Msg x = make_msg(DataType::f32, ReduceOp::sum, n, coll::OpKind::recv_reduce, chain);
+    ASSERT_TRUE(chain.converts(x.params));
+    ASSERT_EQ(x.m.wire_bytes, n * 2);
+    std::vector<std::byte> src(n * 4);
+    fill_small(DataType::f32, src, rng, -3e4, 3e4);
+    fill_small(DataType::f32, x.operand, rng, -10, 10);
+    std::vector<std::byte> wire(x.m.wire_bytes);
+    chain.encode(x.params, src.data(), src.size(), wire.data());
+    x.m.dst = x.dst.data();
+    x.m.operand = x.operand.data();
+    auto p = chain.open(x.m);
+    feed(*p, wire, rng);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint16_t h = 0;
+      numerics::store_from_double(fmt16, &h, 0, numerics::load_as_double(DataType::f32, src.data(), i));
+      const float want = static_cast<float>(numerics::load_as_double(DataType::f32, x.operand.data(), i)) +
+                         static_cast<float>(numerics::load_as_double(fmt16, &h, 0));
+      ASSERT_EQ(want, static_cast<float>(numerics::load_as_double(DataType::f32, x.dst.data(), i))) << i;
+    }
+    // Not an f32 collective: passed through unconverted.
+    coll::CollectiveParams i32;
+    i32.dtype = DataType::i32;
+    EXPECT_FALSE(chain.converts(i32));
+    EXPECT_EQ(chain.wire_bytes(i32, 400), 400u);
+  }
+}
+
+TEST(EdgeHandlers, Int8QuantisesPerBlockWithItsScale) {
+  std::mt19937_64 rng(4);
+  HandlerChain chain(reg(), "int8");
+  for (DataType t : {DataType::f32, DataType::bf16, DataType::f16}) {
+    const std::size_t n = 256 * 9 + 77;  // a short last block
+    Msg x = make_msg(t, ReduceOp::sum, n, coll::OpKind::recv, chain);
+    ASSERT_EQ(x.m.wire_bytes, 10u * 4 + n);  // 10 scales + one byte per element
+    std::vector<std::byte> src(n * size_of(t));
+    fill_small(t, src, rng, -100, 100);
+    for (std::size_t i = 256; i < 512; ++i) numerics::store_from_double(t, src.data(), i, 0.0);  // an all-zero block
+    numerics::store_from_double(t, src.data(), 600, NAN);  // a block with a NaN
+    std::vector<std::byte> wire(x.m.wire_bytes);
+    chain.encode(x.params, src.data(), src.size(), wire.data());
+    x.m.dst = x.dst.data();
+    auto p = chain.open(x.m);
+    feed(*p, wire, rng);
+    for (std::size_t b = 0; b * 256 < n; ++b) {
+      const std::size_t first = b * 256, k = std::min<std::size_t>(256, n - first);
+      double maxabs = 0;
+      bool has_nan = false;
+      for (std::size_t i = first; i < first + k; ++i) {
+        const double v = numerics::load_as_double(t, src.data(), i);
+        has_nan = has_nan || std::isnan(v);
+        maxabs = std::max(maxabs, std::fabs(v));
+      }
+      const float scale = static_cast<float>(maxabs) / 127.0f;
+      for (std::size_t i = first; i < first + k; ++i) {
+        const double v = numerics::load_as_double(t, src.data(), i);
+        const double got = numerics::load_as_double(t, x.dst.data(), i);
+        if (has_nan) {
+          ASSERT_TRUE(std::isnan(got)) << i;
+          continue;
+        }
+        const float q = scale > 0 ? std::nearbyint(static_cast<float>(v) / scale) : 0.0f;
+        std::vector<std::byte> one(size_of(t));
+        numerics::store_from_double(t, one.data(), 0, static_cast<double>(q * scale));
+        const double want = numerics::load_as_double(t, one.data(), 0);
+        ASSERT_EQ(want, got) << name(t) << " element " << i;
+        ASSERT_LE(std::fabs(got - v), scale / 2 * 1.01 + std::fabs(v) / 128) << i;  // the error bound
+      }
+    }
+    EXPECT_EQ(0.0, numerics::load_as_double(t, x.dst.data(), 300));
+  }
+}
+
+TEST(EdgeHandlers, Int8ThenReduceSumsTheDequantisedValues) {
+  std::mt19937_64 rng(5);
+  HandlerChain chain(reg(), "int8");
+  const std::size_t n = 1000;
+  Msg x = make_msg(DataType::f32, ReduceOp::max, n, coll::OpKind::recv_reduce, chain);
+  std::vector<float> src(n), operand(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<float>(static_cast<int>(i % 255) - 127), operand[i] = 0.5f;
+  for (std::size_t b = 0; b < n; b += 256) src[b] = 127;  // every block's maximum: scale 1
+  std::memcpy(x.operand.data(), operand.data(), n * 4);
+  std::vector<std::byte> wire(x.m.wire_bytes);
+  chain.encode(x.params, reinterpret_cast<const std::byte*>(src.data()), n * 4, wire.data());
+  x.m.dst = x.dst.data();
+  x.m.operand = x.operand.data();
+  auto p = chain.open(x.m);
+  feed(*p, wire, rng);
+  // Integers in [-127, 127] with a block maximum of 127 quantise exactly (scale 1).
+  for (std::size_t i = 0; i < n; ++i) {
+    float got;
+    std::memcpy(&got, x.dst.data() + 4 * i, 4);
+    ASSERT_EQ(got, std::max(src[i], 0.5f)) << i;
+  }
+}
+
+TEST(EdgeHandlers, ATruncatedOrOverlongPayloadIsAnError) {
+  std::mt19937_64 rng(6);
+  HandlerChain chain(reg(), "int8");
+  Msg x = make_msg(DataType::f32, ReduceOp::sum, 300, coll::OpKind::recv, chain);
+  x.m.dst = x.dst.data();
+  std::vector<std::byte> wire(x.m.wire_bytes);
+  auto p = chain.open(x.m);
+  // The whole message but for its last byte, then claimed complete.
+  EXPECT_EQ(p->consume(0, wire.data(), wire.size() - 1), 260u);
+  EXPECT_THROW(p->finish(), Error);
+  auto q = chain.open(x.m);
+  EXPECT_THROW(q->consume(0, wire.data(), wire.size() + 1), Error);
+  auto r = chain.open(x.m);
+  EXPECT_THROW(r->consume(5, wire.data(), 10), Error);  // out of order
+}

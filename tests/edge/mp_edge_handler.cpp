@@ -1,0 +1,126 @@
+// Collectives through the edge engine with a conversion handler on the wire (INC_EDGE_HANDLER,
+// set by CMakeLists.txt; run by `inc launch --edge`): every receive op of the proxies' schedules
+// runs through the handler chain. Checked against references computed here:
+//  * bf16/f16: f32 data of small integers, exact in 16 bits at every partial sum: exact results;
+//  * int8: data whose every block quantises exactly (integers, block maximum 127 on each rank,
+//    sums of the same sign per block: partial sums quantise with an integer scale) are exact
+//    for broadcast and allgather; random data lies within the quantiser's bound of the exact sum;
+//  * i32 data is not converted: exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "inc/inc.hpp"
+
+using namespace inc;
+
+namespace {
+
+Communicator& world() {
+  static Communicator c = Communicator::init();
+  return c;
+}
+
+std::string handler() {
+  const char* h = std::getenv("INC_EDGE_HANDLER");
+  return h ? h : "";
+}
+
+const char* const kAlgos[] = {"ring", "rd", "rabenseifner"};
+
+}  // namespace
+
+TEST(EdgeHandler, TheJobIsOffloadedWithItsWireHandler) {
+  auto& c = world();
+  ASSERT_TRUE(c.offloaded());
+  float v = 1, s = 0;
+  c.allreduce(&v, &s, 1, DataType::f32, ReduceOp::sum);
+  EXPECT_EQ(s, static_cast<float>(c.size()));
+  const Report r = c.last_report();
+  EXPECT_EQ(r.offload, "edge");
+  EXPECT_NE(r.reason.find("wire handler " + handler()), std::string::npos) << r.reason;
+}
+
+// The engines really put the format on the wire: values it cannot carry arrive converted.
+TEST(EdgeHandler, TheWireFormatIsReallyUsed) {
+  auto& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs a receiver";
+  const std::string h = handler();
+  // bf16 and f16 round 1 + 2^-20 to 1; int8 quantises 0.004 in a block whose maximum is 1 to
+  // one step of 1/127.
+  std::vector<float> v(256, 0.004f);
+  v[0] = 1.0f + 1.0f / (1 << 20);
+  std::vector<float> sent = v;
+  c.broadcast(v.data(), v.size(), DataType::f32, 0);
+  if (c.rank() == 0) {
+    EXPECT_EQ(v, sent);
+    return;
+  }
+  if (h == "int8") {
+    const float scale = sent[0] / 127.0f;  // the block's maximum / 127
+    EXPECT_NEAR(v[0], sent[0], sent[0] / 254);
+    EXPECT_EQ(v[1], scale) << "0.004 arrives as one step";
+  } else {
+    EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
+    EXPECT_EQ(v[1], h == "bf16" ? 0.003997802734375f : 0.004001617431640625f);
+  }
+}
+
+TEST(EdgeHandler, AllreduceF32ThroughTheConversion) {
+  auto& c = world();
+  const int p = c.size(), me = c.rank();
+  const bool int8 = handler() == "int8";
+  for (const char* algo : kAlgos)
+    for (std::size_t n : {std::size_t{1}, std::size_t{255}, std::size_t{257}, std::size_t{100003}}) {
+      // Small integers: every partial sum is exact in bf16/f16 (|sum| <= 4 * 60 < 256).
+      std::vector<float> in(n), out(n, -1);
+      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((static_cast<int>(i) * 7 + me * 13) % 61);
+      CallOptions o;
+      o.algo = algo;
+      c.allreduce(in.data(), out.data(), n, DataType::f32, ReduceOp::sum, o);
+      for (std::size_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int r = 0; r < p; ++r) want += (static_cast<int>(i) * 7 + r * 13) % 61;
+        // int8: each of at most 2(p-1) quantisations of a partial sum (<= 60p) errs by at most
+        // half its block's scale (max/127).
+        const double bound = int8 ? 2.0 * (p - 1) * (60.0 * p / 127 / 2) : 0;
+        ASSERT_LE(std::fabs(out[i] - want), bound) << algo << " n=" << n << " i=" << i << " got " << out[i];
+      }
+      EXPECT_EQ(c.last_report().offload, "edge");
+    }
+}
+
+TEST(EdgeHandler, BroadcastAndAllgatherOfExactlyQuantisableData) {
+  auto& c = world();
+  const int p = c.size(), me = c.rank();
+  const std::size_t n = 256 * 5 + 3;
+  auto value = [](int r, std::size_t i) {
+    return i % 256 == 0 ? 127.0f : static_cast<float>(static_cast<int>((i * 31 + static_cast<std::size_t>(r) * 7) % 255) - 127);
+  };
+  std::vector<float> b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = me == p - 1 ? value(p - 1, i) : 0;
+  c.broadcast(b.data(), n, DataType::f32, p - 1);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], value(p - 1, i)) << i;
+  std::vector<float> mine(n), all(n * static_cast<std::size_t>(p));
+  for (std::size_t i = 0; i < n; ++i) mine[i] = value(me, i);
+  c.allgather(mine.data(), all.data(), n, DataType::f32);
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(all[static_cast<std::size_t>(r) * n + i], value(r, i)) << r << " " << i;
+}
+
+TEST(EdgeHandler, IntegersAreNotConverted) {
+  auto& c = world();
+  const std::size_t n = 4099;
+  std::vector<std::int32_t> in(n), out(n);
+  for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>(i * 100003 + static_cast<std::size_t>(c.rank()));
+  auto req = c.iallreduce(in.data(), out.data(), n, DataType::i32, ReduceOp::sum);
+  req.wait();
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t want = 0;
+    for (int r = 0; r < c.size(); ++r) want += static_cast<std::int64_t>(i * 100003) + r;
+    ASSERT_EQ(out[i], static_cast<std::int32_t>(want)) << i;
+  }
+}
