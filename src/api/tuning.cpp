@@ -25,7 +25,12 @@ void CostTable::add(Collective c, Algorithm a, std::uint64_t bytes, double us) {
 std::optional<double> CostTable::predict(Collective c, Algorithm a, std::uint64_t bytes) const {
   auto it = points_.find({c, a});
   if (it == points_.end() || it->second.empty()) return std::nullopt;
-  const auto& v = it->second;
+  // A larger call never costs less, and a shared machine's noise only adds time: a size's
+  // cost is at most any larger size's measured cost. Each point counts as the smallest time
+  // measured at its size or above (the table's monotone lower envelope), so one slow reading
+  // at a small size (a descheduled rank) does not rule a path out there.
+  std::vector<CostPoint> v = it->second;
+  for (std::size_t i = v.size() - 1; i-- > 0;) v[i].us = std::min(v[i].us, v[i + 1].us);
   const double b = static_cast<double>(bytes);
   if (bytes <= v.front().bytes) return v.front().us;
   if (v.size() == 1)  // one point only: scale its time with the size (a bandwidth-bound guess)

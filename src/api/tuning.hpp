@@ -4,10 +4,11 @@
 // picks, per call, the path with the smallest predicted time, as NCCL's tuner plugins do with
 // their tables. The Report names the choice and the predicted cost of every candidate.
 //
-// Prediction: piecewise linear in bytes between measured sizes (the alpha-beta model is linear
-// in bytes, so each segment is a local alpha + n beta fit); below the smallest measured size
-// the smallest size's time (latency floor); above the largest, the last segment's slope
-// (bandwidth) extended.
+// Prediction: each measured time first lowered to the smallest measured at any larger size (a
+// larger call never costs less; noise only adds), then piecewise linear in bytes between
+// measured sizes (the alpha-beta model is linear in bytes, so each segment is a local
+// alpha + n beta fit); below the smallest measured size the smallest size's time (latency
+// floor); above the largest, the last segment's slope (bandwidth) extended.
 #pragma once
 
 #include <cstdint>

@@ -40,6 +40,26 @@ TEST(Tuning, PredictsPiecewiseLinearInBytes) {
   EXPECT_FALSE(t.predict(Collective::allreduce, Algorithm::rabenseifner, 1024).has_value());
 }
 
+TEST(Tuning, ASlowReadingAtASmallSizeCountsAsTheLargerSizesTime) {
+  CostTable t;
+  t.nranks = 8;
+  // 64 B read 3548 us (a descheduled rank), 128 B 331 us: 64 B costs at most what 128 B did.
+  t.add(Collective::allreduce, Algorithm::inc, 64, 3548);
+  t.add(Collective::allreduce, Algorithm::inc, 128, 331);
+  t.add(Collective::allreduce, Algorithm::inc, 1024, 400);
+  t.add(Collective::allreduce, Algorithm::recursive_doubling, 64, 573);
+  t.add(Collective::allreduce, Algorithm::recursive_doubling, 1024, 600);
+  EXPECT_DOUBLE_EQ(*t.predict(Collective::allreduce, Algorithm::inc, 64), 331);
+  EXPECT_DOUBLE_EQ(*t.predict(Collective::allreduce, Algorithm::inc, 8), 331);
+  EXPECT_NEAR(*t.predict(Collective::allreduce, Algorithm::inc, 96), 331, 1e-9);
+  EXPECT_NEAR(*t.predict(Collective::allreduce, Algorithm::inc, 576), 365.5, 1e-9);  // 128..1024 B
+  std::vector<inc::api::PathCost> costs;
+  EXPECT_EQ(*inc::api::choose(t, Collective::allreduce, 64, inc::api::candidates(Collective::allreduce, true), costs),
+            Algorithm::inc);
+  // The file keeps what was measured.
+  EXPECT_NE(t.to_json().find("[64, 3548.000]"), std::string::npos) << t.to_json();
+}
+
 TEST(Tuning, ChoosesTheCheapestCandidateAndListsAll) {
   CostTable t = sample();
   std::vector<inc::api::PathCost> costs;
