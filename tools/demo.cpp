@@ -177,7 +177,7 @@ int cmd_demo(int argc, char** argv) {
     std::printf("measuring every path of every collective for automatic selection (inc tune, %d ranks)...\n", n);
     std::fflush(stdout);
     auto tune = launch;
-    for (const char* a : {"tune", "-b", "8", "-e", "1M", "-f", "2", "-n", "5", "-w", "1", "-r", "2", "-o"}) tune.push_back(a);
+    for (const char* a : {"tune", "-b", "8", "-e", "1M", "-f", "2", "-n", "5", "-w", "1", "-r", "2", "--max-rounds", "4", "-o"}) tune.push_back(a);
     tune.push_back(tuning);
     if (int rc = run_launch(tune); rc != 0) {
       std::fprintf(stderr, "inc demo: inc tune failed (exit %d)\n", rc);
