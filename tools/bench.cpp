@@ -71,7 +71,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<std::string> coll_names{"allreduce"}, algo_names{"auto"};
   std::string dtype_name = "f32", op_name = "sum", min_s = "8", max_s = "64M";
   int check = 1;
-  bool no_progress = false;
+  bool no_progress = false, interleave = false;
   app.add_option("-c,--coll", coll_names,
                  "allreduce | reduce_scatter | allgather | broadcast | alltoall | all (comma list)")
       ->delimiter(',')
@@ -101,6 +101,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--csv", csv_path, "also write CSV to FILE");
   app.add_option("--json", json_path, "also write JSON to FILE");
   app.add_flag("--no-progress", no_progress, "no progress line on stderr");
+  app.add_flag("--interleave", interleave,
+               "per size, every algorithm in turn (default: per algorithm, every size): a slow "
+               "spell of a shared machine then hits every path of a size alike");
   std::string offload;
   app.add_option("--offload", offload,
                  "host | edge: post every collective to this host's Edge-INC engine (INC_OFFLOAD; "
@@ -170,50 +173,56 @@ int cmd_bench(int argc, char** argv) {
     std::fflush(stdout);
   }
   try {
+    std::vector<std::pair<std::size_t, std::size_t>> order;  // (algorithm, size) per collective
+    for (std::size_t ai = 0; ai < algos.size(); ++ai)
+      for (std::size_t si = 0; si < sizes.size(); ++si) order.emplace_back(ai, si);
+    if (interleave)
+      std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
     for (Collective coll : colls)
-      for (const auto& algo : algos)
-        for (std::uint64_t s : sizes) {
-          coll::Algorithm a = coll::Algorithm::automatic;
-          coll::parse_algorithm(algo.empty() ? "auto" : algo, a);
-          // `-c all -a ring,inc`: skip the pairs that do not exist (ring has no broadcast);
-          // 'inc' always runs (it falls back to the hosts with a reason where it must).
-          if (a != coll::Algorithm::inc && !coll::supports(coll, a)) {
-            ++done;
-            continue;
-          }
-          BenchCase c = base;
-          c.coll = coll;
-          c.algo = algo;
-          c.bytes = s;
-          if (lead && progress)
-            std::fprintf(stderr, "\r[%zu/%zu] %s %s ...   ", done + 1, total,
-                         std::string(name(coll)).c_str(), human_bytes(s).c_str());
-          BenchResult r;
-          try {
-            r = run_case(comm, c);
-          } catch (const std::bad_alloc&) {
-            // Inputs, outputs and the check's expectations are allocated per size.
-            throw Error(Error::Kind::invalid_argument,
-                        fmt::format("out of memory: {} of {} ({} B) needs buffers this process "
-                                    "cannot allocate; lower --max-bytes (-e) or free memory",
-                                    name(coll), human_bytes(s), s));
-          }
+      for (const auto& [ai, si] : order) {
+        const std::string& algo = algos[ai];
+        const std::uint64_t s = sizes[si];
+        coll::Algorithm a = coll::Algorithm::automatic;
+        coll::parse_algorithm(algo.empty() ? "auto" : algo, a);
+        // `-c all -a ring,inc`: skip the pairs that do not exist (ring has no broadcast);
+        // 'inc' always runs (it falls back to the hosts with a reason where it must).
+        if (a != coll::Algorithm::inc && !coll::supports(coll, a)) {
           ++done;
-          any_wrong |= r.correct == 0;
-          results.push_back(r);
-          if (lead && format == "table") {
-            if (progress) std::fprintf(stderr, "\r\033[K");
-            std::printf("  %-14s %10llu %12llu %5s %5s %-20s %12.2f %11.3f %11.3f %6s\n",
-                        std::string(name(coll)).c_str(), static_cast<unsigned long long>(s),
-                        static_cast<unsigned long long>(r.count), std::string(name(c.dtype)).c_str(),
-                        (coll == Collective::allreduce || coll == Collective::reduce_scatter)
-                            ? std::string(name(c.op)).c_str()
-                            : "-",
-                        (r.algorithm + (r.in_network ? "*" : "")).c_str(), r.time_us, r.algbw,
-                        r.busbw, check_text(r.correct));
-            std::fflush(stdout);
-          }
+          continue;
         }
+        BenchCase c = base;
+        c.coll = coll;
+        c.algo = algo;
+        c.bytes = s;
+        if (lead && progress)
+          std::fprintf(stderr, "\r[%zu/%zu] %s %s ...   ", done + 1, total,
+                       std::string(name(coll)).c_str(), human_bytes(s).c_str());
+        BenchResult r;
+        try {
+          r = run_case(comm, c);
+        } catch (const std::bad_alloc&) {
+          // Inputs, outputs and the check's expectations are allocated per size.
+          throw Error(Error::Kind::invalid_argument,
+                      fmt::format("out of memory: {} of {} ({} B) needs buffers this process "
+                                  "cannot allocate; lower --max-bytes (-e) or free memory",
+                                  name(coll), human_bytes(s), s));
+        }
+        ++done;
+        any_wrong |= r.correct == 0;
+        results.push_back(r);
+        if (lead && format == "table") {
+          if (progress) std::fprintf(stderr, "\r\033[K");
+          std::printf("  %-14s %10llu %12llu %5s %5s %-20s %12.2f %11.3f %11.3f %6s\n",
+                      std::string(name(coll)).c_str(), static_cast<unsigned long long>(s),
+                      static_cast<unsigned long long>(r.count), std::string(name(c.dtype)).c_str(),
+                      (coll == Collective::allreduce || coll == Collective::reduce_scatter)
+                          ? std::string(name(c.op)).c_str()
+                          : "-",
+                      (r.algorithm + (r.in_network ? "*" : "")).c_str(), r.time_us, r.algbw,
+                      r.busbw, check_text(r.correct));
+          std::fflush(stdout);
+        }
+      }
   } catch (const Error& e) {
     std::fprintf(stderr, "%sinc bench (rank %d): %s\n", progress ? "\n" : "", comm.rank(), e.what());
     return 1;
@@ -235,7 +244,7 @@ int cmd_bench(int argc, char** argv) {
       for (auto& r : results)
         j.push_back({{"collective", name(r.c.coll)}, {"size_bytes", r.c.bytes}, {"count", r.count},
                      {"dtype", name(r.c.dtype)}, {"op", name(r.c.op)}, {"algo", r.algorithm},
-                     {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us},
+                     {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us}, {"median_us", r.median_us},
                      {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"correct", r.correct},
                      {"wrong_elements", r.wrong_elements}, {"reason", r.reason},
                      {"bytes_sent", r.bytes_sent}, {"messages_sent", r.messages_sent},

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/tuning.hpp"
 #include "inc/inc.hpp"
 #include "tools/bench_core.hpp"
 #include "tools/commands.hpp"
@@ -27,19 +28,11 @@ int run_worker() {
   const bool lead = comm.rank() == 0;
   const bool have_switch = std::getenv("INC_SWITCH") || std::getenv("INC_TOPOLOGY");
   const char* tuning = std::getenv("INC_TUNING");
-  struct Plan {
-    Collective coll;
-    std::vector<const char*> algos;
-  };
-  // Every path (in-network first, when a switch runs; then the host algorithms) and the
-  // automatic choice, at a small, a medium and a large size.
-  const Plan plans[] = {
-      {Collective::allreduce, {"inc", "ring", "recursive_doubling", "rabenseifner"}},
-      {Collective::reduce_scatter, {"inc", "ring"}},
-      {Collective::allgather, {"inc", "ring", "recursive_doubling"}},
-      {Collective::broadcast, {"inc", "binomial_tree", "pipelined_chain"}},
-      {Collective::alltoall, {"pairwise"}},
-  };
+  // Every path automatic selection weighs (api::candidates: in-network first, when a switch
+  // runs; then the host algorithms) and the automatic choice, at a small, a medium and a
+  // large size. The switch does not run alltoall.
+  const Collective colls[] = {Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
+                              Collective::broadcast, Collective::alltoall};
   if (lead) {
     std::printf("INC demo: %d ranks on this machine, f32 sum, every result verified\n"
                 "host algorithms: TCP over loopback; in-network: %s\n"
@@ -54,18 +47,19 @@ int run_worker() {
   }
   bool ok = true;
   double worst_auto = 0;
-  for (const Plan& pl : plans)
+  for (const Collective coll : colls)
     for (std::uint64_t bytes : {std::uint64_t{8} * static_cast<std::uint64_t>(comm.size()), std::uint64_t{64} << 10,
                                 std::uint64_t{1} << 20}) {
       double best = 0;
       std::string best_algo;
       std::vector<std::pair<std::string, double>> fixed;  // each fixed path's time in this run
-      std::vector<const char*> algos = pl.algos;
-      algos.push_back("");  // automatic, last
-      for (const char* a : algos) {
-        if (!have_switch && std::string(a) == "inc") continue;
+      std::vector<std::string> algos;
+      for (coll::Algorithm a : api::candidates(coll, have_switch && coll != Collective::alltoall))
+        algos.emplace_back(coll::name(a));
+      algos.emplace_back();  // automatic, last
+      for (const std::string& a : algos) {
         BenchCase c;
-        c.coll = pl.coll;
+        c.coll = coll;
         c.bytes = bytes;
         c.algo = a;
         c.iters = bytes >= (1u << 20) ? 5 : 20;
@@ -97,7 +91,7 @@ int run_worker() {
           label = fmt::format("auto: {}", res.algorithm);
         }
         std::printf("%-15s %10s %-42s %11.1f %12.3f %12.3f %10.2f %8s\n",
-                    automatic ? "" : std::string(name(pl.coll)).c_str(), automatic ? "" : size.c_str(),
+                    automatic ? "" : std::string(name(coll)).c_str(), automatic ? "" : size.c_str(),
                     label.c_str(), res.median_us, res.algbw, res.busbw,
                     static_cast<double>(res.bytes_sent) / static_cast<double>(std::max<std::uint64_t>(bytes, 1)),
                     res.correct == 1 ? "OK" : "WRONG");
@@ -183,7 +177,7 @@ int cmd_demo(int argc, char** argv) {
     std::printf("measuring every path of every collective for automatic selection (inc tune, %d ranks)...\n", n);
     std::fflush(stdout);
     auto tune = launch;
-    for (const char* a : {"tune", "-b", "8", "-e", "1M", "-f", "2", "-n", "5", "-w", "1", "-r", "2", "-o"}) tune.push_back(a);
+    for (const char* a : {"tune", "-b", "8", "-e", "1M", "-f", "2", "-n", "5", "-w", "1", "-r", "2", "--max-rounds", "4", "-o"}) tune.push_back(a);
     tune.push_back(tuning);
     if (int rc = run_launch(tune); rc != 0) {
       std::fprintf(stderr, "inc demo: inc tune failed (exit %d)\n", rc);

@@ -24,15 +24,6 @@ namespace inc::tools {
 
 namespace {
 
-std::vector<coll::Algorithm> host_algorithms(Collective c) {
-  std::vector<coll::Algorithm> out;
-  for (int a = 1; a < coll::kNumAlgorithms; ++a) {
-    auto algo = static_cast<coll::Algorithm>(a);
-    if (algo != coll::Algorithm::inc && coll::supports(c, algo)) out.push_back(algo);
-  }
-  return out;
-}
-
 std::string now_text() {
   std::time_t t = std::time(nullptr);
   char b[64];
@@ -50,7 +41,8 @@ int cmd_tune(int argc, char** argv) {
   std::vector<std::string> colls{"allreduce", "reduce_scatter", "allgather", "broadcast"};
   std::uint64_t min_b = 8, max_b = 16u << 20;
   double factor = 4;
-  int iters = 10, warmup = 2, rounds = 3;
+  int iters = 10, warmup = 2, rounds = 3, max_rounds = 6;
+  double margin = 1.05;
   std::string dtype_name = "f32", output = "inc-tuning.json";
   app.add_option("-c,--coll", colls, "collectives to measure (alltoall and barrier have one path each)")
       ->delimiter(',')
@@ -65,6 +57,14 @@ int cmd_tune(int argc, char** argv) {
   app.add_option("-w,--warmup", warmup, "untimed calls per point")->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_option("-r,--rounds", rounds, "interleaved rounds over all paths (median taken)")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--max-rounds", max_rounds,
+                 "more rounds, up to this many, at sizes where the fastest path is not yet clear: "
+                 "a rival's best round within --margin of the leader's median")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--margin", margin, "how much slower than a rival's best round the leader may be to settle a size")
+      ->check(CLI::Range(1.0, 10.0))
       ->capture_default_str();
   app.add_option("-d,--dtype", dtype_name, "element type of the measurements")->capture_default_str();
   app.add_option("-o,--output", output, "tuning file to write (rank 0)")->capture_default_str();
@@ -98,15 +98,17 @@ int cmd_tune(int argc, char** argv) {
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 
   api::CostTable table;
+  std::map<std::pair<Collective, std::uint64_t>, int> rounds_used;  // for the summary
   table.nranks = comm.size();
   table.dtype = dtype_name;
   table.created = fmt::format("{} by inc tune on {} ranks", now_text(), comm.size());
   try {
     for (const auto& cname : colls) {
       const Collective c = *parse_collective(cname);
-      std::vector<coll::Algorithm> algos = host_algorithms(c);
-      // Does the switch run this collective for this type? One small call says (all ranks
-      // get the same answer from the same configuration).
+      // The candidates automatic selection weighs (api::candidates): with the switch when it
+      // runs this collective for this type; one small call says (all ranks get the same
+      // answer from the same configuration).
+      bool with_switch = false;
       {
         BenchCase probe;
         probe.coll = c;
@@ -117,45 +119,46 @@ int cmd_tune(int argc, char** argv) {
         probe.warmup = 0;
         try {
           BenchResult r = run_case(comm, probe);
-          if (r.in_network) {
-            algos.insert(algos.begin(), coll::Algorithm::inc);
-            if (table.switch_path.empty()) table.switch_path = r.reason;
-          }
+          with_switch = r.in_network;
+          if (r.in_network && table.switch_path.empty()) table.switch_path = r.reason;
         } catch (const Error& e) {
           if (e.kind() != Error::Kind::invalid_argument) throw;  // no switch configured
         }
       }
-      // samples[algo][size index] over rounds
-      std::map<coll::Algorithm, std::vector<std::vector<double>>> samples;
-      for (int round = 0; round < rounds; ++round)
-        for (std::size_t si = 0; si < sizes.size(); ++si)
-          for (coll::Algorithm a : algos) {  // interleaved: a slow spell hits every path alike
+      const std::vector<coll::Algorithm> algos = api::candidates(c, with_switch);
+      // samples[size][candidate]: one median per round. Every rank takes the same decisions:
+      // each sample is the slowest rank's median (run_case's allreduce).
+      std::vector<std::vector<std::vector<double>>> samples(sizes.size(),
+                                                            std::vector<std::vector<double>>(algos.size()));
+      for (int round = 0; round < std::max(rounds, max_rounds); ++round)
+        for (std::size_t si = 0; si < sizes.size(); ++si) {
+          if (round >= rounds && api::settled(samples[si], margin)) continue;
+          for (std::size_t ai = 0; ai < algos.size(); ++ai) {  // interleaved: a slow spell hits every path alike
             BenchCase bc;
             bc.coll = c;
-            bc.algo = std::string(coll::name(a));
+            bc.algo = std::string(coll::name(algos[ai]));
             bc.dtype = *dtype;
             bc.bytes = sizes[si];
             bc.iters = iters;
             bc.warmup = warmup;
             if (count_for_bytes(c, bc.bytes, bc.dtype, comm.size()) == 0) continue;
             if (lead && progress)
-              std::fprintf(stderr, "\r[round %d/%d] %s %llu B %s ...        ", round + 1, rounds,
-                           cname.c_str(), static_cast<unsigned long long>(bc.bytes), bc.algo.c_str());
+              std::fprintf(stderr, "\r[round %d] %s %llu B %s ...        ", round + 1, cname.c_str(),
+                           static_cast<unsigned long long>(bc.bytes), bc.algo.c_str());
             BenchResult r = run_case(comm, bc);
             if (r.correct == 0)
               throw Error(Error::Kind::internal,
                           fmt::format("{} {} B with {} gave WRONG results; not tuning on a broken path",
                                       cname, bc.bytes, bc.algo));
-            auto& v = samples[a];
-            v.resize(sizes.size());
-            v[si].push_back(r.median_us);
+            samples[si][ai].push_back(r.median_us);
           }
-      for (auto& [a, per_size] : samples)
-        for (std::size_t si = 0; si < per_size.size(); ++si) {
-          auto& v = per_size[si];
+        }
+      for (std::size_t si = 0; si < sizes.size(); ++si)
+        for (std::size_t ai = 0; ai < algos.size(); ++ai) {
+          const auto& v = samples[si][ai];
           if (v.empty()) continue;
-          std::sort(v.begin(), v.end());
-          table.add(c, a, sizes[si], v[v.size() / 2]);
+          table.add(c, algos[ai], sizes[si], api::median(v));
+          rounds_used[{c, sizes[si]}] = static_cast<int>(v.size());
         }
     }
   } catch (const Error& e) {
@@ -164,17 +167,18 @@ int cmd_tune(int argc, char** argv) {
   }
   if (!lead) return 0;
   if (progress) std::fprintf(stderr, "\r\033[K");
-  std::printf("# inc tune: %d ranks, %s, median of %d rounds x %d calls per point\n", comm.size(),
-              dtype_name.c_str(), rounds, iters);
-  std::printf("# %-14s %10s  %-20s %s\n", "collective", "size(B)", "fastest", "all paths (us)");
+  std::printf("# inc tune: %d ranks, %s, per point the median of %d-%d interleaved rounds (more where the "
+              "fastest path was within %.2fx of a rival) of the median of %d calls\n",
+              comm.size(), dtype_name.c_str(), rounds, std::max(rounds, max_rounds), margin, iters);
+  std::printf("# %-14s %10s %6s  %-20s %s\n", "collective", "size(B)", "rounds", "fastest", "all paths (us)");
   for (const auto& cname : colls) {
     const Collective c = *parse_collective(cname);
     for (std::uint64_t s : sizes) {
       std::vector<api::PathCost> costs;
       auto best = api::choose(table, c, s, table.algorithms(c), costs);
       if (!best) continue;
-      std::printf("  %-14s %10llu  %-20s %s\n", cname.c_str(), static_cast<unsigned long long>(s),
-                  std::string(coll::name(*best)).c_str(), api::describe(costs).c_str());
+      std::printf("  %-14s %10llu %6d  %-20s %s\n", cname.c_str(), static_cast<unsigned long long>(s),
+                  rounds_used[{c, s}], std::string(coll::name(*best)).c_str(), api::describe(costs).c_str());
     }
   }
   try {

@@ -171,13 +171,7 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
       untuned = fmt::format("untuned (INC_TUNING={} was measured on {} ranks, this communicator has {})",
                             st->world->tuning_path, table->nranks, p);
     } else {
-      std::vector<Algorithm> candidates;
-      if (switch_ok) candidates.push_back(Algorithm::inc);
-      for (int a = 1; a < coll::kNumAlgorithms; ++a) {
-        auto h = static_cast<Algorithm>(a);
-        if (h != Algorithm::inc && coll::supports(c.coll, h)) candidates.push_back(h);
-      }
-      if (auto best = api::choose(*table, c.coll, bytes, candidates, weighed)) {
+      if (auto best = api::choose(*table, c.coll, bytes, api::candidates(c.coll, switch_ok), weighed)) {
         algo = *best;
         selection += fmt::format("automatic from INC_TUNING={} for {} B on {} ranks: {}{}",
                                  st->world->tuning_path, bytes, p, api::describe(weighed),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 namespace inc::api {
 
@@ -24,7 +25,12 @@ void CostTable::add(Collective c, Algorithm a, std::uint64_t bytes, double us) {
 std::optional<double> CostTable::predict(Collective c, Algorithm a, std::uint64_t bytes) const {
   auto it = points_.find({c, a});
   if (it == points_.end() || it->second.empty()) return std::nullopt;
-  const auto& v = it->second;
+  // A larger call never costs less, and a shared machine's noise only adds time: a size's
+  // cost is at most any larger size's measured cost. Each point counts as the smallest time
+  // measured at its size or above (the table's monotone lower envelope), so one slow reading
+  // at a small size (a descheduled rank) does not rule a path out there.
+  std::vector<CostPoint> v = it->second;
+  for (std::size_t i = v.size() - 1; i-- > 0;) v[i].us = std::min(v[i].us, v[i + 1].us);
   const double b = static_cast<double>(bytes);
   if (bytes <= v.front().bytes) return v.front().us;
   if (v.size() == 1)  // one point only: scale its time with the size (a bandwidth-bound guess)
@@ -71,51 +77,140 @@ std::string CostTable::to_json() const {
   return out;
 }
 
+namespace {
+
+// One step of a path into a JSON document: an object key or an array index.
+struct Step {
+  std::string key;
+  std::size_t index = 0;
+  bool is_index = false;
+};
+
+// The 1-based line of the value at `path` in `text` (JSON that parsed): of its key in an
+// object, of its start in an array; 0 if it is not there. A scan of the text's tokens that keeps the current path (nlohmann 3.11 keeps no
+// positions); a key with escapes may not be found, and then the error has no line.
+int line_of(std::string_view text, const std::vector<Step>& path) {
+  struct Frame {
+    bool array = false;
+    std::string key;
+    std::size_t index = 0;
+    int key_line = 0;
+  };
+  std::vector<Frame> st;
+  bool want_key = false;
+  int line = 1;
+  auto here = [&] {
+    if (st.size() != path.size()) return false;
+    for (std::size_t i = 0; i < st.size(); ++i)
+      if (st[i].array != path[i].is_index || (st[i].array ? st[i].index != path[i].index : st[i].key != path[i].key))
+        return false;
+    return true;
+  };
+  auto at = [&] { return st.empty() || st.back().array ? line : st.back().key_line; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n') ++line;
+    if (ch == '\n' || ch == ' ' || ch == '\t' || ch == '\r' || ch == ':') continue;
+    if (ch == ',') {
+      if (!st.empty() && st.back().array) ++st.back().index;
+      else want_key = !st.empty();
+      continue;
+    }
+    if (ch == '}' || ch == ']') {
+      if (!st.empty()) st.pop_back();
+      want_key = false;
+      continue;
+    }
+    if (ch == '"') {
+      std::string str;
+      std::size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size()) ++j;
+        str += text[j];
+      }
+      i = j;
+      if (want_key) {
+        st.back().key = std::move(str);
+        st.back().key_line = line;
+        want_key = false;
+      } else if (here()) {
+        return at();
+      }
+      continue;
+    }
+    if (here()) return at();  // a value starts: object, array, number, true, false, null
+    if (ch == '{' || ch == '[') {
+      st.push_back({ch == '[', "", 0, 0});
+      want_key = ch == '{';
+      continue;
+    }
+    while (i + 1 < text.size() && std::string_view(",]}\n \t\r").find(text[i + 1]) == std::string_view::npos) ++i;
+  }
+  return 0;
+}
+
+}  // namespace
+
 CostTable CostTable::from_json(const std::string& text, const std::string& origin) {
-  auto bad = [&](const std::string& what) {
-    return Error(Error::Kind::config, fmt::format("{}: {}", origin, what));
+  // "origin:LINE: what", LINE where the value at `path` starts (the first line without one).
+  auto bad = [&](const std::vector<Step>& path, const std::string& what) {
+    const int line = path.empty() ? 1 : line_of(text, path);
+    return Error(Error::Kind::config, line > 0 ? fmt::format("{}:{}: {}", origin, line, what)
+                                               : fmt::format("{}: {}", origin, what));
   };
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
-    throw bad(fmt::format("not a tuning file (JSON: {})", e.what()));
+  } catch (const json::parse_error& e) {  // its byte offset gives the line
+    const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    throw Error(Error::Kind::config, fmt::format("{}:{}: not a tuning file (JSON: {})", origin, line, e.what()));
+  } catch (const json::exception& e) {  // out_of_range for numbers like 1e999
+    throw bad({}, fmt::format("not a tuning file (JSON: {})", e.what()));
   }
   if (!j.is_object() || !j.contains("inc_tuning"))
-    throw bad("not a tuning file (no \"inc_tuning\" key; write one with `inc tune`)");
+    throw bad({}, "not a tuning file (no \"inc_tuning\" key; write one with `inc tune`)");
   if (!j["inc_tuning"].is_number_integer() || j["inc_tuning"].get<int>() != kFormatVersion)
-    throw bad(fmt::format("\"inc_tuning\": format {} is not supported (this build reads {})",
-                          j["inc_tuning"].dump(), kFormatVersion));
+    throw bad({{"inc_tuning"}}, fmt::format("\"inc_tuning\": format {} is not supported (this build reads {})",
+                                            j["inc_tuning"].dump(), kFormatVersion));
   CostTable t;
   if (!j.contains("nranks") || !j["nranks"].is_number_integer() || j["nranks"].get<long long>() < 1 ||
       j["nranks"].get<long long>() > (1 << 24))
-    throw bad("\"nranks\" must be a positive integer");
+    throw bad(j.contains("nranks") ? std::vector<Step>{{"nranks"}} : std::vector<Step>{},
+              "\"nranks\" must be a positive integer");
   t.nranks = j["nranks"].get<int>();
   auto str = [&](const char* k, std::string& out) {
     if (!j.contains(k)) return;
-    if (!j[k].is_string()) throw bad(fmt::format("\"{}\" must be a string", k));
+    if (!j[k].is_string()) throw bad({{k}}, fmt::format("\"{}\" must be a string", k));
     out = j[k].get<std::string>();
   };
   str("switch", t.switch_path);
   str("dtype", t.dtype);
   str("created", t.created);
-  if (!j.contains("table") || !j["table"].is_object()) throw bad("\"table\" must be an object");
+  if (!j.contains("table") || !j["table"].is_object())
+    throw bad(j.contains("table") ? std::vector<Step>{{"table"}} : std::vector<Step>{}, "\"table\" must be an object");
   for (const auto& [cname, algos] : j["table"].items()) {
+    const std::vector<Step> at_c{{"table"}, {cname}};
     auto c = parse_collective(cname);
-    if (!c) throw bad(fmt::format("table.{}: unknown collective", cname));
-    if (!algos.is_object()) throw bad(fmt::format("table.{} must be an object", cname));
+    if (!c) throw bad(at_c, fmt::format("table.{}: unknown collective", cname));
+    if (!algos.is_object()) throw bad(at_c, fmt::format("table.{} must be an object", cname));
     for (const auto& [aname, pts] : algos.items()) {
+      std::vector<Step> at_a = at_c;
+      at_a.push_back({aname});
       Algorithm a;
       if (!coll::parse_algorithm(aname, a) || a == Algorithm::automatic)
-        throw bad(fmt::format("table.{}.{}: unknown algorithm", cname, aname));
+        throw bad(at_a, fmt::format("table.{}.{}: unknown algorithm", cname, aname));
       if (!coll::supports(*c, a))
-        throw bad(fmt::format("table.{}.{}: this algorithm does not implement {}", cname, aname, cname));
-      if (!pts.is_array()) throw bad(fmt::format("table.{}.{} must be an array of [bytes, us]", cname, aname));
+        throw bad(at_a, fmt::format("table.{}.{}: this algorithm does not implement {}", cname, aname, cname));
+      if (!pts.is_array()) throw bad(at_a, fmt::format("table.{}.{} must be an array of [bytes, us]", cname, aname));
       std::size_t k = 0;
       for (const auto& p : pts) {
         if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() || !p[1].is_number() ||
-            !(p[1].get<double>() >= 0) || !std::isfinite(p[1].get<double>()))
-          throw bad(fmt::format("table.{}.{}[{}] must be [bytes >= 0, microseconds >= 0]", cname, aname, k));
+            !(p[1].get<double>() >= 0) || !std::isfinite(p[1].get<double>())) {
+          std::vector<Step> at_p = at_a;
+          at_p.push_back({"", k, true});
+          throw bad(at_p, fmt::format("table.{}.{}[{}] must be [bytes >= 0, microseconds >= 0]", cname, aname, k));
+        }
         t.add(*c, a, p[0].get<std::uint64_t>(), p[1].get<double>());
         ++k;
       }
@@ -139,6 +234,16 @@ void CostTable::save(const std::string& path) const {
   if (!f) throw Error(Error::Kind::config, fmt::format("{}: cannot write the tuning file", path));
 }
 
+std::vector<Algorithm> candidates(Collective c, bool with_switch) {
+  std::vector<Algorithm> out;
+  if (with_switch) out.push_back(Algorithm::inc);
+  for (int a = 1; a < coll::kNumAlgorithms; ++a) {
+    const auto h = static_cast<Algorithm>(a);
+    if (h != Algorithm::inc && coll::supports(c, h)) out.push_back(h);
+  }
+  return out;
+}
+
 std::optional<Algorithm> choose(const CostTable& t, Collective c, std::uint64_t bytes,
                                 const std::vector<Algorithm>& candidates,
                                 std::vector<PathCost>& costs) {
@@ -149,6 +254,28 @@ std::optional<Algorithm> choose(const CostTable& t, Collective c, std::uint64_t 
   std::stable_sort(costs.begin(), costs.end(),
                    [](const PathCost& x, const PathCost& y) { return x.us < y.us; });
   return costs.front().algo;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size();
+  return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+}
+
+bool settled(const std::vector<std::vector<double>>& per_candidate, double margin) {
+  std::size_t lead = per_candidate.size();
+  double lead_us = 0;
+  for (std::size_t a = 0; a < per_candidate.size(); ++a) {
+    if (per_candidate[a].empty()) continue;
+    const double m = median(per_candidate[a]);
+    if (lead == per_candidate.size() || m < lead_us) lead = a, lead_us = m;
+  }
+  for (std::size_t a = 0; a < per_candidate.size(); ++a)
+    if (a != lead && !per_candidate[a].empty() &&
+        lead_us > margin * *std::min_element(per_candidate[a].begin(), per_candidate[a].end()))
+      return false;
+  return true;
 }
 
 std::string describe(const std::vector<PathCost>& costs) {
