@@ -19,9 +19,9 @@ trap 'kill -9 $sw $job $relay 2>/dev/null; rm -rf "$dir"' EXIT
 source "$here/wait_for.sh"
 newkey() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 (umask 077; echo "1 $(newkey)" >"$dir/keys"; echo "1 $(newkey)" >"$dir/ctl.key")
-# Ports other tests may hold: retry a switch that cannot bind them.
+# Ports below the ephemeral range (free_ports); another test may still take them: retry a switch that cannot bind them.
 for attempt in 1 2 3 4 5; do
-  port=$((30000 + (RANDOM * 7 + $$) % 20000))
+  port=$(free_ports 101) || { echo "FAIL: no free ports"; exit 1; }
   "$inc" switch --bind 127.0.0.1:$port --lanes 1 --slots 64 --job 1:4:16 --key-file "$dir/keys" \
     --control-key-file "$dir/ctl.key" --metrics-port $((port + 100)) --stats-interval 0.2 >"$dir/sw" 2>&1 &
   sw=$!

@@ -9,10 +9,11 @@ here=$(dirname "$(readlink -f "$0")")
 dir=$(mktemp -d)
 sw=
 trap 'kill -9 $sw 2>/dev/null; rm -rf "$dir"' EXIT
-# Ports other tests running at the same time may hold: a first switch that cannot bind its
+source "$here/wait_for.sh"
+# Ports below the ephemeral range (free_ports) another test may still take: a first switch that cannot bind its
 # ports (and says so) is retried on other ones; any other failure to serve fails the test.
 for attempt in 1 2 3 4 5; do
-  base=$((30000 + (RANDOM * 7 + $$) % 20000))
+  base=$(free_ports 101) || { echo "FAIL: no free ports"; exit 1; }
   "$inc" switch --bind 127.0.0.1:$base --lanes 1 --metrics-port $((base + 100)) >"$dir/sw1" 2>&1 &
   sw=$!
   for ((i = 0; i < 1200; ++i)); do
