@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/numerics/fp8.hpp"
 #include "src/numerics/half.hpp"
+#include "src/numerics/int4.hpp"
 #include "src/numerics/reduce.hpp"
 
 namespace inc::sw {
@@ -123,6 +125,50 @@ void minmax_8(proto::WireOp op, void* acc, const std::byte* src, std::size_t n) 
 }
 }  // namespace
 
+namespace {
+// OCP fp8 (e4m3/e5m2): a non-finite pattern (e4m3: NaN only; e5m2: infinities and NaNs).
+bool fp8_nonfinite(bool e4m3, std::uint8_t b) noexcept {
+  return e4m3 ? (b & 0x7f) == 0x7f : (b & 0x7c) == 0x7c;
+}
+// A narrow fp8 sum, as the hosts' kernel adds (widen to f32, add, round once to nearest-even,
+// IEEE overflow: e4m3 NaN, e5m2 infinity); true when a finite pair gave a non-finite sum.
+bool add_fp8(bool e4m3, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  bool ov = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto y = std::to_integer<std::uint8_t>(src[i]);
+    const std::uint8_t r = e4m3 ? numerics::f32_to_e4m3(numerics::e4m3_to_f32(a[i]) + numerics::e4m3_to_f32(y))
+                                : numerics::f32_to_e5m2(numerics::e5m2_to_f32(a[i]) + numerics::e5m2_to_f32(y));
+    ov |= fp8_nonfinite(e4m3, r) && !fp8_nonfinite(e4m3, a[i]) && !fp8_nonfinite(e4m3, y);
+    a[i] = r;
+  }
+  return ov;
+}
+// A narrow i4 sum, nibble by nibble modulo 16; true when some nibble's sum left -8..7.
+bool add_i4_wrap(std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  bool ov = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto y = std::to_integer<std::uint8_t>(src[i]);
+    const int lo = numerics::i4_get(a[i], 0) + numerics::i4_get(y, 0);
+    const int hi = numerics::i4_get(a[i], 1) + numerics::i4_get(y, 1);
+    ov |= lo < -8 || lo > 7 || hi < -8 || hi > 7;
+    a[i] = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+  }
+  return ov;
+}
+// min/max of fp8 and i4 (exact): the hosts' kernel.
+void minmax_lowp(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+                 std::size_t n) noexcept {
+  const DataType dt = t == proto::ElemType::e4m3 ? DataType::e4m3
+                      : t == proto::ElemType::e5m2 ? DataType::e5m2
+                                                   : DataType::i4;
+  numerics::reduce(dt, op == proto::WireOp::max ? ReduceOp::max : ReduceOp::min, acc, acc, src, n);
+}
+float fp8_value(proto::ElemType t, std::byte b) noexcept {
+  const auto x = std::to_integer<std::uint8_t>(b);
+  return t == proto::ElemType::e4m3 ? numerics::e4m3_to_f32(x) : numerics::e5m2_to_f32(x);
+}
+}  // namespace
+
 bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
              const std::byte* src, std::size_t count) noexcept {
   using proto::ElemType;
@@ -133,6 +179,41 @@ bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, voi
       return false;
     }
     return add_8_wrap(acc_t == ElemType::i8, static_cast<std::uint8_t*>(acc), src, count);
+  }
+  if (acc_t == ElemType::e4m3 || acc_t == ElemType::e5m2 || acc_t == ElemType::i4) {  // narrow
+    if (op == proto::WireOp::max || op == proto::WireOp::min) {
+      minmax_lowp(acc_t, op, acc, src, count);
+      return false;
+    }
+    auto* a = static_cast<std::uint8_t*>(acc);
+    return acc_t == ElemType::i4 ? add_i4_wrap(a, src, count) : add_fp8(acc_t == ElemType::e4m3, a, src, count);
+  }
+  if (acc_t == ElemType::e4m3w || acc_t == ElemType::e5m2w) {  // f32 accumulators
+    auto* a = static_cast<float*>(acc);
+    if (src_t == acc_t) add_f32(a, src, count);
+    else for (std::size_t i = 0; i < count; ++i) a[i] += fp8_value(src_t, src[i]);
+    return false;
+  }
+  if (acc_t == ElemType::i4w) {  // two i16 per byte of i4 (wrapping; exact below 4096 members)
+    auto* a = static_cast<std::uint16_t*>(acc);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (src_t == acc_t) {
+        std::uint16_t lo, hi;
+        std::memcpy(&lo, src + 4 * i, 2);
+        std::memcpy(&hi, src + 4 * i + 2, 2);
+        a[2 * i] = static_cast<std::uint16_t>(a[2 * i] + lo);
+        a[2 * i + 1] = static_cast<std::uint16_t>(a[2 * i + 1] + hi);
+      } else {
+        const auto b = std::to_integer<std::uint8_t>(src[i]);
+        a[2 * i] = static_cast<std::uint16_t>(a[2 * i] + numerics::i4_get(b, 0));
+        a[2 * i + 1] = static_cast<std::uint16_t>(a[2 * i + 1] + numerics::i4_get(b, 1));
+      }
+    }
+    return false;
+  }
+  if (proto::is_mx(proto::narrow_of(acc_t))) {
+    add_mx_blocks(acc_t, src_t, static_cast<float*>(acc), src, count);
+    return false;
   }
   if (acc_t == ElemType::i8w || acc_t == ElemType::u8w) {  // i32 accumulators: exact
     auto* a = static_cast<std::int32_t*>(acc);
@@ -204,6 +285,24 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
     }
     return;
   }
+  if (src_t == proto::ElemType::e4m3 || src_t == proto::ElemType::e5m2) {
+    for (std::size_t i = 0; i < n; ++i) acc[i] = fp8_value(src_t, src[i]);
+    return;
+  }
+  if (src_t == proto::ElemType::i4) {
+    auto* a = reinterpret_cast<std::int16_t*>(acc);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto b = std::to_integer<std::uint8_t>(src[i]);
+      a[2 * i] = static_cast<std::int16_t>(numerics::i4_get(b, 0));
+      a[2 * i + 1] = static_cast<std::int16_t>(numerics::i4_get(b, 1));
+    }
+    return;
+  }
+  if (proto::is_mx(src_t)) {
+    std::memset(acc, 0, n * proto::elem_size(proto::widened(src_t)));
+    add_mx_blocks(proto::widened(src_t), src_t, acc, src, n);
+    return;
+  }
   if (src_t == proto::ElemType::f16) widen_loop<numerics::f16_to_f32>(acc, src, n);
   else widen_loop<numerics::bf16_to_f32>(acc, src, n);
 }
@@ -219,6 +318,32 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
       overflow |= x < lo || x > hi;
       p[i] = static_cast<std::byte>(static_cast<std::uint32_t>(x) & 0xFF);
     }
+    return proto::narrow_of(wide_t);
+  }
+  if (wide_t == proto::ElemType::e4m3w || wide_t == proto::ElemType::e5m2w) {
+    const bool e4m3 = wide_t == proto::ElemType::e4m3w;
+    auto* p = static_cast<std::uint8_t*>(cells);
+    for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own f32 at 4i
+      float x;
+      std::memcpy(&x, p + 4 * i, 4);
+      p[i] = e4m3 ? numerics::f32_to_e4m3(x) : numerics::f32_to_e5m2(x);  // IEEE overflow
+      overflow |= std::isfinite(x) && fp8_nonfinite(e4m3, p[i]);
+    }
+    return proto::narrow_of(wide_t);
+  }
+  if (wide_t == proto::ElemType::i4w) {
+    auto* p = static_cast<std::uint8_t*>(cells);
+    for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own two i16 at 4i
+      std::int16_t lo, hi;
+      std::memcpy(&lo, p + 4 * i, 2);
+      std::memcpy(&hi, p + 4 * i + 2, 2);
+      overflow |= lo < -8 || lo > 7 || hi < -8 || hi > 7;
+      p[i] = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+    }
+    return proto::narrow_of(wide_t);
+  }
+  if (proto::is_mx(proto::narrow_of(wide_t))) {
+    narrow_mx_blocks(wide_t, cells, n);
     return proto::narrow_of(wide_t);
   }
   // Element i's 2 bytes land at 2i, below its own f32 at 4i (and past every f32 read before it).
