@@ -4,7 +4,7 @@
 // each member sends per element. The switch paths run through the real data plane and worker
 // protocol on the deterministic simulated network (src/switch/simnet.hpp), one switch, no loss;
 // the ring is the hosts' bf16 kernel in the ring's order (each step rounds to bf16).
-//   mx_bench [--members 4,16,64] [--elems 65536] [--seed 9]
+//   mx_bench [--members 4,16,64] [--elems 65536] [--seed 9] [--slot-elements 256]
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/numerics/half.hpp"
@@ -33,7 +34,9 @@ struct Result {
 Result through_switch(NumKind k, const std::vector<std::vector<std::byte>>& in, std::uint64_t count,
                       std::uint32_t slot_elems) {
   const auto n = std::uint16_t(in.size());
-  SimCluster c(1, SimFaults{});
+  SimFaults none;  // no loss, no jitter: the bytes are the payload and one header per chunk
+  none.jitter = 0;
+  SimCluster c(1, none);
   SwitchConfig sc;
   sc.slots = 64;
   sc.slot_elems = slot_elems;
@@ -114,12 +117,18 @@ int main(int argc, char** argv) {
   CLI::App app{"MX blocks in the switch: error and bytes against bf16/f32 in the switch and a bf16 ring"};
   std::vector<int> members{4, 16, 64};
   std::uint64_t elems = 65536, seed = 9;
+  std::uint32_t slot = 256;
   app.add_option("--members", members, "members per Allreduce (1..64: one switch)")->delimiter(',');
   app.add_option("--elems", elems, "elements per member (a multiple of 32)");
   app.add_option("--seed", seed, "random seed");
+  app.add_option("--slot-elements", slot, "the switch's cells per slot (as inc switch --slot-elements; >= 32)");
   CLI11_PARSE(app, argc, argv);
   if (elems == 0 || elems % 32 != 0) {
     std::fprintf(stderr, "mx_bench: --elems must be a positive multiple of 32\n");
+    return 2;
+  }
+  if (slot < 32 || slot > 16358) {
+    std::fprintf(stderr, "mx_bench: --slot-elements must be within 32..16358\n");
     return 2;
   }
   for (int m : members)
@@ -128,14 +137,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   std::printf("# Allreduce sum of N(0,1) x 2^k values (k uniform in -8..8 per 256 elements), %llu per member;"
-              " error against the exact f64 sum of the original values; B/elem: bytes member 0 sent per element"
-              " (headers included; the ring: its 2(p-1)/p x 2 B)\n",
+              " error against the exact f64 sum of the original values; aggr. only: against the exact sum of what"
+              " the members sent (after quantisation); B/elem: bytes member 0 sent per element (headers included;"
+              " the ring: its 2(p-1)/p x 2 B)\n",
               (unsigned long long)elems);
-  std::printf("%-8s %-34s %12s %12s %8s\n", "members", "path", "rel. L2 err", "max err/max", "B/elem");
+  std::printf("# one switch, %u cells per slot: a chunk carries %u f32/bf16 elements or %u MX blocks\n", slot, slot, slot / 32);
+  std::printf("%-8s %-36s %12s %12s %12s %8s\n", "members", "path", "rel. L2 err", "max err/max", "aggr. only",
+              "B/elem");
   for (int M : members) {
     std::mt19937_64 rng(seed + std::uint64_t(M));
     std::normal_distribution<double> nd(0, 1);
-    std::vector<std::vector<float>> x(std::size_t(M), std::vector<float>(elems));
+    std::vector<std::vector<float>> x(static_cast<std::size_t>(M), std::vector<float>(elems));
     std::vector<double> exact(elems, 0.0);
     std::vector<int> k(elems / 256 + 1);
     for (auto& v : k) v = int(rng() % 17) - 8;
@@ -144,46 +156,72 @@ int main(int argc, char** argv) {
         x[std::size_t(m)][i] = float(std::ldexp(nd(rng), k[i / 256]));
         exact[i] += double(x[std::size_t(m)][i]);  // f64: exact enough (2^-53 relative)
       }
-    auto row = [&](const char* path, const std::vector<double>& got, double bpe) {
-      const Err e = error(got, exact);
-      std::printf("%-8d %-34s %12.3e %12.3e %8.3f\n", M, path, e.rel_l2, e.max_rel, bpe);
-      std::printf("{\"bench\":\"mx\",\"members\":%d,\"path\":\"%s\",\"rel_l2\":%.4e,\"max_rel\":%.4e,\"bytes_per_elem\":%.4f}\n",
-                  M, path, e.rel_l2, e.max_rel, bpe);
+    // `contributed`: the exact sum of what the members actually sent (their inputs after the
+    // format's quantisation), so that the last column is the aggregation's own error.
+    auto row = [&](const char* path, const std::vector<double>& got, const std::vector<double>& contributed, double bpe) {
+      const Err e = error(got, exact), a = error(got, contributed);
+      std::printf("%-8d %-36s %12.3e %12.3e %12.3e %8.3f\n", M, path, e.rel_l2, e.max_rel, a.rel_l2, bpe);
+      std::printf("{\"bench\":\"mx\",\"members\":%d,\"path\":\"%s\",\"rel_l2\":%.4e,\"max_rel\":%.4e,"
+                  "\"aggregation_rel_l2\":%.4e,\"bytes_per_elem\":%.4f}\n",
+                  M, path, e.rel_l2, e.max_rel, a.rel_l2, bpe);
     };
-    std::vector<std::vector<std::byte>> in(std::size_t(M));
+    auto sum_of = [&](auto value_of) {  // exact (f64) sum over members of value_of(m, i)
+      std::vector<double> s(elems, 0.0);
+      for (int m = 0; m < M; ++m)
+        for (std::uint64_t i = 0; i < elems; ++i) s[i] += value_of(m, i);
+      return s;
+    };
+    std::vector<std::vector<std::byte>> in(static_cast<std::size_t>(M));
     // f32 in the switch.
     for (int m = 0; m < M; ++m) in[std::size_t(m)] = bytes_of(x[std::size_t(m)].data(), elems * 4);
     {
-      const Result r = through_switch(NumKind::f32, in, elems, 256);
+      const Result r = through_switch(NumKind::f32, in, elems, slot);
       std::vector<double> got(elems);
       for (std::uint64_t i = 0; i < elems; ++i) got[i] = numerics::load_as_double(DataType::f32, r.out.data(), i);
-      row("switch f32", got, r.bytes_sent / double(elems));
+      row("switch f32", got, exact, r.bytes_sent / double(elems));
     }
     // bf16 in the switch (widen: f32 partial sums, rounded once at the root).
-    std::vector<std::vector<std::uint16_t>> b16(std::size_t(M), std::vector<std::uint16_t>(elems));
+    std::vector<std::vector<std::uint16_t>> b16(static_cast<std::size_t>(M), std::vector<std::uint16_t>(elems));
     for (int m = 0; m < M; ++m) {
       for (std::uint64_t i = 0; i < elems; ++i) b16[std::size_t(m)][i] = numerics::f32_to_bf16(x[std::size_t(m)][i]);
       in[std::size_t(m)] = bytes_of(b16[std::size_t(m)].data(), elems * 2);
     }
     {
-      const Result r = through_switch(NumKind::bf16_widen, in, elems, 256);
+      const Result r = through_switch(NumKind::bf16_widen, in, elems, slot);
       std::vector<double> got(elems);
       for (std::uint64_t i = 0; i < elems; ++i) got[i] = numerics::load_as_double(DataType::bf16, r.out.data(), i);
-      row("switch bf16 (widen)", got, r.bytes_sent / double(elems));
+      row("switch bf16 (widen)", got,
+          sum_of([&](int m, std::uint64_t i) { return double(numerics::bf16_to_f32(b16[std::size_t(m)][i])); }),
+          r.bytes_sent / double(elems));
     }
     // MX in the switch (widen: f32 accumulators, re-quantised once at the root).
     for (auto [e, kind, name] : {std::tuple{numerics::MxElem::fp8_e4m3, NumKind::mxe4m3_widen, "switch MXFP8 E4M3 (widen)"},
                                  std::tuple{numerics::MxElem::int8, NumKind::mxint8_widen, "switch MXINT8 (widen)"},
                                  std::tuple{numerics::MxElem::fp4_e2m1, NumKind::mxfp4_widen, "switch MXFP4 (widen)"}}) {
-      for (int m = 0; m < M; ++m) in[std::size_t(m)] = mx_blocks(e, x[std::size_t(m)]);
-      const Result r = through_switch(kind, in, elems / 32, 256);
-      row(name, mx_values(e, r.out, elems), r.bytes_sent / double(elems));
+      std::vector<std::vector<double>> dec(static_cast<std::size_t>(M));
+      for (int m = 0; m < M; ++m) {
+        in[std::size_t(m)] = mx_blocks(e, x[std::size_t(m)]);
+        dec[std::size_t(m)] = mx_values(e, in[std::size_t(m)], elems);
+      }
+      const auto contributed = sum_of([&](int m, std::uint64_t i) { return dec[std::size_t(m)][i]; });
+      const Result r = through_switch(kind, in, elems / 32, slot);
+      row(name, mx_values(e, r.out, elems), contributed, r.bytes_sent / double(elems));
+      if (e != numerics::MxElem::fp8_e4m3) continue;
+      // wide: the hosts decode to f32 (exact) and the switch adds f32; no re-quantisation.
+      for (int m = 0; m < M; ++m) {
+        std::vector<float> f(dec[std::size_t(m)].begin(), dec[std::size_t(m)].end());
+        in[std::size_t(m)] = bytes_of(f.data(), elems * 4);
+      }
+      const Result w = through_switch(NumKind::f32, in, elems, slot);
+      std::vector<double> got(elems);
+      for (std::uint64_t i = 0; i < elems; ++i) got[i] = numerics::load_as_double(DataType::f32, w.out.data(), i);
+      row("switch MXFP8 E4M3, wide (f32)", got, contributed, w.bytes_sent / double(elems));
     }
     // Decode MXFP8 / MXINT8 on the hosts to bf16, then a bf16 ring: chunk c's sum starts at rank
     // c + 1 and takes one rank per step, each add rounded to bf16 (the hosts' kernel).
     for (auto [e, name] : {std::pair{numerics::MxElem::fp8_e4m3, "hosts: MXFP8 -> bf16, bf16 ring"},
                            std::pair{numerics::MxElem::int8, "hosts: MXINT8 -> bf16, bf16 ring"}}) {
-      std::vector<std::vector<std::uint16_t>> h(std::size_t(M), std::vector<std::uint16_t>(elems));
+      std::vector<std::vector<std::uint16_t>> h(static_cast<std::size_t>(M), std::vector<std::uint16_t>(elems));
       for (int m = 0; m < M; ++m) {
         const auto v = mx_values(e, mx_blocks(e, x[std::size_t(m)]), elems);
         for (std::uint64_t i = 0; i < elems; ++i) numerics::store_from_double(DataType::bf16, h[std::size_t(m)].data(), i, v[i]);
@@ -196,7 +234,8 @@ int main(int argc, char** argv) {
         for (int s = 2; s <= M; ++s) numerics::reduce(DataType::bf16, ReduceOp::sum, &acc, &acc, &h[std::size_t((c + s) % M)][i], 1);
         got[i] = numerics::load_as_double(DataType::bf16, &acc, 0);
       }
-      row(name, got, M > 1 ? 4.0 * (M - 1) / M : 0.0);
+      row(name, got, sum_of([&](int m, std::uint64_t i) { return numerics::load_as_double(DataType::bf16, h[std::size_t(m)].data(), i); }),
+          M > 1 ? 4.0 * (M - 1) / M : 0.0);
     }
   }
   return 0;
