@@ -130,30 +130,63 @@ namespace {
 bool fp8_nonfinite(bool e4m3, std::uint8_t b) noexcept {
   return e4m3 ? (b & 0x7f) == 0x7f : (b & 0x7c) == 0x7c;
 }
-// A narrow fp8 sum, as the hosts' kernel adds (widen to f32, add, round once to nearest-even,
-// IEEE overflow: e4m3 NaN, e5m2 infinity); true when a finite pair gave a non-finite sum.
-bool add_fp8(bool e4m3, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
-  bool ov = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto y = std::to_integer<std::uint8_t>(src[i]);
-    const std::uint8_t r = e4m3 ? numerics::f32_to_e4m3(numerics::e4m3_to_f32(a[i]) + numerics::e4m3_to_f32(y))
-                                : numerics::f32_to_e5m2(numerics::e5m2_to_f32(a[i]) + numerics::e5m2_to_f32(y));
-    ov |= fp8_nonfinite(e4m3, r) && !fp8_nonfinite(e4m3, a[i]) && !fp8_nonfinite(e4m3, y);
-    a[i] = r;
+// Byte-pair tables for the 8- and 4-bit sums (64 Ki entries, built once from the hosts'
+// arithmetic): the low byte is the sum, bit 8 the overflow condition. A switch's add is then
+// one lookup per byte, as a match-action stage would do it, and bit-identical to the hosts.
+//  fp8: widen both to f32, add, round once to nearest-even with IEEE overflow (the hosts'
+//       kernel: e4m3 NaN, e5m2 infinity); overflow = a finite pair gave a non-finite sum.
+//  i4:  both nibbles added modulo 16; overflow = a nibble's sum left -8..7.
+struct PairTable {
+  std::uint16_t t[65536];
+  explicit PairTable(int kind) {  // 0: e4m3, 1: e5m2, 2: i4
+    for (unsigned a = 0; a < 256; ++a)
+      for (unsigned b = 0; b < 256; ++b) {
+        const auto x = std::uint8_t(a), y = std::uint8_t(b);
+        std::uint8_t r;
+        bool ov;
+        if (kind == 2) {
+          const int lo = numerics::i4_get(x, 0) + numerics::i4_get(y, 0);
+          const int hi = numerics::i4_get(x, 1) + numerics::i4_get(y, 1);
+          ov = lo < -8 || lo > 7 || hi < -8 || hi > 7;
+          r = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+        } else {
+          const bool e4m3 = kind == 0;
+          r = e4m3 ? numerics::f32_to_e4m3(numerics::e4m3_to_f32(x) + numerics::e4m3_to_f32(y))
+                   : numerics::f32_to_e5m2(numerics::e5m2_to_f32(x) + numerics::e5m2_to_f32(y));
+          ov = fp8_nonfinite(e4m3, r) && !fp8_nonfinite(e4m3, x) && !fp8_nonfinite(e4m3, y);
+        }
+        t[a << 8 | b] = std::uint16_t(r | (ov ? 0x100 : 0));
+      }
   }
-  return ov;
+};
+const PairTable& pair_table(proto::ElemType t) {
+  static const PairTable e4m3(0), e5m2(1), i4(2);
+  return t == proto::ElemType::e4m3 ? e4m3 : t == proto::ElemType::e5m2 ? e5m2 : i4;
 }
-// A narrow i4 sum, nibble by nibble modulo 16; true when some nibble's sum left -8..7.
-bool add_i4_wrap(std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
-  bool ov = false;
+// acc[i] = acc[i] + src[i] by table; true when some add overflowed.
+bool add_by_table(proto::ElemType t, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  const std::uint16_t* tab = pair_table(t).t;
+  unsigned ov = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto y = std::to_integer<std::uint8_t>(src[i]);
-    const int lo = numerics::i4_get(a[i], 0) + numerics::i4_get(y, 0);
-    const int hi = numerics::i4_get(a[i], 1) + numerics::i4_get(y, 1);
-    ov |= lo < -8 || lo > 7 || hi < -8 || hi > 7;
-    a[i] = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+    const std::uint16_t r = tab[unsigned(a[i]) << 8 | std::to_integer<unsigned>(src[i])];
+    ov |= r;
+    a[i] = std::uint8_t(r);
   }
-  return ov;
+  return (ov & 0x100) != 0;
+}
+// fp8 code -> f32 (exact), by table.
+struct Fp8Values {
+  float e4m3[256], e5m2[256];
+  Fp8Values() {
+    for (unsigned c = 0; c < 256; ++c) {
+      e4m3[c] = numerics::e4m3_to_f32(std::uint8_t(c));
+      e5m2[c] = numerics::e5m2_to_f32(std::uint8_t(c));
+    }
+  }
+};
+const float* fp8_values(proto::ElemType t) {
+  static const Fp8Values v;
+  return t == proto::ElemType::e4m3 ? v.e4m3 : v.e5m2;
 }
 // min/max of fp8 and i4 (exact): the hosts' kernel.
 void minmax_lowp(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
@@ -162,10 +195,6 @@ void minmax_lowp(proto::ElemType t, proto::WireOp op, void* acc, const std::byte
                       : t == proto::ElemType::e5m2 ? DataType::e5m2
                                                    : DataType::i4;
   numerics::reduce(dt, op == proto::WireOp::max ? ReduceOp::max : ReduceOp::min, acc, acc, src, n);
-}
-float fp8_value(proto::ElemType t, std::byte b) noexcept {
-  const auto x = std::to_integer<std::uint8_t>(b);
-  return t == proto::ElemType::e4m3 ? numerics::e4m3_to_f32(x) : numerics::e5m2_to_f32(x);
 }
 }  // namespace
 
@@ -185,13 +214,16 @@ bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, voi
       minmax_lowp(acc_t, op, acc, src, count);
       return false;
     }
-    auto* a = static_cast<std::uint8_t*>(acc);
-    return acc_t == ElemType::i4 ? add_i4_wrap(a, src, count) : add_fp8(acc_t == ElemType::e4m3, a, src, count);
+    return add_by_table(acc_t, static_cast<std::uint8_t*>(acc), src, count);
   }
   if (acc_t == ElemType::e4m3w || acc_t == ElemType::e5m2w) {  // f32 accumulators
     auto* a = static_cast<float*>(acc);
-    if (src_t == acc_t) add_f32(a, src, count);
-    else for (std::size_t i = 0; i < count; ++i) a[i] += fp8_value(src_t, src[i]);
+    if (src_t == acc_t) {
+      add_f32(a, src, count);
+    } else {
+      const float* v = fp8_values(src_t);
+      for (std::size_t i = 0; i < count; ++i) a[i] += v[std::to_integer<unsigned>(src[i])];
+    }
     return false;
   }
   if (acc_t == ElemType::i4w) {  // two i16 per byte of i4 (wrapping; exact below 4096 members)
@@ -286,7 +318,8 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
     return;
   }
   if (src_t == proto::ElemType::e4m3 || src_t == proto::ElemType::e5m2) {
-    for (std::size_t i = 0; i < n; ++i) acc[i] = fp8_value(src_t, src[i]);
+    const float* v = fp8_values(src_t);
+    for (std::size_t i = 0; i < n; ++i) acc[i] = v[std::to_integer<unsigned>(src[i])];
     return;
   }
   if (src_t == proto::ElemType::i4) {
