@@ -108,22 +108,15 @@ void Engine::check_inc_call(const CollOp& op) const {
 }
 
 namespace {
-// How an f16/bf16 reduction travels (docs/NUMERICS.md "In the switch"): min/max exact in
-// 16 bits; sums by the accumulator policy (wide: as f32, see widen_on_host).
-sw::NumKind h16_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
-  const bool f16 = t == DataType::f16;
-  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return sw::NumKind::f32;
-  if (op == sw::ReduceKind::sum && acc != Accumulate::narrow)
-    return f16 ? sw::NumKind::f16_widen : sw::NumKind::bf16_widen;
-  return f16 ? sw::NumKind::f16 : sw::NumKind::bf16;
-}
-// The same for OCP fp8 (1 B/element; wide: f32 from the hosts).
-sw::NumKind fp8_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
-  const bool e4m3 = t == DataType::e4m3;
-  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return sw::NumKind::f32;
-  if (op == sw::ReduceKind::sum && acc != Accumulate::narrow)
-    return e4m3 ? sw::NumKind::e4m3_widen : sw::NumKind::e5m2_widen;
-  return e4m3 ? sw::NumKind::e4m3 : sw::NumKind::e5m2;
+// How an f16/bf16/fp8 reduction travels (docs/NUMERICS.md "In the switch"): min/max exact in
+// the narrow type; sums by the accumulator policy (wide: as f32, see widen_on_host).
+sw::NumKind float_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
+  using K = sw::NumKind;
+  const int i = t == DataType::f16 ? 0 : t == DataType::bf16 ? 1 : t == DataType::e4m3 ? 2 : 3;
+  constexpr K narrow[] = {K::f16, K::bf16, K::e4m3, K::e5m2};
+  constexpr K widen[] = {K::f16_widen, K::bf16_widen, K::e4m3_widen, K::e5m2_widen};
+  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return K::f32;
+  return op == sw::ReduceKind::sum && acc != Accumulate::narrow ? widen[i] : narrow[i];
 }
 }  // namespace
 
@@ -187,9 +180,10 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
                    ? (p.accumulate == Accumulate::fixed ? sw::NumKind::fx32 : sw::NumKind::f32)
                    : sw::NumKind::i32;
       if (w.kind == sw::NumKind::fx32) op.info_.accumulate = Accumulate::fixed;
-      if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) {
-        w.kind = h16_kind(p.dtype, w.op, p.accumulate);
-        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16-bit sums run as widen)
+      if (p.dtype == DataType::f16 || p.dtype == DataType::bf16 || p.dtype == DataType::e4m3 ||
+          p.dtype == DataType::e5m2) {
+        w.kind = float_kind(p.dtype, w.op, p.accumulate);
+        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16- and 8-bit sums run as widen)
           op.info_.accumulate = p.accumulate == Accumulate::fixed ? Accumulate::widen : p.accumulate;
         if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
@@ -201,12 +195,6 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
         w.kind = widen ? (i8 ? sw::NumKind::i8_widen : sw::NumKind::u8_widen)
                        : (i8 ? sw::NumKind::i8 : sw::NumKind::u8);
         if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
-      }
-      if (p.dtype == DataType::e4m3 || p.dtype == DataType::e5m2) {
-        w.kind = fp8_kind(p.dtype, w.op, p.accumulate);
-        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: fp8 sums run as widen)
-          op.info_.accumulate = p.accumulate == Accumulate::fixed ? Accumulate::widen : p.accumulate;
-        if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
       if (p.dtype == DataType::i4) {
         // As i8: sums wrap modulo 16 whatever the policy; `wide` would give widen's bits.

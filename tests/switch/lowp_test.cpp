@@ -22,31 +22,6 @@ using inc::testing::fp8::Fp8;
 using inc::testing::fp8::kE4M3;
 using inc::testing::fp8::kE5M2;
 
-Topo make(const std::vector<std::uint16_t>& leaves, std::uint64_t seed, const SimFaults& f) {
-  std::uint16_t n = 0;
-  for (auto m : leaves) n += m;
-  return leaves.size() == 1 ? flat(seed, f, n, 4, 16) : two_level(seed, f, leaves, 4, 16);
-}
-
-struct Outcome {
-  std::vector<std::vector<std::uint8_t>> out;
-  std::vector<bool> overflow;
-};
-
-Outcome run(Topo& t, NumKind k, ReduceKind op, const std::vector<std::vector<std::uint8_t>>& in) {
-  const auto n = std::uint16_t(in.size());
-  const std::size_t count = in[0].size();
-  Outcome r{std::vector<std::vector<std::uint8_t>>(n, std::vector<std::uint8_t>(count)), {}};
-  for (std::uint16_t m = 0; m < n; ++m)
-    t.c->start(m, WorkerOp::allreduce(k, op, cbytes(in[m]), wbytes(r.out[m]), count, n));
-  EXPECT_TRUE(t.c->run(100 * kSecond));
-  for (std::uint16_t m = 0; m < n; ++m) {
-    EXPECT_TRUE(t.c->worker(m).done()) << t.c->worker(m).error().message;
-    r.overflow.push_back(t.c->worker(m).report().overflow);
-  }
-  return r;
-}
-
 const std::vector<std::vector<std::uint16_t>> kTrees = {{6}, {1, 5}, {3, 3}, {2, 1, 3}};
 
 // Random finite codes whose value is 0 or at least 2^-3 in magnitude: every f32 partial sum of
@@ -71,8 +46,8 @@ TEST(Fp8Switch, WidenRoundsOnceAtTheRootOnEveryTreeUnderLoss) {
       std::uint16_t n = 0;
       for (auto m : tree) n += m;
       const auto in = fp8_inputs(*f, n, 1000, n + f->e4m3);
-      Topo t = make(tree, 5 + n, faults_for(0.05));
-      const Outcome r = run(t, f->e4m3 ? NumKind::e4m3_widen : NumKind::e5m2_widen, ReduceKind::sum, in);
+      Topo t = tree_of(tree, 5 + n, faults_for(0.05));
+      const ByteOutcome r = run_bytes(t, f->e4m3 ? NumKind::e4m3_widen : NumKind::e5m2_widen, ReduceKind::sum, in);
       bool any_ov = false;
       for (std::size_t i = 0; i < in[0].size(); ++i) {
         double s = 0;
@@ -99,17 +74,17 @@ TEST(Fp8Switch, NarrowIsExactWhenEveryPartialSumIsAndTheSameBitsEverywhere) {
       std::vector<std::vector<std::uint8_t>> in(n, std::vector<std::uint8_t>(700));
       for (auto& v : in)
         for (auto& x : v) x = f->round(double(int(rng() % (2 * lim + 1)) - lim));
-      Topo t = make(tree, 9 + n, faults_for(0.05));
+      Topo t = tree_of(tree, 9 + n, faults_for(0.05));
       const NumKind k = f->e4m3 ? NumKind::e4m3 : NumKind::e5m2;
-      Outcome r = run(t, k, ReduceKind::sum, in);
+      ByteOutcome r = run_bytes(t, k, ReduceKind::sum, in);
       for (std::size_t i = 0; i < 700; ++i) {
         double s = 0;
         for (const auto& v : in) s += f->value(v[i]);
         for (std::uint16_t m = 0; m < n; ++m) ASSERT_EQ(f->value(r.out[m][i]), s) << i;
       }
       const auto rand_in = fp8_inputs(*f, n, 700, 77 + n);
-      Topo t2 = make(tree, 19 + n, faults_for(0.05));
-      r = run(t2, k, ReduceKind::sum, rand_in);
+      Topo t2 = tree_of(tree, 19 + n, faults_for(0.05));
+      r = run_bytes(t2, k, ReduceKind::sum, rand_in);
       for (std::uint16_t m = 1; m < n; ++m) ASSERT_EQ(r.out[m], r.out[0]);
     }
 }
@@ -125,16 +100,16 @@ TEST(Fp8Switch, OverflowFlagsFollowThePolicy) {
       for (std::size_t i = 0; i < 100; ++i)
         for (std::size_t m = 0; m < 4; ++m) in[m][i] = (m + i) % 2 ? mx : neg;
       if (bad) in[0][50] = in[1][50] = mx, in[2][50] = in[3][50] = 0;
-      Topo t = make({2, 2}, 30 + bad, faults_for(0.02));
-      Outcome r = run(t, f->e4m3 ? NumKind::e4m3_widen : NumKind::e5m2_widen, ReduceKind::sum, in);
+      Topo t = tree_of({2, 2}, 30 + bad, faults_for(0.02));
+      ByteOutcome r = run_bytes(t, f->e4m3 ? NumKind::e4m3_widen : NumKind::e5m2_widen, ReduceKind::sum, in);
       for (std::uint16_t m = 0; m < 4; ++m) {
         EXPECT_EQ(r.overflow[m], bad);
         for (std::size_t i = 0; i < 100; ++i)
           ASSERT_EQ(r.out[m][i], bad && i == 50 ? std::uint8_t(f->e4m3 ? 0x7f : 0x7c) : 0) << i;
       }
       if (bad) {
-        Topo t2 = make({2, 2}, 40, faults_for(0.02));
-        Outcome rn = run(t2, f->e4m3 ? NumKind::e4m3 : NumKind::e5m2, ReduceKind::sum, in);
+        Topo t2 = tree_of({2, 2}, 40, faults_for(0.02));
+        ByteOutcome rn = run_bytes(t2, f->e4m3 ? NumKind::e4m3 : NumKind::e5m2, ReduceKind::sum, in);
         for (std::uint16_t m = 0; m < 4; ++m) EXPECT_TRUE(rn.overflow[m]);
       }
     }
@@ -146,7 +121,7 @@ TEST(Fp8Switch, MinMaxAreExact) {
     for (ReduceKind op : {ReduceKind::min, ReduceKind::max}) {
       const auto in = fp8_inputs(*f, 5, 500, 3 + f->e4m3);
       Topo t = two_level(12, faults_for(0.05), {2, 3}, 4, 16);
-      Outcome r = run(t, f->e4m3 ? NumKind::e4m3 : NumKind::e5m2, op, in);
+      ByteOutcome r = run_bytes(t, f->e4m3 ? NumKind::e4m3 : NumKind::e5m2, op, in);
       for (std::size_t i = 0; i < 500; ++i) {
         double best = f->value(in[0][i]);
         for (const auto& v : in) best = op == ReduceKind::max ? std::max(best, f->value(v[i])) : std::min(best, f->value(v[i]));
@@ -168,8 +143,8 @@ TEST(I4Switch, SumsWrapModulo16UnderBothPoliciesOnEveryTree) {
       std::vector<std::vector<std::uint8_t>> in(n, std::vector<std::uint8_t>(1001));
       for (auto& v : in)
         for (auto& x : v) x = std::uint8_t(rng());
-      Topo t = make(tree, 60 + n, faults_for(0.05));
-      Outcome r = run(t, widen ? NumKind::i4_widen : NumKind::i4, ReduceKind::sum, in);
+      Topo t = tree_of(tree, 60 + n, faults_for(0.05));
+      ByteOutcome r = run_bytes(t, widen ? NumKind::i4_widen : NumKind::i4, ReduceKind::sum, in);
       bool out_of_range = false;
       for (std::size_t i = 0; i < in[0].size(); ++i) {
         int s[2] = {0, 0};
@@ -199,15 +174,15 @@ TEST(I4Switch, WidenFlagsExactlyTheTotalsThatDoNotFitAndMinMaxAreExact) {
         }
       if (bad)
         for (std::size_t m = 0; m < 6; ++m) in[m][150] = std::uint8_t(m < 4 ? 0x22 : 0);
-      Topo t = make(tree, 70 + bad, faults_for(0.02));
-      Outcome r = run(t, NumKind::i4_widen, ReduceKind::sum, in);
+      Topo t = tree_of(tree, 70 + bad, faults_for(0.02));
+      ByteOutcome r = run_bytes(t, NumKind::i4_widen, ReduceKind::sum, in);
       for (std::uint16_t m = 0; m < 6; ++m) {
         EXPECT_EQ(r.overflow[m], bad);
         for (std::size_t i = 0; i < 301; ++i) ASSERT_EQ(r.out[m][i], bad && i == 150 ? 0x88 : 0x22) << i;
       }
       if (bad) {
-        Topo t2 = make(tree, 80, faults_for(0.02));
-        Outcome rn = run(t2, NumKind::i4, ReduceKind::sum, in);
+        Topo t2 = tree_of(tree, 80, faults_for(0.02));
+        ByteOutcome rn = run_bytes(t2, NumKind::i4, ReduceKind::sum, in);
         for (std::uint16_t m = 0; m < 6; ++m) EXPECT_TRUE(rn.overflow[m]);
       }
     }
@@ -217,7 +192,7 @@ TEST(I4Switch, WidenFlagsExactlyTheTotalsThatDoNotFitAndMinMaxAreExact) {
     for (auto& v : in)
       for (auto& x : v) x = std::uint8_t(rng());
     Topo t = two_level(13, faults_for(0.05), {2, 3}, 4, 16);
-    Outcome r = run(t, NumKind::i4, op, in);
+    ByteOutcome r = run_bytes(t, NumKind::i4, op, in);
     for (std::size_t i = 0; i < 257; ++i) {
       int b[2] = {nib(in[0][i], 0), nib(in[0][i], 1)};
       for (const auto& v : in)
@@ -238,7 +213,7 @@ TEST(LowpSwitch, BytesPerElementOnTheHostLinks) {
     const std::size_t count = 1000;  // bytes: 1000 fp8 elements, 2000 i4 elements
     std::vector<std::vector<std::uint8_t>> in(n, std::vector<std::uint8_t>(count, 0x11));
     Topo t = flat(90, none, n, 4, slot_elems);
-    run(t, k, ReduceKind::sum, in);
+    run_bytes(t, k, ReduceKind::sum, in);
     const bool widen = WorkerOp::widens(k);
     const std::uint64_t per_chunk = widen ? slot_elems : 4 * slot_elems;
     const std::uint64_t chunks = (count + per_chunk - 1) / per_chunk;
