@@ -91,6 +91,8 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
                      std::uint64_t& bytes_out, const proto::auth::Key* key = nullptr,
                      proto::WireOp op = proto::WireOp::sum) {
   const std::size_t es = proto::elem_size(t);
+  // MX: E cells hold E / 32 blocks (each 32 f32 accumulators); `count` counts blocks.
+  const std::uint32_t cnt = proto::is_mx(t) ? E / std::uint32_t(proto::kMxBlockElems) : E;
   SwitchConfig cfg;
   cfg.slots = std::uint32_t(K);
   cfg.slot_elems = E;
@@ -128,10 +130,16 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
       h.epoch = epoch;
       h.chunk = std::uint32_t(pos);
       h.slot = std::uint16_t(pos % K);
-      h.count = std::uint16_t(E);
-      std::vector<std::byte> p(proto::kHeaderBytes + E * es + trailer);
+      h.count = std::uint16_t(cnt);
+      std::vector<std::byte> p(proto::kHeaderBytes + cnt * es + trailer);
       proto::encode_header(h, p.data());
-      for (std::uint32_t i = 0; i < E; ++i) {
+      for (std::uint32_t i = 0; i < cnt * es && es != 2 && es != 4; ++i) {
+        // 8-bit types and MX blocks: small finite codes (fp8 0x30.., i4 nibbles, MX element
+        // codes) and, at the start of each MX block, a scale of 2^-2 .. 2^0 varying by member.
+        const bool scale = proto::is_mx(t) && i % es == 0;
+        p[proto::kHeaderBytes + i] = std::byte(scale ? 125 + (std::uint32_t(m) % 3) : 0x30 + (i + std::uint32_t(m)) % 7);
+      }
+      for (std::uint32_t i = 0; i < E && (es == 2 || es == 4); ++i) {
         float f = float((i + std::uint32_t(m)) % 7);
         std::int32_t v = std::int32_t(i * 3 + std::uint32_t(m));
         // 16-bit: 1.0 plus a few ulps (f16 0x3c00, bf16 0x3f80), finite sums
@@ -176,7 +184,7 @@ double run_dataplane(proto::ElemType t, std::uint32_t E, int M, int K, double se
                  (unsigned long long)sw.counters().aggregations, (unsigned long long)chunks);
     std::exit(1);
   }
-  bytes_out = chunks * std::uint64_t(M) * E * es;
+  bytes_out = chunks * std::uint64_t(M) * cnt * es;
   return double(bytes_out) / (t1 - t0) / 1e9;
 }
 
@@ -206,13 +214,22 @@ void bench_dataplane(const Args& a) {
               a.members, a.slots);
   std::printf("(16/8-bit rows: E elements of 2/1 bytes per packet, so memcpy/add-kernel move E x 4 bytes"
               " there: compare their packet rates; 'w' = sum_widen, f32/i32 cells, narrowed at the root)\n");
-  std::printf("%-6s %8s %12s %12s %12s %12s %10s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s", "dp/memcpy");
+  std::printf("(fp8/i4/MX rows: 'elems' is the slot's cells; an fp8/i4 packet holds that many bytes (i4: two"
+              " elements each), an MX packet elems/32 blocks of 33 (mxfp4 17) bytes; ns/elem: CPU time per"
+              " contributed element)\n");
+  std::printf("%-8s %8s %12s %12s %12s %12s %10s %9s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s",
+              "dp/memcpy", "ns/elem");
   using proto::ElemType;
   using proto::WireOp;
   for (auto [t, op] : {std::pair{ElemType::i32, WireOp::sum}, std::pair{ElemType::f32, WireOp::sum},
                        std::pair{ElemType::f16, WireOp::sum}, std::pair{ElemType::f16, WireOp::sum_widen},
                        std::pair{ElemType::bf16, WireOp::sum}, std::pair{ElemType::bf16, WireOp::sum_widen},
-                       std::pair{ElemType::i8, WireOp::sum}, std::pair{ElemType::i8, WireOp::sum_widen}}) {
+                       std::pair{ElemType::i8, WireOp::sum}, std::pair{ElemType::i8, WireOp::sum_widen},
+                       std::pair{ElemType::e4m3, WireOp::sum}, std::pair{ElemType::e4m3, WireOp::sum_widen},
+                       std::pair{ElemType::e5m2, WireOp::sum}, std::pair{ElemType::e5m2, WireOp::sum_widen},
+                       std::pair{ElemType::i4, WireOp::sum}, std::pair{ElemType::i4, WireOp::sum_widen},
+                       std::pair{ElemType::mxe4m3, WireOp::sum_widen}, std::pair{ElemType::mxint8, WireOp::sum_widen},
+                       std::pair{ElemType::mxfp4, WireOp::sum_widen}}) {
     for (auto E : a.elems) {
       std::vector<double> dp, mc, ad;
       std::uint64_t bytes = 0;
@@ -222,15 +239,19 @@ void bench_dataplane(const Args& a) {
         ad.push_back(run_copy(E, a.members, a.slots, a.seconds, true));
       }
       const double es = double(proto::elem_size(t));
+      const bool mx = proto::is_mx(t);
+      const double units = mx ? double(E / proto::kMxBlockElems) : double(E);  // per packet
+      const double elems_per_unit = mx ? double(proto::kMxBlockElems) : t == ElemType::i4 ? 2.0 : 1.0;
       double d = median(dp), m = median(mc), k = median(ad);
-      double mpps = d * 1e9 / (E * es) / 1e6;
+      double mpps = d * 1e9 / (units * es) / 1e6;
+      const double ns_per_elem = 1e9 / (d * 1e9 / es * elems_per_unit);
       const std::string tn = std::string(proto::name(t)) + (op == WireOp::sum_widen ? "w" : "");
-      std::printf("%-6s %8u %12.2f %12.2f %12.2f %12.2f %10.2f\n", tn.c_str(), E, d, m, k, mpps, d / m);
+      std::printf("%-8s %8u %12.2f %12.2f %12.2f %12.2f %10.2f %9.3f\n", tn.c_str(), E, d, m, k, mpps, d / m, ns_per_elem);
       char buf[512];
       std::snprintf(buf, sizeof buf,
                     "{\"bench\":\"dataplane\",\"type\":\"%s\",\"elems\":%u,\"members\":%d,\"dataplane_GBps\":%.3f,"
-                    "\"memcpy_GBps\":%.3f,\"add_kernel_GBps\":%.3f,\"Mpkts\":%.3f}",
-                    tn.c_str(), E, a.members, d, m, k, mpps);
+                    "\"memcpy_GBps\":%.3f,\"add_kernel_GBps\":%.3f,\"Mpkts\":%.3f,\"ns_per_elem\":%.4f}",
+                    tn.c_str(), E, a.members, d, m, k, mpps, ns_per_elem);
       emit_json(buf);
     }
   }

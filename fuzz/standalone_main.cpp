@@ -41,12 +41,14 @@ std::vector<std::byte> valid_packet(std::mt19937_64& rng) {
     case PacketType::data:
     case PacketType::result: {
       // Every element type; the ones with an accumulator type also with sum_widen, the
-      // accumulator types (f16w, bf16w, i8w, u8w) with sum_widen only.
+      // accumulator types (f16w, bf16w, i8w, u8w, e4m3w, e5m2w, i4w, mx*w) with sum_widen only,
+      // MX blocks with sum or sum_widen.
       h.elem = ElemType(rng() % (kMaxElemType + 1));
       h.op = h.elem == ElemType::none                                  ? WireOp::none
              : h.elem == ElemType::raw                                 ? WireOp::copy
              : narrow_of(h.elem) != h.elem                             ? WireOp::sum_widen
              : widened(h.elem) != ElemType::none && rng() % 2 == 0     ? WireOp::sum_widen
+             : is_mx(h.elem)                                           ? WireOp::sum
                                                                        : WireOp(1 + rng() % 3);
       h.count = h.elem == ElemType::none ? 0 : std::uint16_t(1 + rng() % 10);
       h.flags = std::uint8_t(rng() % 8) & (h.type == PacketType::data ? 7 : 4);

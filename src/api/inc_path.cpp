@@ -204,13 +204,15 @@ std::unique_ptr<IncPath> IncPath::from_grant(const transport::EnvLookup& env, in
 }
 
 namespace {
-// Where a 16-bit sum rounds on this path, for the report.
-std::string h16_sum_how(DataType t, Accumulate acc) {
+// Where a 16-bit or fp8 sum rounds on this path, for the report (fp8: the report's overflow
+// flag says when a finite sum did not fit, as the hosts' kernel gives e4m3 NaN, e5m2 infinity).
+std::string float_sum_how(DataType t, Accumulate acc) {
+  const bool fp8 = size_of(t) == 1;
   switch (acc) {
     case Accumulate::narrow:
-      return fmt::format("{0} sums narrow end to end (2 B/element on every link; each add in a "
-                         "switch rounds to {0})",
-                         name(t));
+      return fmt::format("{0} sums narrow end to end ({1} B/element on every link; each add in a "
+                         "switch rounds to {0}{2})",
+                         name(t), size_of(t), fp8 ? "; the report's overflow flags a finite sum that overflowed" : "");
     case Accumulate::wide:
       return fmt::format("{} sums wide (the hosts send f32, 4 B/element; the switches add f32; "
                          "each host rounds the f32 result once)",
@@ -218,13 +220,13 @@ std::string h16_sum_how(DataType t, Accumulate acc) {
     case Accumulate::widen:
     case Accumulate::automatic:
     case Accumulate::reproducible:  // (plan() answers for reproducible sums first)
-    case Accumulate::fixed:         // (f32 only; 16-bit sums as widen)
+    case Accumulate::fixed:         // (f32 only; 16- and 8-bit sums as widen)
       break;
   }
-  return fmt::format("{} sums widened at the first aggregating hop (2 B/element from the hosts, "
-                     "f32 partial sums between switches, rounded once at the root; 2 B/element "
-                     "back)",
-                     name(t));
+  return fmt::format("{0} sums widened at the first aggregating hop ({1} B/element from the hosts, "
+                     "f32 partial sums between switches, rounded once at the root; {1} B/element "
+                     "back{2})",
+                     name(t), size_of(t), fp8 ? "; the report's overflow flags a total that does not fit" : "");
 }
 }  // namespace
 
@@ -272,17 +274,30 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
                                        "overflow flags exactly a total outside the type's range",
                               op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
   }
-  if (t == DataType::f16 || t == DataType::bf16) {
+  if (t == DataType::f16 || t == DataType::bf16 || t == DataType::e4m3 || t == DataType::e5m2) {
     if (op == ReduceOp::min || op == ReduceOp::max)
-      return {true, fmt::format("in-network aggregation, {} {} (exact, 2 B/element), via {}", name(t),
-                                name(op), att_.where)};
-    return {true, fmt::format("in-network aggregation, {}{}, via {}", h16_sum_how(t, acc),
+      return {true, fmt::format("in-network aggregation, {} {} (exact, {} B/element), via {}", name(t),
+                                name(op), size_of(t), att_.where)};
+    return {true, fmt::format("in-network aggregation, {}{}, via {}", float_sum_how(t, acc),
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
+  if (t == DataType::i4) {
+    if (op == ReduceOp::min || op == ReduceOp::max)
+      return {true, fmt::format("in-network aggregation, i4 {} (exact, 0.5 B/element), via {}", name(op),
+                                att_.where)};
+    const bool narrow = acc == Accumulate::narrow;
+    return {true, fmt::format("in-network aggregation, i4 sums wrapping modulo 16 as on the hosts (0.5 "
+                              "B/element on every host link; {}){}, via {}",
+                              narrow ? "narrow: 4-bit cells, the report's overflow flags any partial "
+                                       "sum that wrapped"
+                                     : "widen: i16 partial sums between switches, the report's "
+                                       "overflow flags exactly a total outside -8..7",
                               op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
   }
   if (t == DataType::u32 && (op == ReduceOp::sum || op == ReduceOp::avg))
     return {true, fmt::format("in-network aggregation, u32 as i32 wrap-around adds, via {}", att_.where)};
-  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8 and u8, not {} {} ({})", name(t), name(op),
-                             att_.where)};
+  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8, u8, e4m3, e5m2 and i4, not {} {} ({})",
+                             name(t), name(op), att_.where)};
 }
 
 }  // namespace inc::api

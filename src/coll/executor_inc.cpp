@@ -98,31 +98,33 @@ void Engine::check_inc_call(const CollOp& op) const {
   if (p.dtype == DataType::u32) ok = sum;  // i32 wrap-around adds are u32 adds; min/max are not
   if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) ok = sum || minmax;
   if (p.dtype == DataType::i8 || p.dtype == DataType::u8) ok = sum || minmax;
+  if (p.dtype == DataType::e4m3 || p.dtype == DataType::e5m2 || p.dtype == DataType::i4) ok = sum || minmax;
   if (!ok)
     throw Error(Error::Kind::invalid_argument,
-                fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8 and "
-                            "u8 sum/min/max, u32 sum{})",
+                fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8, u8, "
+                            "e4m3, e5m2 and i4 sum/min/max, u32 sum{})",
                             describe(op), name(p.dtype), name(p.op),
                             fixed ? "; fixed-point f32 sums only" : ""));
 }
 
 namespace {
-// How an f16/bf16 reduction travels (docs/NUMERICS.md "In the switch"): min/max exact in
-// 16 bits; sums by the accumulator policy (wide: as f32, see widen_on_host).
-sw::NumKind h16_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
-  const bool f16 = t == DataType::f16;
-  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return sw::NumKind::f32;
-  if (op == sw::ReduceKind::sum && acc != Accumulate::narrow)
-    return f16 ? sw::NumKind::f16_widen : sw::NumKind::bf16_widen;
-  return f16 ? sw::NumKind::f16 : sw::NumKind::bf16;
+// How an f16/bf16/fp8 reduction travels (docs/NUMERICS.md "In the switch"): min/max exact in
+// the narrow type; sums by the accumulator policy (wide: as f32, see widen_on_host).
+sw::NumKind float_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
+  using K = sw::NumKind;
+  const int i = t == DataType::f16 ? 0 : t == DataType::bf16 ? 1 : t == DataType::e4m3 ? 2 : 3;
+  constexpr K narrow[] = {K::f16, K::bf16, K::e4m3, K::e5m2};
+  constexpr K widen[] = {K::f16_widen, K::bf16_widen, K::e4m3_widen, K::e5m2_widen};
+  if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return K::f32;
+  return op == sw::ReduceKind::sum && acc != Accumulate::narrow ? widen[i] : narrow[i];
 }
 }  // namespace
 
-// Accumulate::wide: this rank's f16/bf16 input widened to f32 (exact) for the switch, and its
+// Accumulate::wide: this rank's f16/bf16/fp8 input widened to f32 (exact) for the switch, and its
 // f32 result staged, to be rounded once into dst when the op completes (service_links).
 void Engine::widen_on_host(CollOp& op, std::uint32_t i, sw::Segment& seg) {
   const DataType t = op.params.dtype;
-  const std::size_t n = std::max(seg.in.size(), seg.out.size()) / 2;
+  const std::size_t n = std::max(seg.in.size(), seg.out.size()) / size_of(t);
   if (!seg.in.empty()) {
     auto& in = op.staging.emplace_back(n * 4);
     for (std::size_t k = 0; k < n; ++k) {
@@ -178,9 +180,10 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
                    ? (p.accumulate == Accumulate::fixed ? sw::NumKind::fx32 : sw::NumKind::f32)
                    : sw::NumKind::i32;
       if (w.kind == sw::NumKind::fx32) op.info_.accumulate = Accumulate::fixed;
-      if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) {
-        w.kind = h16_kind(p.dtype, w.op, p.accumulate);
-        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16-bit sums run as widen)
+      if (p.dtype == DataType::f16 || p.dtype == DataType::bf16 || p.dtype == DataType::e4m3 ||
+          p.dtype == DataType::e5m2) {
+        w.kind = float_kind(p.dtype, w.op, p.accumulate);
+        if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16- and 8-bit sums run as widen)
           op.info_.accumulate = p.accumulate == Accumulate::fixed ? Accumulate::widen : p.accumulate;
         if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
@@ -191,6 +194,12 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
         const bool i8 = p.dtype == DataType::i8;
         w.kind = widen ? (i8 ? sw::NumKind::i8_widen : sw::NumKind::u8_widen)
                        : (i8 ? sw::NumKind::i8 : sw::NumKind::u8);
+        if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
+      }
+      if (p.dtype == DataType::i4) {
+        // As i8: sums wrap modulo 16 whatever the policy; `wide` would give widen's bits.
+        const bool widen = w.op == sw::ReduceKind::sum && p.accumulate != Accumulate::narrow;
+        w.kind = widen ? sw::NumKind::i4_widen : sw::NumKind::i4;
         if (w.op == sw::ReduceKind::sum) op.info_.accumulate = widen ? Accumulate::widen : Accumulate::narrow;
       }
       if (o.arith != Arith::call) {  // a phase of a reproducible sum: exact i32 (repro.hpp)
@@ -287,17 +296,18 @@ void Engine::service_links() {
       // The switch's flag is about i32 (and i8/u8: the type's range) wrap-around; u32 sums
       // wrap by definition.
       if (c.report.overflow && (op.params.dtype == DataType::i32 || op.params.dtype == DataType::i8 ||
-                                op.params.dtype == DataType::u8))
+                                op.params.dtype == DataType::u8 || op.params.dtype == DataType::i4 ||
+                                op.params.dtype == DataType::e4m3 || op.params.dtype == DataType::e5m2))
         op.info_.overflow = true;
       ++op.inc_completed;
       if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
         const Op& o = op.sched.ops[i];
         std::memcpy(region_ptr(op, o.dst), op.staging[s->second].data(), o.dst.bytes);
       }
-      if (auto s = op.widened_out.find(i); s != op.widened_out.end()) {  // one rounding, f32 -> 16 bits
+      if (auto s = op.widened_out.find(i); s != op.widened_out.end()) {  // one rounding, f32 -> 16/8 bits
         const Op& o = op.sched.ops[i];
         const auto& wide = op.staging[s->second];
-        for (std::uint64_t k = 0; k < o.dst.bytes / 2; ++k) {
+        for (std::uint64_t k = 0; k < o.dst.bytes / size_of(op.params.dtype); ++k) {
           float x;
           std::memcpy(&x, wide.data() + 4 * k, 4);
           numerics::store_from_double(op.params.dtype, region_ptr(op, o.dst), k, x);

@@ -14,7 +14,11 @@ std::string_view name(PacketType t) noexcept {
 
 std::string_view name(ElemType t) noexcept {
   constexpr std::string_view names[] = {"none", "raw", "i32", "f32", "f16", "bf16",
-                                        "f16w", "bf16w", "i8", "u8", "i8w", "u8w"};
+                                        "f16w", "bf16w", "i8", "u8", "i8w", "u8w",
+                                        "e4m3", "e5m2", "i4", "e4m3w", "e5m2w", "i4w",
+                                        "mxe4m3", "mxe5m2", "mxint8", "mxfp4", "mxe4m3w",
+                                        "mxe5m2w", "mxint8w", "mxfp4w"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kMaxElemType + 1);
   auto i = static_cast<unsigned>(t);
   return i <= kMaxElemType ? names[i] : std::string_view("?");
 }
@@ -66,6 +70,26 @@ std::uint32_t required_cap(ElemType elem, WireOp op) noexcept {
       return 0;
     case ElemType::i8w:
     case ElemType::u8w: return op == WireOp::sum_widen ? cap::i8_sum : 0;
+    case ElemType::e4m3:
+    case ElemType::e5m2:
+      if (op == WireOp::sum || op == WireOp::sum_widen) return cap::fp8_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::fp8_minmax;
+      return 0;
+    case ElemType::e4m3w:
+    case ElemType::e5m2w: return op == WireOp::sum_widen ? cap::fp8_sum : 0;
+    case ElemType::i4:
+      if (op == WireOp::sum || op == WireOp::sum_widen) return cap::i4_sum;
+      if (op == WireOp::max || op == WireOp::min) return cap::i4_minmax;
+      return 0;
+    case ElemType::i4w: return op == WireOp::sum_widen ? cap::i4_sum : 0;
+    case ElemType::mxe4m3:
+    case ElemType::mxe5m2:
+    case ElemType::mxint8:
+    case ElemType::mxfp4:
+    case ElemType::mxe4m3w:
+    case ElemType::mxe5m2w:
+    case ElemType::mxint8w:
+    case ElemType::mxfp4w: return op == WireOp::sum || op == WireOp::sum_widen ? cap::mx_sum : 0;
   }
   return 0;
 }
@@ -110,6 +134,9 @@ Reason check_elem_op(ElemType e, WireOp op) noexcept {
     case ElemType::bf16:
     case ElemType::i8:
     case ElemType::u8:
+    case ElemType::e4m3:
+    case ElemType::e5m2:
+    case ElemType::i4:
       return (op == WireOp::sum || op == WireOp::max || op == WireOp::min ||
               op == WireOp::sum_widen)
                  ? Reason::ok
@@ -117,7 +144,20 @@ Reason check_elem_op(ElemType e, WireOp op) noexcept {
     case ElemType::f16w:
     case ElemType::bf16w:
     case ElemType::i8w:
-    case ElemType::u8w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    case ElemType::u8w:
+    case ElemType::e4m3w:
+    case ElemType::e5m2w:
+    case ElemType::i4w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    // MX: sums only. A partial sum travels as mx*w under sum_widen, and re-quantised (narrow
+    // type) under sum; a one-member switch passes its member's narrow blocks on under either.
+    case ElemType::mxe4m3:
+    case ElemType::mxe5m2:
+    case ElemType::mxint8:
+    case ElemType::mxfp4: return op == WireOp::sum || op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    case ElemType::mxe4m3w:
+    case ElemType::mxe5m2w:
+    case ElemType::mxint8w:
+    case ElemType::mxfp4w: return op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
   }
   return Reason::bad_elem_type;
 }

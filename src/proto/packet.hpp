@@ -52,11 +52,24 @@ inline constexpr std::uint8_t kMaxPacketType = 12;
 // under `sum_widen` and are rounded to f16/bf16 once, at the root (docs/NUMERICS.md).
 // i8/u8 (1 byte) sums wrap modulo 2^8 as on the hosts; i8w/u8w are their i32 accumulators
 // under sum_widen (exact up to 2^23 members), narrowed (wrapping) at the root.
+// e4m3/e5m2 (1 byte) are OCP fp8, added as the hosts add them (f32, one rounding per add, IEEE
+// overflow); e4m3w/e5m2w their f32 accumulators under sum_widen. i4 is one byte holding two
+// signed 4-bit elements (element 2k in the low nibble; `count` counts bytes), wrapping modulo
+// 16; i4w its accumulator: two i16 per byte (4 bytes; the low element first).
+// MX blocks (OCP Microscaling v1.0; `count` counts blocks, never split across datagrams): one
+// E8M0 scale byte then 32 element codes, one per byte (mxe4m3, mxe5m2, mxint8: 33 bytes), or
+// packed two per byte, element 2k in the low nibble (mxfp4: 17 bytes). A switch adding two or
+// more inputs decodes them into 32 f32 accumulators (mx*w, 128 bytes), added in f32; `sum`
+// re-quantises the partial sums at every aggregating hop, `sum_widen` once at the root.
 enum class ElemType : std::uint8_t {
   none = 0, raw = 1, i32 = 2, f32 = 3, f16 = 4, bf16 = 5, f16w = 6, bf16w = 7,
-  i8 = 8, u8 = 9, i8w = 10, u8w = 11
+  i8 = 8, u8 = 9, i8w = 10, u8w = 11,
+  e4m3 = 12, e5m2 = 13, i4 = 14, e4m3w = 15, e5m2w = 16, i4w = 17,
+  mxe4m3 = 18, mxe5m2 = 19, mxint8 = 20, mxfp4 = 21, mxe4m3w = 22, mxe5m2w = 23, mxint8w = 24,
+  mxfp4w = 25
 };
-inline constexpr std::uint8_t kMaxElemType = 11;
+inline constexpr std::uint8_t kMaxElemType = 25;
+inline constexpr std::size_t kMxBlockElems = 32;  // elements per MX block on the wire
 
 // sum_widen: a sum whose first aggregating hop (a switch adding two or more inputs) widens the
 // narrow inputs to their accumulator type (f16w/bf16w) and whose root rounds the result once.
@@ -72,6 +85,13 @@ constexpr ElemType narrow_of(ElemType t) noexcept {
     case ElemType::bf16w: return ElemType::bf16;
     case ElemType::i8w: return ElemType::i8;
     case ElemType::u8w: return ElemType::u8;
+    case ElemType::e4m3w: return ElemType::e4m3;
+    case ElemType::e5m2w: return ElemType::e5m2;
+    case ElemType::i4w: return ElemType::i4;
+    case ElemType::mxe4m3w: return ElemType::mxe4m3;
+    case ElemType::mxe5m2w: return ElemType::mxe5m2;
+    case ElemType::mxint8w: return ElemType::mxint8;
+    case ElemType::mxfp4w: return ElemType::mxfp4;
     default: return t;
   }
 }
@@ -83,8 +103,20 @@ constexpr ElemType widened(ElemType t) noexcept {
     case ElemType::bf16: return ElemType::bf16w;
     case ElemType::i8: return ElemType::i8w;
     case ElemType::u8: return ElemType::u8w;
+    case ElemType::e4m3: return ElemType::e4m3w;
+    case ElemType::e5m2: return ElemType::e5m2w;
+    case ElemType::i4: return ElemType::i4w;
+    case ElemType::mxe4m3: return ElemType::mxe4m3w;
+    case ElemType::mxe5m2: return ElemType::mxe5m2w;
+    case ElemType::mxint8: return ElemType::mxint8w;
+    case ElemType::mxfp4: return ElemType::mxfp4w;
     default: return ElemType::none;
   }
+}
+// An MX block type (narrow: mxe4m3, mxe5m2, mxint8, mxfp4).
+constexpr bool is_mx(ElemType t) noexcept {
+  return t == ElemType::mxe4m3 || t == ElemType::mxe5m2 || t == ElemType::mxint8 ||
+         t == ElemType::mxfp4;
 }
 
 namespace flag {
@@ -155,7 +187,18 @@ constexpr std::size_t elem_size(ElemType t) noexcept {
     case ElemType::none: return 0;
     case ElemType::raw:
     case ElemType::i8:
-    case ElemType::u8: return 1;
+    case ElemType::u8:
+    case ElemType::e4m3:
+    case ElemType::e5m2:
+    case ElemType::i4: return 1;
+    case ElemType::mxe4m3:
+    case ElemType::mxe5m2:
+    case ElemType::mxint8: return 1 + kMxBlockElems;
+    case ElemType::mxfp4: return 1 + kMxBlockElems / 2;
+    case ElemType::mxe4m3w:
+    case ElemType::mxe5m2w:
+    case ElemType::mxint8w:
+    case ElemType::mxfp4w: return 4 * kMxBlockElems;
     case ElemType::f16:
     case ElemType::bf16: return 2;
     case ElemType::i32:
@@ -163,7 +206,10 @@ constexpr std::size_t elem_size(ElemType t) noexcept {
     case ElemType::f16w:
     case ElemType::bf16w:
     case ElemType::i8w:
-    case ElemType::u8w: return 4;
+    case ElemType::u8w:
+    case ElemType::e4m3w:
+    case ElemType::e5m2w:
+    case ElemType::i4w: return 4;
   }
   return 0;
 }
@@ -217,7 +263,12 @@ inline constexpr std::uint32_t h16_minmax = 0x40;  // f16/bf16 min/max (exact)
 inline constexpr std::uint32_t h16_widen = 0x80;   // f16/bf16 sum_widen (f32 accumulators)
 inline constexpr std::uint32_t i8_sum = 0x100;     // i8/u8 sum and sum_widen (wrap, overflow flag)
 inline constexpr std::uint32_t i8_minmax = 0x200;  // i8/u8 min/max
-inline constexpr std::uint32_t all = 0x3FF;
+inline constexpr std::uint32_t fp8_sum = 0x400;    // e4m3/e5m2 sum and sum_widen
+inline constexpr std::uint32_t fp8_minmax = 0x800;  // e4m3/e5m2 min/max
+inline constexpr std::uint32_t i4_sum = 0x1000;    // i4 sum and sum_widen (wrap, overflow flag)
+inline constexpr std::uint32_t i4_minmax = 0x2000;  // i4 min/max
+inline constexpr std::uint32_t mx_sum = 0x4000;    // MX blocks: sum and sum_widen
+inline constexpr std::uint32_t all = 0x7FFF;
 }  // namespace cap
 // The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;

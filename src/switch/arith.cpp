@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/numerics/fp8.hpp"
 #include "src/numerics/half.hpp"
+#include "src/numerics/int4.hpp"
 #include "src/numerics/reduce.hpp"
 
 namespace inc::sw {
@@ -123,6 +125,79 @@ void minmax_8(proto::WireOp op, void* acc, const std::byte* src, std::size_t n) 
 }
 }  // namespace
 
+namespace {
+// OCP fp8 (e4m3/e5m2): a non-finite pattern (e4m3: NaN only; e5m2: infinities and NaNs).
+bool fp8_nonfinite(bool e4m3, std::uint8_t b) noexcept {
+  return e4m3 ? (b & 0x7f) == 0x7f : (b & 0x7c) == 0x7c;
+}
+// Byte-pair tables for the 8- and 4-bit sums (64 Ki entries, built once from the hosts'
+// arithmetic): the low byte is the sum, bit 8 the overflow condition. A switch's add is then
+// one lookup per byte, as a match-action stage would do it, and bit-identical to the hosts.
+//  fp8: widen both to f32, add, round once to nearest-even with IEEE overflow (the hosts'
+//       kernel: e4m3 NaN, e5m2 infinity); overflow = a finite pair gave a non-finite sum.
+//  i4:  both nibbles added modulo 16; overflow = a nibble's sum left -8..7.
+struct PairTable {
+  std::uint16_t t[65536];
+  explicit PairTable(int kind) {  // 0: e4m3, 1: e5m2, 2: i4
+    for (unsigned a = 0; a < 256; ++a)
+      for (unsigned b = 0; b < 256; ++b) {
+        const auto x = std::uint8_t(a), y = std::uint8_t(b);
+        std::uint8_t r;
+        bool ov;
+        if (kind == 2) {
+          const int lo = numerics::i4_get(x, 0) + numerics::i4_get(y, 0);
+          const int hi = numerics::i4_get(x, 1) + numerics::i4_get(y, 1);
+          ov = lo < -8 || lo > 7 || hi < -8 || hi > 7;
+          r = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+        } else {
+          const bool e4m3 = kind == 0;
+          r = e4m3 ? numerics::f32_to_e4m3(numerics::e4m3_to_f32(x) + numerics::e4m3_to_f32(y))
+                   : numerics::f32_to_e5m2(numerics::e5m2_to_f32(x) + numerics::e5m2_to_f32(y));
+          ov = fp8_nonfinite(e4m3, r) && !fp8_nonfinite(e4m3, x) && !fp8_nonfinite(e4m3, y);
+        }
+        t[a << 8 | b] = std::uint16_t(r | (ov ? 0x100 : 0));
+      }
+  }
+};
+const PairTable& pair_table(proto::ElemType t) {
+  static const PairTable e4m3(0), e5m2(1), i4(2);
+  return t == proto::ElemType::e4m3 ? e4m3 : t == proto::ElemType::e5m2 ? e5m2 : i4;
+}
+// acc[i] = acc[i] + src[i] by table; true when some add overflowed.
+bool add_by_table(proto::ElemType t, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  const std::uint16_t* tab = pair_table(t).t;
+  unsigned ov = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t r = tab[unsigned(a[i]) << 8 | std::to_integer<unsigned>(src[i])];
+    ov |= r;
+    a[i] = std::uint8_t(r);
+  }
+  return (ov & 0x100) != 0;
+}
+// fp8 code -> f32 (exact), by table.
+struct Fp8Values {
+  float e4m3[256], e5m2[256];
+  Fp8Values() {
+    for (unsigned c = 0; c < 256; ++c) {
+      e4m3[c] = numerics::e4m3_to_f32(std::uint8_t(c));
+      e5m2[c] = numerics::e5m2_to_f32(std::uint8_t(c));
+    }
+  }
+};
+const float* fp8_values(proto::ElemType t) {
+  static const Fp8Values v;
+  return t == proto::ElemType::e4m3 ? v.e4m3 : v.e5m2;
+}
+// min/max of fp8 and i4 (exact): the hosts' kernel.
+void minmax_lowp(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+                 std::size_t n) noexcept {
+  const DataType dt = t == proto::ElemType::e4m3 ? DataType::e4m3
+                      : t == proto::ElemType::e5m2 ? DataType::e5m2
+                                                   : DataType::i4;
+  numerics::reduce(dt, op == proto::WireOp::max ? ReduceOp::max : ReduceOp::min, acc, acc, src, n);
+}
+}  // namespace
+
 bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
              const std::byte* src, std::size_t count) noexcept {
   using proto::ElemType;
@@ -133,6 +208,44 @@ bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, voi
       return false;
     }
     return add_8_wrap(acc_t == ElemType::i8, static_cast<std::uint8_t*>(acc), src, count);
+  }
+  if (acc_t == ElemType::e4m3 || acc_t == ElemType::e5m2 || acc_t == ElemType::i4) {  // narrow
+    if (op == proto::WireOp::max || op == proto::WireOp::min) {
+      minmax_lowp(acc_t, op, acc, src, count);
+      return false;
+    }
+    return add_by_table(acc_t, static_cast<std::uint8_t*>(acc), src, count);
+  }
+  if (acc_t == ElemType::e4m3w || acc_t == ElemType::e5m2w) {  // f32 accumulators
+    auto* a = static_cast<float*>(acc);
+    if (src_t == acc_t) {
+      add_f32(a, src, count);
+    } else {
+      const float* v = fp8_values(src_t);
+      for (std::size_t i = 0; i < count; ++i) a[i] += v[std::to_integer<unsigned>(src[i])];
+    }
+    return false;
+  }
+  if (acc_t == ElemType::i4w) {  // two i16 per byte of i4 (wrapping; exact below 4096 members)
+    auto* a = static_cast<std::uint16_t*>(acc);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (src_t == acc_t) {
+        std::uint16_t lo, hi;
+        std::memcpy(&lo, src + 4 * i, 2);
+        std::memcpy(&hi, src + 4 * i + 2, 2);
+        a[2 * i] = static_cast<std::uint16_t>(a[2 * i] + lo);
+        a[2 * i + 1] = static_cast<std::uint16_t>(a[2 * i + 1] + hi);
+      } else {
+        const auto b = std::to_integer<std::uint8_t>(src[i]);
+        a[2 * i] = static_cast<std::uint16_t>(a[2 * i] + numerics::i4_get(b, 0));
+        a[2 * i + 1] = static_cast<std::uint16_t>(a[2 * i + 1] + numerics::i4_get(b, 1));
+      }
+    }
+    return false;
+  }
+  if (proto::is_mx(proto::narrow_of(acc_t))) {
+    add_mx_blocks(acc_t, src_t, static_cast<float*>(acc), src, count);
+    return false;
   }
   if (acc_t == ElemType::i8w || acc_t == ElemType::u8w) {  // i32 accumulators: exact
     auto* a = static_cast<std::int32_t*>(acc);
@@ -204,6 +317,25 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
     }
     return;
   }
+  if (src_t == proto::ElemType::e4m3 || src_t == proto::ElemType::e5m2) {
+    const float* v = fp8_values(src_t);
+    for (std::size_t i = 0; i < n; ++i) acc[i] = v[std::to_integer<unsigned>(src[i])];
+    return;
+  }
+  if (src_t == proto::ElemType::i4) {
+    auto* a = reinterpret_cast<std::int16_t*>(acc);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto b = std::to_integer<std::uint8_t>(src[i]);
+      a[2 * i] = static_cast<std::int16_t>(numerics::i4_get(b, 0));
+      a[2 * i + 1] = static_cast<std::int16_t>(numerics::i4_get(b, 1));
+    }
+    return;
+  }
+  if (proto::is_mx(src_t)) {
+    std::memset(acc, 0, n * proto::elem_size(proto::widened(src_t)));
+    add_mx_blocks(proto::widened(src_t), src_t, acc, src, n);
+    return;
+  }
   if (src_t == proto::ElemType::f16) widen_loop<numerics::f16_to_f32>(acc, src, n);
   else widen_loop<numerics::bf16_to_f32>(acc, src, n);
 }
@@ -219,6 +351,32 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
       overflow |= x < lo || x > hi;
       p[i] = static_cast<std::byte>(static_cast<std::uint32_t>(x) & 0xFF);
     }
+    return proto::narrow_of(wide_t);
+  }
+  if (wide_t == proto::ElemType::e4m3w || wide_t == proto::ElemType::e5m2w) {
+    const bool e4m3 = wide_t == proto::ElemType::e4m3w;
+    auto* p = static_cast<std::uint8_t*>(cells);
+    for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own f32 at 4i
+      float x;
+      std::memcpy(&x, p + 4 * i, 4);
+      p[i] = e4m3 ? numerics::f32_to_e4m3(x) : numerics::f32_to_e5m2(x);  // IEEE overflow
+      overflow |= std::isfinite(x) && fp8_nonfinite(e4m3, p[i]);
+    }
+    return proto::narrow_of(wide_t);
+  }
+  if (wide_t == proto::ElemType::i4w) {
+    auto* p = static_cast<std::uint8_t*>(cells);
+    for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own two i16 at 4i
+      std::int16_t lo, hi;
+      std::memcpy(&lo, p + 4 * i, 2);
+      std::memcpy(&hi, p + 4 * i + 2, 2);
+      overflow |= lo < -8 || lo > 7 || hi < -8 || hi > 7;
+      p[i] = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
+    }
+    return proto::narrow_of(wide_t);
+  }
+  if (proto::is_mx(proto::narrow_of(wide_t))) {
+    narrow_mx_blocks(wide_t, cells, n);
     return proto::narrow_of(wide_t);
   }
   // Element i's 2 bytes land at 2i, below its own f32 at 4i (and past every f32 read before it).

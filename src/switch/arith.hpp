@@ -20,6 +20,19 @@
 //    - sum_widen: i32 cells from the first aggregating hop (exact); the root wraps the total
 //      to 8 bits and raises the flag exactly when the total does not fit.
 //    - min/max: exact.
+//  * e4m3/e5m2 (OCP fp8, 1 byte on the wire): as the hosts add them.
+//    - sum (narrow): fp8 cells; each add widens to f32, adds and rounds once to nearest-even
+//      with IEEE overflow (e4m3 NaN, e5m2 infinity), as the hosts' kernel; the overflow flag is
+//      raised when a finite pair gave a non-finite sum.
+//    - sum_widen: f32 cells (e4m3w/e5m2w) from the first aggregating hop; the root rounds
+//      once (flag: a finite total that does not fit).  min/max: exact.
+//  * i4 (two per byte, `count` in bytes): sums wrap modulo 16 as on the hosts, the flag as for
+//    i8 (narrow: any partial sum out of -8..7; sum_widen: two i16 cells per byte (i4w), the
+//    root wraps and flags exactly the totals out of range, exact below 4096 members).
+//  * MX blocks (arith_mx.cpp): decoded into 32 f32 accumulators per block (exact: a power-of-
+//    two scale times an element of at most 4 significant bits), added in f32, re-quantised
+//    per the OCP rule (mx_encode) at every aggregating hop (sum) or once at the root
+//    (sum_widen).
 //  * fx32: f32 carried as i32 fixed point with a per-block shared exponent agreed in a first
 //    round (SwitchML), so the switch only adds integers and the result does not depend on the
 //    arrival order or tree shape. The conversions run on the workers.
@@ -48,6 +61,15 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
 // setting `overflow` if some total does not fit. Returns the narrow type.
 proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
                                 bool& overflow) noexcept;
+
+// MX blocks (arith_mx.cpp): acc (f32, 32 per block, of the widened type acc_t) += the blocks
+// of src (acc_t itself: f32 partial sums; or its narrow MX type: decoded exactly).
+void add_mx_blocks(proto::ElemType acc_t, proto::ElemType src_t, float* acc, const std::byte* src,
+                   std::size_t blocks) noexcept;
+// The f32 accumulators of `blocks` blocks re-quantised in place into the narrow MX type (the
+// OCP conversion: shared scale from the largest magnitude, elements to nearest-even,
+// saturating; a block with NaN or infinity gets the NaN scale).
+void narrow_mx_blocks(proto::ElemType wide_t, void* cells, std::size_t blocks) noexcept;
 
 bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept;
 void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;

@@ -82,12 +82,14 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
   const unsigned port0 = lanes->local(0).port();
   std::fprintf(log,
                "inc switch %s: serving %s, %u lane%s (ports %u-%u), %u slots (%u per lane) x %u elements, "
-               "types%s%s%s%s, incarnation %016" PRIx64 "%s%s, %zu static job(s)",
+               "types%s%s%s%s%s%s%s, incarnation %016" PRIx64 "%s%s, %zu static job(s)",
                o.name.c_str(), lanes->local(0).str().c_str(), L, L == 1 ? "" : "s", port0, port0 + L - 1,
                cfg.slots, lanes->slots_per_lane(), cfg.slot_elems,
                (cfg.caps & proto::cap::i32_sum) ? " i32" : "", (cfg.caps & proto::cap::f32_sum) ? " f32" : "",
                (cfg.caps & proto::cap::h16_sum) ? " f16 bf16" : "",
-               (cfg.caps & proto::cap::i8_sum) ? " i8 u8" : "", cfg.incarnation, cfg.parent.valid() ? ", parent " : "",
+               (cfg.caps & proto::cap::i8_sum) ? " i8 u8" : "",
+               (cfg.caps & proto::cap::fp8_sum) ? " e4m3 e5m2" : "", (cfg.caps & proto::cap::i4_sum) ? " i4" : "",
+               (cfg.caps & proto::cap::mx_sum) ? " mx" : "", cfg.incarnation, cfg.parent.valid() ? ", parent " : "",
                cfg.parent.valid() ? cfg.parent.str().c_str() : "", o.jobs.size());
   const UdpPort& p0 = lanes->lane(0).port();
   std::fprintf(log, ", offload %s", p0.gso() && p0.gro() ? "gso+gro" : p0.gso() ? "gso" : p0.gro() ? "gro" : "none");

@@ -358,6 +358,12 @@ void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
   ++j.c.aggregations;
   cp.signalled = 0;  // nobody misses anything here now; from here on it counts for the next use
   if (j.has_parent()) {
+    // MX under `sum` (narrow): every aggregating hop re-quantises its partial sum to MX.
+    if (cp.op == WireOp::sum && proto::is_mx(proto::narrow_of(cp.elem)) &&
+        proto::narrow_of(cp.elem) != cp.elem) {
+      bool overflow = false;
+      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, overflow);
+    }
     cp.st |= kAwaitParent;
     forward_up(j, cp, idx, false);
   } else {
@@ -594,11 +600,12 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
       }
       if (combine(cp.elem, h.elem, h.op, writable_cells(idx), v.payload.data(), h.count))
         cp.st |= kOverflow;
-    } else if (h.op == WireOp::sum_widen && J.spec.members > 1 &&
+    } else if ((h.op == WireOp::sum_widen || proto::is_mx(h.elem)) && J.spec.members > 1 &&
                proto::widened(h.elem) != ElemType::none) {
-      // The first hop that adds two or more inputs: f32 (i32 for i8/u8) accumulators from here
-      // to the root.
-      if (std::size_t(h.count) * 4 > slot_bytes()) {
+      // The first hop that adds two or more inputs: f32 (i32 for i8/u8, 2 x i16 per byte of
+      // i4) accumulators from here to the root. MX blocks are always added in f32 accumulators
+      // (32 per block); under `sum` each aggregating hop re-quantises (complete_local).
+      if (std::size_t(h.count) * proto::elem_size(proto::widened(h.elem)) > slot_bytes()) {
         drop(j, Reason::too_large);
         return nack(j, from, h, Reason::too_large);
       }

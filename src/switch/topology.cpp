@@ -37,6 +37,12 @@ std::optional<std::uint32_t> parse_types(std::string_view list) {
       caps |= proto::cap::h16_sum | proto::cap::h16_minmax | proto::cap::h16_widen;
     else if (t == "i8" || t == "u8")  // (one ALU for both 8-bit types)
       caps |= proto::cap::i8_sum | proto::cap::i8_minmax;
+    else if (t == "e4m3" || t == "e5m2")  // (one ALU for both fp8 formats)
+      caps |= proto::cap::fp8_sum | proto::cap::fp8_minmax;
+    else if (t == "i4")
+      caps |= proto::cap::i4_sum | proto::cap::i4_minmax;
+    else if (t == "mx")  // MX blocks: mxfp8 (e4m3, e5m2), mxint8, mxfp4
+      caps |= proto::cap::mx_sum;
     else if (t == "raw") {}
     else return std::nullopt;
     if (c == std::string_view::npos) break;

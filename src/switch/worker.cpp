@@ -134,7 +134,12 @@ std::string WorkerProtocol::stall_detail(const Entry& e, Nanos now) const {
 std::uint32_t WorkerProtocol::chunk_elems(NumKind k) const {
   // Narrow 16-bit cells hold two elements; sum_widen needs an f32 accumulator per element.
   if (k == NumKind::f16 || k == NumKind::bf16) return info_.slot_elems * 2;
-  if (k == NumKind::i8 || k == NumKind::u8) return info_.slot_elems * 4;
+  if (k == NumKind::i8 || k == NumKind::u8 || k == NumKind::e4m3 || k == NumKind::e5m2 ||
+      k == NumKind::i4)
+    return info_.slot_elems * 4;  // (i4: bytes of two elements, added in place)
+  // MX: whole blocks, each needing 32 f32 accumulators in the switch (0 if a slot is smaller:
+  // begin_op refuses the op then). i4_widen: a byte's two i16 accumulators fill one cell.
+  if (WorkerOp::is_mx(k)) return info_.slot_elems / std::uint32_t(proto::kMxBlockElems);
   return k == NumKind::raw ? info_.slot_elems * 4 : info_.slot_elems;
 }
 
@@ -184,10 +189,8 @@ std::uint64_t WorkerProtocol::submit(WorkerOp w, Nanos now) {
     fail(WorkerErrorKind::invalid, "fx32 (fixed point) supports only sum", w.label);
     return id;
   }
-  if ((w.kind == NumKind::f16_widen || w.kind == NumKind::bf16_widen || w.kind == NumKind::i8_widen ||
-       w.kind == NumKind::u8_widen) &&
-      w.op != ReduceKind::sum) {
-    fail(WorkerErrorKind::invalid, "a widened accumulator is for sums only", w.label);
+  if ((WorkerOp::widens(w.kind) || WorkerOp::is_mx(w.kind)) && w.op != ReduceKind::sum) {
+    fail(WorkerErrorKind::invalid, "a widened accumulator (and an MX block) is for sums only", w.label);
     return id;
   }
   Op& op = ops_.emplace_back();
@@ -248,6 +251,13 @@ bool WorkerProtocol::begin_op(Op& op) {
     case NumKind::u8: need = mm ? proto::cap::i8_minmax : proto::cap::i8_sum; break;
     case NumKind::i8_widen:
     case NumKind::u8_widen: need = proto::cap::i8_sum; break;
+    case NumKind::e4m3:
+    case NumKind::e5m2: need = mm ? proto::cap::fp8_minmax : proto::cap::fp8_sum; break;
+    case NumKind::e4m3_widen:
+    case NumKind::e5m2_widen: need = proto::cap::fp8_sum; break;
+    case NumKind::i4: need = mm ? proto::cap::i4_minmax : proto::cap::i4_sum; break;
+    case NumKind::i4_widen: need = proto::cap::i4_sum; break;
+    default: need = proto::cap::mx_sum; break;  // the MX kinds
   }
   bool has_data = false;
   for (const auto& s : op.w.segments) has_data |= s.elems > 0;
@@ -259,6 +269,13 @@ bool WorkerProtocol::begin_op(Op& op) {
          "the switch path to the root of job " + std::to_string(cfg_.job) +
              " cannot aggregate this type/operation (capabilities 0x" + caps +
              "); use fx32 or the host algorithm",
+         op.w.label);
+    return false;
+  }
+  if (has_data && WorkerOp::is_mx(op.w.kind) && chunk_elems(op.w.kind) == 0) {
+    fail(WorkerErrorKind::unsupported,
+         "an MX block needs 32 accumulator cells and the switch's slots hold " +
+             std::to_string(info_.slot_elems),
          op.w.label);
     return false;
   }

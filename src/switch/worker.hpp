@@ -52,6 +52,14 @@ enum class NumKind : std::uint8_t {
   // 1 byte per element; sums wrap modulo 2^8 (as on the hosts), overflow flagged:
   i8, u8,                 // sum: 8-bit cells, any partial sum that wrapped is flagged; min/max
   i8_widen, u8_widen,     // sum only: i32 accumulators, the root flags a total that does not fit
+  // 1 byte per element (OCP fp8) or per two elements (i4; counts are bytes): narrow cells,
+  // each add rounded (fp8) / wrapped (i4) as on the hosts; min/max exact; overflow flagged:
+  e4m3, e5m2, i4,
+  e4m3_widen, e5m2_widen, i4_widen,  // sum only: f32 (i4: 2 x i16) accumulators, the root narrows
+  // MX blocks (counts are blocks of 32 elements: 33 bytes, mxfp4 17), sums only, f32
+  // accumulators in the switch: re-quantised at every aggregating hop, or (_widen) once at the root
+  mxe4m3, mxe5m2, mxint8, mxfp4,
+  mxe4m3_widen, mxe5m2_widen, mxint8_widen, mxfp4_widen,
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
@@ -74,9 +82,45 @@ struct WorkerOp {
   bool sync = false;               // send one empty chunk even without elements (barrier)
   std::vector<Segment> segments;
 
+  // Bytes of one element (i4: of a byte, two elements; MX: of a block) on the member's link.
   static std::size_t elem_bytes(NumKind k) {
-    return k == NumKind::raw || k >= NumKind::i8 ? 1 : (k >= NumKind::f16 ? 2 : 4);
+    switch (k) {
+      case NumKind::i32:
+      case NumKind::f32:
+      case NumKind::fx32: return 4;
+      case NumKind::f16:
+      case NumKind::bf16:
+      case NumKind::f16_widen:
+      case NumKind::bf16_widen: return 2;
+      case NumKind::mxe4m3:
+      case NumKind::mxe5m2:
+      case NumKind::mxint8:
+      case NumKind::mxe4m3_widen:
+      case NumKind::mxe5m2_widen:
+      case NumKind::mxint8_widen: return 33;
+      case NumKind::mxfp4:
+      case NumKind::mxfp4_widen: return 17;
+      default: return 1;  // raw, i8, u8, fp8, i4
+    }
   }
+  // A sum whose accumulators widen at the first aggregating hop (wire op sum_widen).
+  static bool widens(NumKind k) {
+    switch (k) {
+      case NumKind::f16_widen:
+      case NumKind::bf16_widen:
+      case NumKind::i8_widen:
+      case NumKind::u8_widen:
+      case NumKind::e4m3_widen:
+      case NumKind::e5m2_widen:
+      case NumKind::i4_widen:
+      case NumKind::mxe4m3_widen:
+      case NumKind::mxe5m2_widen:
+      case NumKind::mxint8_widen:
+      case NumKind::mxfp4_widen: return true;
+      default: return false;
+    }
+  }
+  static bool is_mx(NumKind k) { return k >= NumKind::mxe4m3 && k <= NumKind::mxfp4_widen; }
   static WorkerOp allreduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
                             std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks);
   // in: nranks x count elements; out: this rank's count elements.

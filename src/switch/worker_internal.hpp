@@ -28,6 +28,20 @@ inline ElemType wire_elem(NumKind k) {
     case NumKind::i8_widen: return ElemType::i8;
     case NumKind::u8:
     case NumKind::u8_widen: return ElemType::u8;
+    case NumKind::e4m3:
+    case NumKind::e4m3_widen: return ElemType::e4m3;
+    case NumKind::e5m2:
+    case NumKind::e5m2_widen: return ElemType::e5m2;
+    case NumKind::i4:
+    case NumKind::i4_widen: return ElemType::i4;
+    case NumKind::mxe4m3:
+    case NumKind::mxe4m3_widen: return ElemType::mxe4m3;
+    case NumKind::mxe5m2:
+    case NumKind::mxe5m2_widen: return ElemType::mxe5m2;
+    case NumKind::mxint8:
+    case NumKind::mxint8_widen: return ElemType::mxint8;
+    case NumKind::mxfp4:
+    case NumKind::mxfp4_widen: return ElemType::mxfp4;
   }
   return ElemType::none;
 }
@@ -35,9 +49,7 @@ inline ElemType wire_elem(NumKind k) {
 inline WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
   if (k == NumKind::raw) return WireOp::copy;
   if (k == NumKind::fx32) return exponent ? WireOp::max : WireOp::sum;
-  if (k == NumKind::f16_widen || k == NumKind::bf16_widen || k == NumKind::i8_widen ||
-      k == NumKind::u8_widen)
-    return WireOp::sum_widen;
+  if (WorkerOp::widens(k)) return WireOp::sum_widen;
   switch (op) {
     case ReduceKind::sum: return WireOp::sum;
     case ReduceKind::max: return WireOp::max;

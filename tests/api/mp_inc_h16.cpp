@@ -1,4 +1,4 @@
-// f16/bf16 (and i8/u8, at the end) collectives through a real switch (or a tree of switches) with every accumulator
+// f16/bf16 (and i8/u8, fp8 and i4, at the end) collectives through a real switch (or a tree of switches) with every accumulator
 // policy, run by `inc launch --switch` / `--topology` (CMakeLists.txt). Results are checked
 // against references written here (decoding with ldexp, exact sums in double, one rounding
 // with an explicit tie rule), every rank must hold the same bits, and each call's report must
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/numerics/fp8_reference.hpp"
 #include "tests/numerics/h16_reference.hpp"
 
 using namespace inc;
@@ -37,13 +38,40 @@ std::uint16_t val(DataType t, int r, std::uint64_t i) {
 }
 
 // The same bits on every rank: min and max over ranks of a checksum agree.
-bool same_everywhere(Communicator& comm, const std::vector<std::uint16_t>& v) {
+template <class T>
+bool same_everywhere(Communicator& comm, const std::vector<T>& v) {
   std::uint32_t h = 2166136261u;
   for (auto x : v) h = (h ^ x) * 16777619u;
   std::int64_t s = h, mn = 0, mx = 0;
   comm.allreduce(&s, &mn, 1, DataType::i64, ReduceOp::min);
   comm.allreduce(&s, &mx, 1, DataType::i64, ReduceOp::max);
   return mn == mx;
+}
+
+// A sum Allreduce of n elements under `acc`, and its report: in the network with that policy,
+// `bpe` bytes per element on this rank's link (4 when wide) and, at n = 100003, traffic
+// between n x bpe and n x bpe x 9/8 (headers). False if it did not run in the network.
+template <class T>
+bool sum_in_network(Communicator& comm, const std::vector<T>& in, std::vector<T>& out, DataType t, Accumulate acc,
+                    std::uint32_t narrow_bpe, const std::string& what, Report& rep) {
+  CallOptions o;
+  o.accumulate = acc;
+  const std::uint64_t n = in.size();
+  // Ranks that checked the previous result at different speeds start together: a rank whose
+  // chunks wait long for a slow peer's retransmits them, and the traffic bound counts that.
+  comm.barrier();
+  comm.allreduce(in.data(), out.data(), n, t, ReduceOp::sum, o);
+  rep = comm.last_report();
+  EXPECT_TRUE(rep.in_network) << what << ": " << rep.reason;
+  if (!rep.in_network) return false;
+  EXPECT_EQ(rep.accumulate, acc) << what;
+  const std::uint32_t bpe = acc == Accumulate::wide ? 4 : narrow_bpe;
+  EXPECT_EQ(rep.link_bytes_per_element, bpe) << what;
+  EXPECT_GE(rep.bytes_sent, n * bpe) << what;
+  if (n == 100003) {
+    EXPECT_LT(rep.bytes_sent, n * bpe + n * bpe / 8) << what;
+  }
+  return true;
 }
 
 }  // namespace
@@ -57,20 +85,9 @@ TEST(IncH16, SumsRunInTheNetworkWithEachPolicyAndReportIt) {
         const Format f = format(t);
         std::vector<std::uint16_t> in(n), out(n);
         for (std::uint64_t i = 0; i < n; ++i) in[i] = val(t, rank, i);
-        CallOptions o;
-        o.accumulate = acc;
-        comm.allreduce(in.data(), out.data(), n, t, ReduceOp::sum, o);
-        const Report rep = comm.last_report();
         const std::string what = std::string(name(t)) + " " + std::string(name(acc)) + " n=" + std::to_string(n);
-        ASSERT_TRUE(rep.in_network) << what << ": " << rep.reason;
-        EXPECT_EQ(rep.accumulate, acc) << what;
-        const std::uint32_t bpe = acc == Accumulate::wide ? 4 : 2;
-        EXPECT_EQ(rep.link_bytes_per_element, bpe) << what;
-        // The traffic: the elements at bpe bytes each, plus headers (< 1/8 more at this size).
-        EXPECT_GE(rep.bytes_sent, n * bpe) << what;
-        if (n == 100003) {
-          EXPECT_LT(rep.bytes_sent, n * bpe + n * bpe / 8) << what;
-        }
+        Report rep;
+        ASSERT_TRUE(sum_in_network(comm, in, out, t, acc, 2, what, rep));
         EXPECT_NE(rep.reason.find(acc == Accumulate::widen   ? "rounded once at the root"
                                   : acc == Accumulate::wide ? "rounds the f32 result once"
                                                             : "each add in a switch rounds"),
@@ -178,4 +195,109 @@ TEST(IncI8, SumsWrapAsOnTheHostsAndOverflowIsReported) {
     for (int r = 0; r < p; ++r) m = std::max(m, static_cast<int>(static_cast<std::uint8_t>(i * 13 + r * 101)));
     ASSERT_EQ(umax[i], m) << i;
   }
+}
+
+// OCP fp8 (1 byte per element) under every policy: widen and wide give one rounding of the
+// exact sum (magnitudes in [2^-3, 2^3): every f32 partial sum is exact), narrow the exact sum
+// where every partial sum is representable (integers -2..2); the same bits on every rank; the
+// bytes on this rank's link; a total beyond 448 is reported as an overflow.
+TEST(IncFp8, SumsRunInTheNetworkWithEachPolicyAndReportIt) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  namespace f8 = inc::testing::fp8;
+  for (DataType t : {DataType::e4m3, DataType::e5m2})
+    for (Accumulate acc : {Accumulate::narrow, Accumulate::widen, Accumulate::wide})
+      for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1001}, std::uint64_t{100003}}) {
+        const f8::Fp8& f = t == DataType::e4m3 ? f8::kE4M3 : f8::kE5M2;
+        auto val8 = [&](int r, std::uint64_t i) -> std::uint8_t {
+          const std::uint64_t h = (i * 2654435761u + static_cast<std::uint64_t>(r) * 97531u) ^ (i >> 7);
+          if (acc == Accumulate::narrow) return f.round(static_cast<double>(h % 5) - 2);
+          const int e = static_cast<int>(h % 6) - 3;  // [2^-3, 2^3)
+          const unsigned m = static_cast<unsigned>((h >> 3) % (1u << f.mbits));
+          return static_cast<std::uint8_t>(((h >> 20) & 1) << 7 | unsigned(e + f.bias) << f.mbits | m);
+        };
+        std::vector<std::uint8_t> in(n), out(n);
+        for (std::uint64_t i = 0; i < n; ++i) in[i] = val8(rank, i);
+        const std::string what = std::string(name(t)) + " " + std::string(name(acc)) + " n=" + std::to_string(n);
+        Report rep;
+        ASSERT_TRUE(sum_in_network(comm, in, out, t, acc, 1, what, rep));
+        EXPECT_FALSE(rep.overflow) << what;
+        ASSERT_TRUE(same_everywhere(comm, out)) << what;
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+          double exact = 0;
+          for (int r = 0; r < p; ++r) exact += f.value(val8(r, i));
+          wrong += out[i] != f.round(exact);
+        }
+        EXPECT_EQ(wrong, 0u) << what;
+      }
+  for (Accumulate acc : {Accumulate::narrow, Accumulate::widen}) {  // 448 p: NaN, reported
+    CallOptions o;
+    o.accumulate = acc;
+    std::vector<std::uint8_t> big(1000, 0x7e), r(1000);
+    comm.allreduce(big.data(), r.data(), big.size(), DataType::e4m3, ReduceOp::sum, o);
+    ASSERT_TRUE(comm.last_report().in_network);
+    EXPECT_EQ(comm.last_report().overflow, p > 1) << name(acc);
+    for (auto v : r) ASSERT_EQ(v, p > 1 ? 0x7f : 0x7e);
+  }
+  std::vector<std::uint8_t> x(777), mx(777);  // max: exact
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>((i * 13 + rank * 101) % 0x7e);
+  comm.allreduce(x.data(), mx.data(), x.size(), DataType::e4m3, ReduceOp::max);
+  ASSERT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    unsigned m = 0;
+    for (int r = 0; r < p; ++r) m = std::max(m, static_cast<unsigned>((i * 13 + r * 101) % 0x7e));
+    ASSERT_EQ(mx[i], m) << i;
+  }
+}
+
+// i4 (two elements per byte, 0.5 byte per element on the link): sums wrap modulo 16 under both
+// policies, overflow reported for totals out of -8..7 only; an even element count over an odd
+// number of bytes; min exact.
+TEST(IncI4, SumsWrapAndHalfAByteMovesPerElement) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  const std::uint64_t bytes = 30011, n = 2 * bytes;
+  auto nib = [](std::uint64_t i, int r) { return static_cast<int>((i * 7 + static_cast<std::uint64_t>(r) * 3) % 3) - 1; };
+  for (Accumulate acc : {Accumulate::narrow, Accumulate::widen}) {
+    CallOptions o;
+    o.accumulate = acc;
+    std::vector<std::uint8_t> in(bytes), out(bytes);
+    for (std::uint64_t b = 0; b < bytes; ++b)
+      in[b] = static_cast<std::uint8_t>((nib(2 * b, rank) & 15) | (nib(2 * b + 1, rank) & 15) << 4);
+    comm.allreduce(in.data(), out.data(), n, DataType::i4, ReduceOp::sum, o);
+    Report rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_EQ(rep.accumulate, acc);
+    EXPECT_GE(rep.bytes_sent, n / 2);
+    EXPECT_LT(rep.bytes_sent, n / 2 + n / 16);
+    EXPECT_FALSE(rep.overflow) << name(acc);  // |total| <= p <= 4
+    std::uint64_t wrong = 0;
+    for (std::uint64_t b = 0; b < bytes; ++b) {
+      int s[2] = {0, 0};
+      for (int r = 0; r < p; ++r) s[0] += nib(2 * b, r), s[1] += nib(2 * b + 1, r);
+      wrong += out[b] != static_cast<std::uint8_t>((s[0] & 15) | (s[1] & 15) << 4);
+    }
+    EXPECT_EQ(wrong, 0u) << name(acc);
+    std::vector<std::uint8_t> big(bytes, 0x77), bout(bytes);  // every total 7 p
+    comm.allreduce(big.data(), bout.data(), n, DataType::i4, ReduceOp::sum, o);
+    rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network);
+    EXPECT_EQ(rep.overflow, p > 1) << name(acc);
+    const unsigned w = static_cast<unsigned>(7 * p) & 15u;
+    for (auto v : bout) ASSERT_EQ(v, w | w << 4);
+  }
+  std::vector<std::uint8_t> x(501), mn(501);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 29 + rank * 77);
+  comm.allreduce(x.data(), mn.data(), 2 * x.size(), DataType::i4, ReduceOp::min);
+  ASSERT_TRUE(comm.last_report().in_network) << comm.last_report().reason;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    for (int h : {0, 1}) {
+      int m = 7;
+      for (int r = 0; r < p; ++r) {
+        const unsigned v = (static_cast<unsigned>(i * 29 + r * 77) & 0xff) >> (4 * h) & 15u;
+        m = std::min(m, static_cast<int>(v ^ 8u) - 8);
+      }
+      ASSERT_EQ((mn[i] >> (4 * h)) & 15, m & 15) << i;
+    }
 }

@@ -123,6 +123,19 @@ TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
               std::string::npos);
     EXPECT_TRUE(p->plan(Collective::reduce_scatter, t, ReduceOp::min, Accumulate::narrow).ok);
   }
+  for (DataType t : {DataType::e4m3, DataType::e5m2}) {  // fp8: 1 B/element, every policy
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::widen).why.find("rounded once at the root"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::avg, Accumulate::narrow).why.find("1 B/element on every link"),
+              std::string::npos);
+    EXPECT_NE(p->plan(Collective::allreduce, t, ReduceOp::sum, Accumulate::wide).why.find("4 B/element"),
+              std::string::npos);
+    EXPECT_TRUE(p->plan(Collective::reduce_scatter, t, ReduceOp::max, Accumulate::narrow).ok);
+    EXPECT_FALSE(p->plan(Collective::allreduce, t, ReduceOp::prod, Accumulate::widen).ok);
+  }
+  EXPECT_NE(p->plan(Collective::allreduce, DataType::i4, ReduceOp::sum, Accumulate::widen).why.find("0.5 B/element"),
+            std::string::npos);
+  EXPECT_TRUE(p->plan(Collective::allreduce, DataType::i4, ReduceOp::min, Accumulate::narrow).ok);
   auto no = p->plan(Collective::allreduce, DataType::i64, ReduceOp::sum);
   EXPECT_FALSE(no.ok);
   EXPECT_NE(no.why.find("i64"), std::string::npos) << no.why;

@@ -307,6 +307,37 @@ TEST(Packet, RequiredCaps) {
   EXPECT_EQ(required_cap(ElemType::f32, WireOp::min), cap::f32_minmax);
   EXPECT_EQ(required_cap(ElemType::raw, WireOp::sum), 0u);
   EXPECT_EQ(required_cap(ElemType::none, WireOp::none), cap::raw_copy);
+  EXPECT_EQ(required_cap(ElemType::e5m2, WireOp::max), cap::fp8_minmax);
+  EXPECT_EQ(required_cap(ElemType::i4w, WireOp::sum_widen), cap::i4_sum);
+  EXPECT_EQ(required_cap(ElemType::mxint8, WireOp::sum), cap::mx_sum);
+  EXPECT_EQ(required_cap(ElemType::mxint8, WireOp::max), 0u);  // MX: sums only
+}
+
+// The 8/4-bit and MX element types: one byte per fp8/i4 unit, 33 (mxfp4 17) per MX block, so a
+// payload must hold whole blocks; MX carries sums only; accumulator types only sum_widen.
+TEST(Packet, LowPrecisionAndMxShapes) {
+  PacketView v;
+  for (auto [t, op, bytes] : {std::tuple{ElemType::e4m3, WireOp::max, 1}, std::tuple{ElemType::i4, WireOp::sum_widen, 1},
+                              std::tuple{ElemType::e5m2w, WireOp::sum_widen, 4}, std::tuple{ElemType::i4w, WireOp::sum_widen, 4},
+                              std::tuple{ElemType::mxe4m3, WireOp::sum, 33}, std::tuple{ElemType::mxfp4, WireOp::sum_widen, 17},
+                              std::tuple{ElemType::mxint8w, WireOp::sum_widen, 128}}) {
+    Header h = data_header();
+    h.elem = t;
+    h.op = op;
+    h.count = 3;
+    EXPECT_EQ(decode(build(h, 3 * std::size_t(bytes)), v), Reason::ok) << name(t);
+    EXPECT_EQ(decode(build(h, 3 * std::size_t(bytes) - 1), v), Reason::length_mismatch) << name(t);
+  }
+  Header h = data_header();
+  h.elem = ElemType::mxint8;
+  h.count = 1;
+  h.op = WireOp::max;
+  EXPECT_EQ(decode(build(h, 33), v), Reason::bad_op);
+  h.elem = ElemType::mxint8w;
+  h.op = WireOp::sum;  // a partial sum in f32 accumulators travels only under sum_widen
+  EXPECT_EQ(decode(build(h, 128), v), Reason::bad_op);
+  h.elem = ElemType::e4m3w;
+  EXPECT_EQ(decode(build(h, 4), v), Reason::bad_op);
 }
 
 // A probe is a question about a chunk, never a contribution: only on data, only together with

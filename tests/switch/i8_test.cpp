@@ -13,31 +13,6 @@
 namespace inc::sw::testing {
 namespace {
 
-Topo make(const std::vector<std::uint16_t>& leaves, std::uint64_t seed, const SimFaults& f) {
-  std::uint16_t n = 0;
-  for (auto m : leaves) n += m;
-  return leaves.size() == 1 ? flat(seed, f, n, 4, 16) : two_level(seed, f, leaves, 4, 16);
-}
-
-struct Outcome {
-  std::vector<std::vector<std::uint8_t>> out;
-  std::vector<bool> overflow;
-};
-
-Outcome run(Topo& t, NumKind k, ReduceKind op, const std::vector<std::vector<std::uint8_t>>& in) {
-  const auto n = std::uint16_t(in.size());
-  const std::size_t count = in[0].size();
-  Outcome r{std::vector<std::vector<std::uint8_t>>(n, std::vector<std::uint8_t>(count)), {}};
-  for (std::uint16_t m = 0; m < n; ++m)
-    t.c->start(m, WorkerOp::allreduce(k, op, cbytes(in[m]), wbytes(r.out[m]), count, n));
-  EXPECT_TRUE(t.c->run(100 * kSecond));
-  for (std::uint16_t m = 0; m < n; ++m) {
-    EXPECT_TRUE(t.c->worker(m).done()) << t.c->worker(m).error().message;
-    r.overflow.push_back(t.c->worker(m).report().overflow);
-  }
-  return r;
-}
-
 const std::vector<std::vector<std::uint16_t>> kTrees = {{6}, {1, 5}, {3, 3}, {2, 1, 3}};
 
 TEST(I8, SumsWrapAsOnTheHostsUnderBothPoliciesOnEveryTree) {
@@ -50,10 +25,10 @@ TEST(I8, SumsWrapAsOnTheHostsUnderBothPoliciesOnEveryTree) {
         std::vector<std::vector<std::uint8_t>> in(n, std::vector<std::uint8_t>(1000));
         for (auto& v : in)
           for (auto& x : v) x = std::uint8_t(rng());
-        Topo t = make(tree, 3 + n, faults_for(0.05));
+        Topo t = tree_of(tree, 3 + n, faults_for(0.05));
         const NumKind k = is_signed ? (widen ? NumKind::i8_widen : NumKind::i8)
                                     : (widen ? NumKind::u8_widen : NumKind::u8);
-        Outcome r = run(t, k, ReduceKind::sum, in);
+        ByteOutcome r = run_bytes(t, k, ReduceKind::sum, in);
         bool out_of_range = false;
         for (std::size_t i = 0; i < in[0].size(); ++i) {
           std::int64_t s = 0;
@@ -84,16 +59,16 @@ TEST(I8, WidenFlagsExactlyTheTotalsThatDoNotFit) {
       if (bad) {  // total 200: wraps to 200 - 256
         for (std::size_t m = 0; m < 6; ++m) in[m][count / 2] = std::uint8_t(std::int8_t(m < 2 ? 100 : 0));
       }
-      Topo t = make(tree, 40 + bad, faults_for(0.02));
-      Outcome r = run(t, NumKind::i8_widen, ReduceKind::sum, in);
+      Topo t = tree_of(tree, 40 + bad, faults_for(0.02));
+      ByteOutcome r = run_bytes(t, NumKind::i8_widen, ReduceKind::sum, in);
       for (std::uint16_t m = 0; m < 6; ++m) {
         EXPECT_EQ(r.overflow[m], bad) << "tree of " << tree.size() << " member " << m;
         for (std::size_t i = 0; i < count; ++i)
           ASSERT_EQ(r.out[m][i], std::uint8_t(bad && i == count / 2 ? 200 : 20)) << i;
       }
       if (bad) {
-        Topo t2 = make(tree, 50, faults_for(0.02));
-        Outcome rn = run(t2, NumKind::i8, ReduceKind::sum, in);
+        Topo t2 = tree_of(tree, 50, faults_for(0.02));
+        ByteOutcome rn = run_bytes(t2, NumKind::i8, ReduceKind::sum, in);
         for (std::uint16_t m = 0; m < 6; ++m) EXPECT_TRUE(rn.overflow[m]);
       }
     }
@@ -109,7 +84,7 @@ TEST(I8, MinMaxAreExact) {
       for (auto& v : in)
         for (auto& x : v) x = std::uint8_t(rng());
       Topo t = two_level(12, faults_for(0.05), {2, 3}, 4, 16);
-      Outcome r = run(t, is_signed ? NumKind::i8 : NumKind::u8, op, in);
+      ByteOutcome r = run_bytes(t, is_signed ? NumKind::i8 : NumKind::u8, op, in);
       for (std::size_t i = 0; i < 500; ++i) {
         int best = is_signed ? int(std::int8_t(in[0][i])) : int(in[0][i]);
         for (const auto& v : in) {

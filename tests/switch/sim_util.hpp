@@ -171,4 +171,31 @@ inline std::vector<float> fx32_reference(const std::vector<std::vector<float>>& 
   return out;
 }
 
+// One switch (a single leaf size) or a spine over leaves of these sizes, 4 slots of 16 cells.
+inline Topo tree_of(const std::vector<std::uint16_t>& leaves, std::uint64_t seed, const SimFaults& f) {
+  std::uint16_t n = 0;
+  for (auto m : leaves) n += m;
+  return leaves.size() == 1 ? flat(seed, f, n, 4, 16) : two_level(seed, f, leaves, 4, 16);
+}
+
+// An Allreduce of byte-sized units (i8/u8, fp8, i4) by every member; their results and
+// overflow flags.
+struct ByteOutcome {
+  std::vector<std::vector<std::uint8_t>> out;
+  std::vector<bool> overflow;
+};
+inline ByteOutcome run_bytes(Topo& t, NumKind k, ReduceKind op, const std::vector<std::vector<std::uint8_t>>& in) {
+  const auto n = std::uint16_t(in.size());
+  const std::size_t count = in[0].size();
+  ByteOutcome r{std::vector<std::vector<std::uint8_t>>(n, std::vector<std::uint8_t>(count)), {}};
+  for (std::uint16_t m = 0; m < n; ++m)
+    t.c->start(m, WorkerOp::allreduce(k, op, cbytes(in[m]), wbytes(r.out[m]), count, n));
+  EXPECT_TRUE(t.c->run(100 * kSecond));
+  for (std::uint16_t m = 0; m < n; ++m) {
+    EXPECT_TRUE(t.c->worker(m).done()) << t.c->worker(m).error().message;
+    r.overflow.push_back(t.c->worker(m).report().overflow);
+  }
+  return r;
+}
+
 }  // namespace inc::sw::testing
