@@ -83,7 +83,7 @@ class Handler {
 
 class HandlerRegistry {
  public:
-  // reduce, forward, bf16, f16, int8 (handlers.cpp).
+  // reduce, forward, bf16, f16, int8 (handlers.cpp); e4m3, e5m2, mxfp8, mxint8 (handlers_ocp.cpp).
   static HandlerRegistry with_builtins();
   // Throws inc::Error(invalid_argument) for an empty or taken name.
   void add(std::unique_ptr<Handler> h);
@@ -94,6 +94,9 @@ class HandlerRegistry {
  private:
   std::map<std::string, std::shared_ptr<const Handler>, std::less<>> by_name_;
 };
+
+// The OCP formats (fp8 E4M3/E5M2, MXFP8, MXINT8) as conversion handlers (handlers_ocp.cpp).
+void add_ocp_handlers(HandlerRegistry& r);
 
 // How often the handlers ran (engine-wide, any thread): a test and `inc edge` show them.
 struct HandlerCounts {
