@@ -101,6 +101,7 @@ void add_ocp_handlers(HandlerRegistry& r);
 // How often the handlers ran (engine-wide, any thread): a test and `inc edge` show them.
 struct HandlerCounts {
   std::atomic<std::uint64_t> headers{0}, payloads{0}, completions{0}, converted_messages{0};
+  std::atomic<std::uint64_t> deposited{0};  // messages placed by the transport without a handler
 };
 
 // The RecvHook a rank's proxy installs in its coll::Engine: `convert` (a conversion handler, or
@@ -113,6 +114,9 @@ class HandlerChain : public coll::RecvHook {
   std::uint64_t wire_bytes(const coll::CollectiveParams& p, std::uint64_t bytes) const override;
   void encode(const coll::CollectiveParams& p, const std::byte* src, std::uint64_t bytes, std::byte* wire) const override;
   std::unique_ptr<coll::MessageProcessor> open(const coll::RecvMessage& m) override;
+  // A plain receive of an unconverted collective whose apply handler is the built-in `forward`:
+  // deposited into place by the transport (one copy fewer; counted in HandlerCounts::deposited).
+  bool deposits(const coll::RecvMessage& m) override;
 
  private:
   const Handler* convert_ = nullptr;

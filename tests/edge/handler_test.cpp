@@ -371,3 +371,28 @@ TEST(EdgeHandlers, MxBlocksOf32WithAnE8M0Scale) {
     }
   }
 }
+
+// A plain receive that no handler changes is deposited by the transport (no copy through the
+// chain); a converted one, a receive-reduce, or a chain with its own forward handler is not.
+TEST(EdgeHandlers, PlainUnconvertedReceivesAreDepositedWithoutAHandler) {
+  HandlerCounts counts;
+  HandlerChain plain(reg(), "", &counts), int8(reg(), "int8", &counts);
+  Msg f32 = make_msg(DataType::f32, ReduceOp::sum, 100, coll::OpKind::recv, plain);
+  Msg i32 = make_msg(DataType::i32, ReduceOp::sum, 100, coll::OpKind::recv, plain);
+  Msg red = make_msg(DataType::f32, ReduceOp::sum, 100, coll::OpKind::recv_reduce, plain);
+  EXPECT_TRUE(plain.deposits(f32.m));
+  EXPECT_FALSE(plain.deposits(red.m));
+  EXPECT_FALSE(int8.deposits(f32.m)) << "int8 converts f32: its handler must run";
+  EXPECT_TRUE(int8.deposits(i32.m)) << "int8 does not convert i32";
+  EXPECT_EQ(counts.deposited, 2u);
+  auto r = HandlerRegistry::with_builtins();
+  struct MyForward : Handler {
+    std::string_view name() const override { return "myforward"; }
+    std::string_view summary() const override { return "test"; }
+    Role role() const override { return Role::apply; }
+    std::size_t payload(Context&, const Chunk& c) const override { return c.bytes; }
+  };
+  r.add(std::make_unique<MyForward>());
+  HandlerChain own(r, "", nullptr, "reduce", "myforward");
+  EXPECT_FALSE(own.deposits(f32.m)) << "a chain's own forward handler sees every plain receive";
+}
