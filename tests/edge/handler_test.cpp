@@ -65,6 +65,17 @@ void fill_small(DataType t, std::vector<std::byte>& v, std::mt19937_64& rng, dou
   for (std::size_t i = 0; i < v.size() / size_of(t); ++i) numerics::store_from_double(t, v.data(), i, d(rng));
 }
 
+// The sender's encode of `src`, then the receiver's chain fed in random pieces into x.dst
+// (with x.operand for a receive-reduce).
+void send_through(HandlerChain& chain, Msg& x, const std::vector<std::byte>& src, std::mt19937_64& rng) {
+  std::vector<std::byte> wire(x.m.wire_bytes);
+  chain.encode(x.params, src.data(), src.size(), wire.data());
+  x.m.dst = x.dst.data();
+  x.m.operand = x.operand.data();
+  auto p = chain.open(x.m);
+  feed(*p, wire, rng);
+}
+
 }  // namespace
 
 TEST(EdgeHandlers, RegistryHasTheBuiltinsAndRefusesUnknownAndDuplicateNames) {
@@ -146,12 +157,7 @@ TEST(EdgeHandlers, Narrow16RoundsEachValueOnceAndWidensBack) {
     std::vector<std::byte> src(n * 4);
     fill_small(DataType::f32, src, rng, -3e4, 3e4);
     fill_small(DataType::f32, x.operand, rng, -10, 10);
-    std::vector<std::byte> wire(x.m.wire_bytes);
-    chain.encode(x.params, src.data(), src.size(), wire.data());
-    x.m.dst = x.dst.data();
-    x.m.operand = x.operand.data();
-    auto p = chain.open(x.m);
-    feed(*p, wire, rng);
+    send_through(chain, x, src, rng);
     for (std::size_t i = 0; i < n; ++i) {
       std::uint16_t h = 0;
       numerics::store_from_double(fmt16, &h, 0, numerics::load_as_double(DataType::f32, src.data(), i));
@@ -298,12 +304,7 @@ TEST(EdgeHandlers, Fp8RoundsEachValueOnceAndSumsWide) {
     numerics::store_from_double(DataType::f32, src.data(), 2002, 61440.0);  // E5M2's: overflow
     numerics::store_from_double(DataType::f32, src.data(), 2003, NAN);
     fill_small(DataType::f32, x.operand, rng, -1, 1);
-    std::vector<std::byte> wire(x.m.wire_bytes);
-    chain.encode(x.params, src.data(), src.size(), wire.data());
-    x.m.dst = x.dst.data();
-    x.m.operand = x.operand.data();
-    auto p = chain.open(x.m);
-    feed(*p, wire, rng);
+    send_through(chain, x, src, rng);
     for (std::size_t i = 0; i < n; ++i) {
       const double q = nearest_fp8(fmt, numerics::load_as_double(DataType::f32, src.data(), i));
       const float want = static_cast<float>(numerics::load_as_double(DataType::f32, x.operand.data(), i)) + static_cast<float>(q);
@@ -338,11 +339,7 @@ TEST(EdgeHandlers, MxBlocksOf32WithAnE8M0Scale) {
           numerics::store_from_double(t, src.data(), i, b == 5 ? 0.0 : numerics::load_as_double(t, src.data(), i) * scale);
       }
       numerics::store_from_double(t, src.data(), 32 * 7 + 3, NAN);  // (f16: blocks 27 on are infinite too)
-      std::vector<std::byte> wire(x.m.wire_bytes);
-      chain.encode(x.params, src.data(), src.size(), wire.data());
-      x.m.dst = x.dst.data();
-      auto p = chain.open(x.m);
-      feed(*p, wire, rng);
+      send_through(chain, x, src, rng);
       for (std::size_t first = 0; first < n; first += 32) {
         const std::size_t k = std::min<std::size_t>(32, n - first);
         double maxabs = 0;
