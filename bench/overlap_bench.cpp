@@ -18,6 +18,8 @@
 //   build/tools/inc launch -n 4 --edge -- build/bench/overlap_bench --registered  # Edge-INC
 // Also printed: the application's CPU time per collective alone (getrusage of the process:
 // with the edge engine, its work is in the engine's process, not the application's).
+// --sleep: the "computation" is a sleep of t_comm, which leaves the cores to the progress (engine,
+// kernel): the overlap then shows what asynchronous progress achieves without competing for them.
 // --memory: only the collective alone, then per byte of the vector: the bytes this process read
 // from its sockets (/proc/self/io rchar: the transport reads with read(2); its sendmsg(2) is not
 // counted there) and the payload the collective sent (Report::bytes_sent), the two host-memory
@@ -32,6 +34,7 @@
 #include <cstdio>
 #include <string>
 #include <cstdlib>
+#include <thread>
 #include <span>
 #include <vector>
 
@@ -98,6 +101,10 @@ int main(int argc, char** argv) {
   bool registered = false;
   app.add_flag("--registered", registered,
                "buffers from Communicator::alloc_registered (zero copy through the edge engine)");
+  bool sleep_mode = false;
+  app.add_flag("--sleep", sleep_mode,
+               "sleep for t_comm instead of computing: the cores are left to the progress (the ceiling of "
+               "asynchronous progress, without the competition for the cores)");
   bool memory = false;
   app.add_flag("--memory", memory, "measure the collective alone and this process's syscall bytes per byte, then stop");
   CLI11_PARSE(app, argc, argv);
@@ -185,7 +192,8 @@ int main(int argc, char** argv) {
     // Calibrate the loop to t_comm on this rank.
     Compute work;
     std::uint64_t steps = 64;
-    for (;;) {
+    const auto nap = std::chrono::duration<double>(t_comm);
+    for (; !sleep_mode;) {
       auto t0 = clk::now();
       for (std::uint64_t s = 0; s < steps; ++s) work.step();
       const double dt = seconds_since(t0);
@@ -200,7 +208,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters; ++i) {
       comm.barrier();
       auto t0 = clk::now();
-      for (std::uint64_t s = 0; s < steps; ++s) work.step();
+      if (sleep_mode) std::this_thread::sleep_for(nap);
+      for (std::uint64_t s = 0; s < steps && !sleep_mode; ++s) work.step();
       t.push_back(seconds_since(t0));
     }
     const double t_compute = median(t);
@@ -210,7 +219,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters; ++i) {
       comm.barrier();
       auto t0 = clk::now();
-      for (std::uint64_t s = 0; s < steps; ++s) work.step();
+      if (sleep_mode) std::this_thread::sleep_for(nap);
+      for (std::uint64_t s = 0; s < steps && !sleep_mode; ++s) work.step();
       comm_once();
       t.push_back(seconds_since(t0));
     }
@@ -225,7 +235,8 @@ int main(int argc, char** argv) {
         auto t0 = clk::now();
         Request r = comm.iallreduce(in.data(), out.data(), n, DataType::f32, ReduceOp::sum, opt);
         bool done = false;
-        for (std::uint64_t s = 0; s < steps; ++s) {
+        if (sleep_mode) std::this_thread::sleep_for(nap);
+        for (std::uint64_t s = 0; s < steps && !sleep_mode; ++s) {
           work.step();
           if (k > 0 && !done && (s + 1) % static_cast<std::uint64_t>(k) == 0) done = r.test();
         }

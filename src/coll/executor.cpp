@@ -298,7 +298,7 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
     case OpKind::recv_reduce: {
       auto pit = op.parked.find(i);
       if (pit != op.parked.end()) {
-        if (op.recv_arrived[i] && hook_) {  // the handlers process the parked payload at once
+        if (op.recv_arrived[i] && hook_ && !hook_->deposits(recv_message(op, i))) {  // the handlers process the parked payload at once
           try {
             auto proc = hook_->open(recv_message(op, i));
             if (proc->consume(0, pit->second.data(), pit->second.size()) != pit->second.size())
@@ -478,7 +478,7 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
     if (op.op_state[idx] == 1) {
       in.mode = Incoming::Mode::direct;
       t.dst = region_ptr(op, o.dst);
-      if (hook_) {  // the handlers process it as it arrives
+      if (hook_ && !hook_->deposits(recv_message(op, idx))) {  // the handlers process it as it arrives
         in.proc = hook_->open(recv_message(op, idx));
         t.mode = RecvTarget::Mode::consumer;
         t.consumer = in.proc.get();

@@ -43,6 +43,10 @@ class RecvHook {
   virtual void encode(const CollectiveParams& p, const std::byte* src, std::uint64_t bytes, std::byte* wire) const = 0;
   // A processor for one message (throws inc::Error to refuse it).
   virtual std::unique_ptr<MessageProcessor> open(const RecvMessage& m) = 0;
+  // Whether this message needs no handler: the transport deposits its payload into dst itself
+  // (read straight from the socket into place, as a NIC DMAs a message that has no payload
+  // handler), and open() is not called for it.
+  virtual bool deposits(const RecvMessage&) { return false; }
 };
 
 }  // namespace inc::coll

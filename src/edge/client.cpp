@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -294,6 +295,11 @@ void EdgeClient::check_socket() {
 void EdgeClient::progress(EdgeOp& op, int timeout_ms) {
   pollfd pfd[2] = {{completion_.get(), POLLIN, 0}, {sock_.get(), POLLIN, 0}};
   if (timeout_ms > 0) {
+    for (const auto until = Clock::now() + kBusyPoll; Clock::now() < until;) {  // busy-poll, then sleep
+      reap();
+      if (op.done) return;
+      ::sched_yield();
+    }
     mu_.unlock();  // others may post while this thread sleeps
     ::poll(pfd, 2, timeout_ms);
     mu_.lock();

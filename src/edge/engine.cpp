@@ -99,6 +99,7 @@ EngineStats EdgeEngine::stats() const {
   s.handler_payloads = handler_counts_.payloads;
   s.handler_completions = handler_counts_.completions;
   s.converted_messages = handler_counts_.converted_messages;
+  s.deposited = handler_counts_.deposited;
   return s;
 }
 

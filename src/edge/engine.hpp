@@ -45,6 +45,7 @@ struct EngineStats {
   std::uint64_t attached = 0, mapped_bytes = 0;
   // Handler invocations (sPIN entry points) over every message, and messages converted.
   std::uint64_t handler_headers = 0, handler_payloads = 0, handler_completions = 0, converted_messages = 0;
+  std::uint64_t deposited = 0;  // plain receives placed by the transport, no handler (HandlerChain::deposits)
 };
 
 class EdgeEngine {

@@ -68,6 +68,12 @@ void HandlerChain::encode(const coll::CollectiveParams& p, const std::byte* src,
   else if (bytes) std::memcpy(wire, src, bytes);
 }
 
+bool HandlerChain::deposits(const coll::RecvMessage& m) {
+  if (m.kind != coll::OpKind::recv || converts(*m.params) || forward_->name() != "forward") return false;
+  if (counts_) ++counts_->deposited;
+  return true;
+}
+
 std::unique_ptr<coll::MessageProcessor> HandlerChain::open(const coll::RecvMessage& m) {
   std::vector<const Handler*> stages;
   if (converts(*m.params)) stages.push_back(convert_);

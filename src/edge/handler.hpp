@@ -83,7 +83,7 @@ class Handler {
 
 class HandlerRegistry {
  public:
-  // reduce, forward, bf16, f16, int8 (handlers.cpp).
+  // reduce, forward, bf16, f16, int8 (handlers.cpp); e4m3, e5m2, mxfp8, mxint8 (handlers_ocp.cpp).
   static HandlerRegistry with_builtins();
   // Throws inc::Error(invalid_argument) for an empty or taken name.
   void add(std::unique_ptr<Handler> h);
@@ -95,9 +95,13 @@ class HandlerRegistry {
   std::map<std::string, std::shared_ptr<const Handler>, std::less<>> by_name_;
 };
 
+// The OCP formats (fp8 E4M3/E5M2, MXFP8, MXINT8) as conversion handlers (handlers_ocp.cpp).
+void add_ocp_handlers(HandlerRegistry& r);
+
 // How often the handlers ran (engine-wide, any thread): a test and `inc edge` show them.
 struct HandlerCounts {
   std::atomic<std::uint64_t> headers{0}, payloads{0}, completions{0}, converted_messages{0};
+  std::atomic<std::uint64_t> deposited{0};  // messages placed by the transport without a handler
 };
 
 // The RecvHook a rank's proxy installs in its coll::Engine: `convert` (a conversion handler, or
@@ -110,6 +114,9 @@ class HandlerChain : public coll::RecvHook {
   std::uint64_t wire_bytes(const coll::CollectiveParams& p, std::uint64_t bytes) const override;
   void encode(const coll::CollectiveParams& p, const std::byte* src, std::uint64_t bytes, std::byte* wire) const override;
   std::unique_ptr<coll::MessageProcessor> open(const coll::RecvMessage& m) override;
+  // A plain receive of an unconverted collective whose apply handler is the built-in `forward`:
+  // deposited into place by the transport (one copy fewer; counted in HandlerCounts::deposited).
+  bool deposits(const coll::RecvMessage& m) override;
 
  private:
   const Handler* convert_ = nullptr;

@@ -190,6 +190,7 @@ HandlerRegistry HandlerRegistry::with_builtins() {
   r.add(std::make_unique<Narrow>(DataType::bf16));
   r.add(std::make_unique<Narrow>(DataType::f16));
   r.add(std::make_unique<Int8>());
+  add_ocp_handlers(r);
   return r;
 }
 

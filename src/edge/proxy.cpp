@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -168,14 +169,17 @@ void RankProxy::run() {
   engine_->watch_fd(sock, [this] { control_ready_ = true; });
   engine_->watch_fd(doorbell_.get(), [this] { drain_eventfd(doorbell_.get()); });
   transport::set_nonblocking(sock);
+  auto poll_until = std::chrono::steady_clock::time_point{};  // busy-poll the submissions until then
   while (!closed_ && !owner_.stopping_) {
-    take_descriptors();
-    engine_->progress(active_.empty() ? 200 : 20);
+    if (take_descriptors()) poll_until = std::max(poll_until, std::chrono::steady_clock::now() + kProgressPoll);
+    const bool spin = std::chrono::steady_clock::now() < poll_until;
+    if (spin) ::sched_yield();
+    engine_->progress(spin ? 0 : active_.empty() ? 200 : 20);
     if (control_ready_) {
       control_ready_ = false;
       serve_control();
     }
-    finish_done();
+    if (finish_done()) poll_until = std::max(poll_until, std::chrono::steady_clock::now() + kBusyPoll);
   }
   engine_->unwatch_fd(doorbell_.get());
   engine_->unwatch_fd(sock);
@@ -305,10 +309,11 @@ void RankProxy::start(const Descriptor& d) {
   active_.push_back(Active{d.uid, std::move(op), p, out});
 }
 
-void RankProxy::take_descriptors() {
+bool RankProxy::take_descriptors() {
   Descriptor d;
-  bool ok = true;
+  bool ok = true, any = false;
   while (sq_.pop(&d, sizeof d, ok)) {
+    any = true;
     {
       std::lock_guard lk(owner_.mu_);
       ++owner_.stats_.collectives;
@@ -320,9 +325,11 @@ void RankProxy::take_descriptors() {
     }
   }
   if (!ok) protocol_error("the submission ring's tail is impossible");
+  return any;
 }
 
-void RankProxy::finish_done() {
+bool RankProxy::finish_done() {
+  bool any = false;
   for (auto it = active_.begin(); it != active_.end();) {
     bool done = false;
     std::optional<Error> err;
@@ -338,8 +345,10 @@ void RankProxy::finish_done() {
     }
     complete(it->uid, it->op.get(), err ? &*err : nullptr);
     it = active_.erase(it);
+    any = true;
   }
   flush_completions();
+  return any;
 }
 
 void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error* err) {

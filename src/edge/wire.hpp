@@ -8,6 +8,7 @@
 // engine reads from a rank is checked before use (sizes, indices, registrations, bounds).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace inc::edge {
@@ -15,6 +16,14 @@ namespace inc::edge {
 inline constexpr std::uint32_t kMagic = 0x45434e49;  // "INCE"
 inline constexpr std::uint16_t kVersion = 1;
 inline constexpr std::uint32_t kRingEntries = 256;
+// Before sleeping on its eventfd, each side polls the ring it consumes for this long (yielding
+// the core between looks): the rank's wait() the completions, the proxy, after a collective
+// completed, the submissions. A small collective then costs no wake-up on either side of the hop.
+inline constexpr std::chrono::microseconds kBusyPoll{50};
+// After taking a descriptor the proxy polls its collectives' sockets without sleeping for this
+// long, as the host path's wait() does (coll::Engine::wait, 500 us): a small collective's
+// messages arrive within it, and each wake-up from epoll costs more than the message.
+inline constexpr std::chrono::microseconds kProgressPoll{500};
 inline constexpr std::uint32_t kMaxMembers = 4096;
 inline constexpr std::uint32_t kMaxRegistrations = 1024;
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "edge/handler.hpp"
+#include "numerics/fp8.hpp"
 #include "numerics/reduce.hpp"
 
 using namespace inc;
@@ -64,17 +65,29 @@ void fill_small(DataType t, std::vector<std::byte>& v, std::mt19937_64& rng, dou
   for (std::size_t i = 0; i < v.size() / size_of(t); ++i) numerics::store_from_double(t, v.data(), i, d(rng));
 }
 
+// The sender's encode of `src`, then the receiver's chain fed in random pieces into x.dst
+// (with x.operand for a receive-reduce).
+void send_through(HandlerChain& chain, Msg& x, const std::vector<std::byte>& src, std::mt19937_64& rng) {
+  std::vector<std::byte> wire(x.m.wire_bytes);
+  chain.encode(x.params, src.data(), src.size(), wire.data());
+  x.m.dst = x.dst.data();
+  x.m.operand = x.operand.data();
+  auto p = chain.open(x.m);
+  feed(*p, wire, rng);
+}
+
 }  // namespace
 
 TEST(EdgeHandlers, RegistryHasTheBuiltinsAndRefusesUnknownAndDuplicateNames) {
   auto r = HandlerRegistry::with_builtins();
-  EXPECT_EQ(r.names(), (std::vector<std::string>{"bf16", "f16", "forward", "int8", "reduce"}));
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"bf16", "e4m3", "e5m2", "f16", "forward", "int8", "mxfp8", "mxint8",
+                                                "reduce"}));
   try {
     r.get("fp4");
     FAIL() << "an unknown name was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::config);
-    EXPECT_NE(std::string(e.what()).find("no handler named 'fp4' (known: bf16, f16, forward, int8, reduce)"),
+    EXPECT_NE(std::string(e.what()).find("no handler named 'fp4' (known: bf16, e4m3, e5m2, f16, forward, int8, mxfp8, mxint8, reduce)"),
               std::string::npos) << e.what();
   }
   // A second handler under a taken name, and one without a name.
@@ -144,12 +157,7 @@ TEST(EdgeHandlers, Narrow16RoundsEachValueOnceAndWidensBack) {
     std::vector<std::byte> src(n * 4);
     fill_small(DataType::f32, src, rng, -3e4, 3e4);
     fill_small(DataType::f32, x.operand, rng, -10, 10);
-    std::vector<std::byte> wire(x.m.wire_bytes);
-    chain.encode(x.params, src.data(), src.size(), wire.data());
-    x.m.dst = x.dst.data();
-    x.m.operand = x.operand.data();
-    auto p = chain.open(x.m);
-    feed(*p, wire, rng);
+    send_through(chain, x, src, rng);
     for (std::size_t i = 0; i < n; ++i) {
       std::uint16_t h = 0;
       numerics::store_from_double(fmt16, &h, 0, numerics::load_as_double(DataType::f32, src.data(), i));
@@ -247,4 +255,141 @@ TEST(EdgeHandlers, ATruncatedOrOverlongPayloadIsAnError) {
   EXPECT_THROW(q->consume(0, wire.data(), wire.size() + 1), Error);
   auto r = chain.open(x.m);
   EXPECT_THROW(r->consume(5, wire.data(), 10), Error);  // out of order
+}
+
+namespace {
+
+// The fp8 value nearest to x by brute force over every code (ties to the even code), as the
+// OCP text defines it, not through numerics::f64_to_e4m3: E4M3's 0x7f and E5M2's 0x7c stand for
+// the first value past the largest finite one (480, 65536) so that rounding there overflows
+// (E4M3 -> NaN, E5M2 -> infinity); `saturate` clamps to the largest finite value instead.
+double nearest_fp8(DataType fmt, double x, bool saturate = false) {
+  if (std::isnan(x)) return NAN;
+  const bool e4 = fmt == DataType::e4m3;
+  const unsigned past = e4 ? 0x7f : 0x7c;
+  const double max = e4 ? 448 : 57344;
+  auto value = [&](unsigned code) {
+    if (code == past) return e4 ? 480.0 : 65536.0;
+    return static_cast<double>(e4 ? numerics::e4m3_to_f32(static_cast<std::uint8_t>(code))
+                                  : numerics::e5m2_to_f32(static_cast<std::uint8_t>(code)));
+  };
+  const double ax = std::fabs(x);
+  unsigned best = 0;
+  for (unsigned code = 1; code <= past; ++code) {
+    const double d = std::fabs(value(code) - ax), db = std::fabs(value(best) - ax);
+    if (d < db || (d == db && code % 2 == 0)) best = code;
+  }
+  double r = value(best);
+  if (best == past || ax > value(past)) r = saturate ? max : (e4 ? NAN : INFINITY);
+  return std::signbit(x) ? -r : r;
+}
+
+}  // namespace
+
+// fp8 on the wire, f32 in the engine: each value rounded once to the nearest fp8 (checked by
+// brute force over the codes), then summed into the f32 operand without another rounding.
+TEST(EdgeHandlers, Fp8RoundsEachValueOnceAndSumsWide) {
+  std::mt19937_64 rng(7);
+  for (DataType fmt : {DataType::e4m3, DataType::e5m2}) {
+    HandlerChain chain(reg(), fmt == DataType::e4m3 ? "e4m3" : "e5m2");
+    const std::size_t n = 9001;
+    Msg x = make_msg(DataType::f32, ReduceOp::sum, n, coll::OpKind::recv_reduce, chain);
+    ASSERT_TRUE(chain.converts(x.params));
+    ASSERT_EQ(x.m.wire_bytes, n) << "one byte per element";
+    std::vector<std::byte> src(n * 4);
+    fill_small(DataType::f32, src, rng, -7e4, 7e4);  // beyond both formats' range at the ends
+    for (std::size_t i = 0; i < 2000; ++i)  // small magnitudes: subnormals and zero
+      numerics::store_from_double(DataType::f32, src.data(), i, std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng), -static_cast<int>(i % 24)));
+    numerics::store_from_double(DataType::f32, src.data(), 2001, 464.0);    // E4M3's tie at the top: 448
+    numerics::store_from_double(DataType::f32, src.data(), 2002, 61440.0);  // E5M2's: overflow
+    numerics::store_from_double(DataType::f32, src.data(), 2003, NAN);
+    fill_small(DataType::f32, x.operand, rng, -1, 1);
+    send_through(chain, x, src, rng);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double q = nearest_fp8(fmt, numerics::load_as_double(DataType::f32, src.data(), i));
+      const float want = static_cast<float>(numerics::load_as_double(DataType::f32, x.operand.data(), i)) + static_cast<float>(q);
+      const float got = static_cast<float>(numerics::load_as_double(DataType::f32, x.dst.data(), i));
+      if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << name(fmt) << " " << i;
+      else ASSERT_EQ(want, got) << name(fmt) << " element " << i << " of " << numerics::load_as_double(DataType::f32, src.data(), i);
+    }
+    const float top = 448.0f + static_cast<float>(numerics::load_as_double(DataType::f32, x.operand.data(), 2001));
+    EXPECT_EQ(top, static_cast<float>(numerics::load_as_double(DataType::f32, x.dst.data(), 2001))) << "464 -> 448";
+    const double over = numerics::load_as_double(DataType::f32, x.dst.data(), 2002);  // 61440
+    EXPECT_TRUE(fmt == DataType::e4m3 ? std::isnan(over) : over == INFINITY) << name(fmt) << " " << over;
+  }
+}
+
+// MXFP8 / MXINT8 on the wire: per 32 elements an E8M0 scale X = 2^(floor(log2 max|v|) - emax)
+// and elements v / X rounded to nearest even, saturated (the OCP MX text, computed here);
+// decoded exactly into f32 and placed (a plain receive) or, for f16, rounded once to f16.
+TEST(EdgeHandlers, MxBlocksOf32WithAnE8M0Scale) {
+  std::mt19937_64 rng(8);
+  for (const char* h : {"mxfp8", "mxint8"}) {
+    const bool fp8 = std::string(h) == "mxfp8";
+    HandlerChain chain(reg(), h);
+    for (DataType t : {DataType::f32, DataType::f16}) {
+      const std::size_t n = 32 * 40 + 7;  // a short last block
+      Msg x = make_msg(t, ReduceOp::sum, n, coll::OpKind::recv, chain);
+      ASSERT_EQ(x.m.wire_bytes, 41u + n) << "one scale byte per block + one byte per element";
+      std::vector<std::byte> src(n * size_of(t));
+      fill_small(t, src, rng, -1000, 1000);
+      for (std::size_t b = 0; b < 40; ++b) {  // blocks of every magnitude, a zero block, a NaN block
+        const double scale = std::ldexp(1.0, static_cast<int>(b) - 28);
+        for (std::size_t i = b * 32; i < b * 32 + 32; ++i)
+          numerics::store_from_double(t, src.data(), i, b == 5 ? 0.0 : numerics::load_as_double(t, src.data(), i) * scale);
+      }
+      numerics::store_from_double(t, src.data(), 32 * 7 + 3, NAN);  // (f16: blocks 27 on are infinite too)
+      send_through(chain, x, src, rng);
+      for (std::size_t first = 0; first < n; first += 32) {
+        const std::size_t k = std::min<std::size_t>(32, n - first);
+        double maxabs = 0;
+        bool nan = false;
+        for (std::size_t i = first; i < first + k; ++i) {
+          const double v = numerics::load_as_double(t, src.data(), i);
+          nan = nan || !std::isfinite(v);  // a NaN or an infinity: the NaN scale
+          maxabs = std::max(maxabs, std::fabs(v));
+        }
+        const int e = maxabs > 0 ? std::clamp(std::ilogb(maxabs) - (fp8 ? 8 : 0), -127, 127) : -127;
+        const double X = std::ldexp(1.0, e);
+        for (std::size_t i = first; i < first + k; ++i) {
+          const double v = numerics::load_as_double(t, src.data(), i);
+          const double got = numerics::load_as_double(t, x.dst.data(), i);
+          if (nan) {
+            ASSERT_TRUE(std::isnan(got)) << h << " " << i;
+            continue;
+          }
+          const double elem = fp8 ? nearest_fp8(DataType::e4m3, v / X, true)
+                                  : std::clamp(std::nearbyint(v / X * 64), -128.0, 127.0) / 64;
+          std::vector<std::byte> one(size_of(t));
+          numerics::store_from_double(t, one.data(), 0, elem * X);
+          ASSERT_EQ(numerics::load_as_double(t, one.data(), 0), got) << h << " " << name(t) << " element " << i << " of " << v;
+        }
+      }
+    }
+  }
+}
+
+// A plain receive that no handler changes is deposited by the transport (no copy through the
+// chain); a converted one, a receive-reduce, or a chain with its own forward handler is not.
+TEST(EdgeHandlers, PlainUnconvertedReceivesAreDepositedWithoutAHandler) {
+  HandlerCounts counts;
+  HandlerChain plain(reg(), "", &counts), int8(reg(), "int8", &counts);
+  Msg f32 = make_msg(DataType::f32, ReduceOp::sum, 100, coll::OpKind::recv, plain);
+  Msg i32 = make_msg(DataType::i32, ReduceOp::sum, 100, coll::OpKind::recv, plain);
+  Msg red = make_msg(DataType::f32, ReduceOp::sum, 100, coll::OpKind::recv_reduce, plain);
+  EXPECT_TRUE(plain.deposits(f32.m));
+  EXPECT_FALSE(plain.deposits(red.m));
+  EXPECT_FALSE(int8.deposits(f32.m)) << "int8 converts f32: its handler must run";
+  EXPECT_TRUE(int8.deposits(i32.m)) << "int8 does not convert i32";
+  EXPECT_EQ(counts.deposited, 2u);
+  auto r = HandlerRegistry::with_builtins();
+  struct MyForward : Handler {
+    std::string_view name() const override { return "myforward"; }
+    std::string_view summary() const override { return "test"; }
+    Role role() const override { return Role::apply; }
+    std::size_t payload(Context&, const Chunk& c) const override { return c.bytes; }
+  };
+  r.add(std::make_unique<MyForward>());
+  HandlerChain own(r, "", nullptr, "reduce", "myforward");
+  EXPECT_FALSE(own.deposits(f32.m)) << "a chain's own forward handler sees every plain receive";
 }

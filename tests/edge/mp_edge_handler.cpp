@@ -5,6 +5,8 @@
 //  * int8: data whose every block quantises exactly (integers, block maximum 127 on each rank,
 //    sums of the same sign per block: partial sums quantise with an integer scale) are exact
 //    for broadcast and allgather; random data lies within the quantiser's bound of the exact sum;
+//  * e4m3/e5m2/mxfp8/mxint8: f32 data of integers 0..2, whose every partial sum (<= 8 at 4
+//    ranks) is exact in the format: exact results;
 //  * i32 data is not converted: exact.
 #include <gtest/gtest.h>
 
@@ -30,6 +32,14 @@ std::string handler() {
 }
 
 const char* const kAlgos[] = {"ring", "rd", "rabenseifner"};
+
+// The inputs of AllreduceF32ThroughTheConversion are (i * 7 + rank * 13) % modulus(): small
+// enough that every partial sum is exact in the wire format (bf16/f16: <= 60 x 4 < 256; the
+// 8-bit formats: <= 2 x 4 = 8, exact in E5M2's 3 significant bits and in an MX block).
+int modulus() {
+  const std::string h = handler();
+  return h == "bf16" || h == "f16" || h == "int8" ? 61 : 3;
+}
 
 }  // namespace
 
@@ -63,6 +73,11 @@ TEST(EdgeHandler, TheWireFormatIsReallyUsed) {
     const float scale = sent[0] / 127.0f;  // the block's maximum / 127
     EXPECT_NEAR(v[0], sent[0], sent[0] / 254);
     EXPECT_EQ(v[1], scale) << "0.004 arrives as one step";
+  } else if (h == "e4m3" || h == "e5m2" || h == "mxfp8" || h == "mxint8") {
+    // fp8 and MXFP8 (scale 2^-8 in a block whose maximum is 1) carry 0.004 as 2^-8; MXINT8
+    // (scale 1, elements in steps of 2^-6) as 0.
+    EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
+    EXPECT_EQ(v[1], h == "mxint8" ? 0.0f : 0.00390625f) << h;
   } else {
     EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
     EXPECT_EQ(v[1], h == "bf16" ? 0.003997802734375f : 0.004001617431640625f);
@@ -77,13 +92,13 @@ TEST(EdgeHandler, AllreduceF32ThroughTheConversion) {
     for (std::size_t n : {std::size_t{1}, std::size_t{255}, std::size_t{257}, std::size_t{100003}}) {
       // Small integers: every partial sum is exact in bf16/f16 (|sum| <= 4 * 60 < 256).
       std::vector<float> in(n), out(n, -1);
-      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((static_cast<int>(i) * 7 + me * 13) % 61);
+      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((static_cast<int>(i) * 7 + me * 13) % modulus());
       CallOptions o;
       o.algo = algo;
       c.allreduce(in.data(), out.data(), n, DataType::f32, ReduceOp::sum, o);
       for (std::size_t i = 0; i < n; ++i) {
         double want = 0;
-        for (int r = 0; r < p; ++r) want += (static_cast<int>(i) * 7 + r * 13) % 61;
+        for (int r = 0; r < p; ++r) want += (static_cast<int>(i) * 7 + r * 13) % modulus();
         // int8: each of at most 2(p-1) quantisations of a partial sum (<= 60p) errs by at most
         // half its block's scale (max/127).
         const double bound = int8 ? 2.0 * (p - 1) * (60.0 * p / 127 / 2) : 0;
@@ -97,8 +112,13 @@ TEST(EdgeHandler, BroadcastAndAllgatherOfExactlyQuantisableData) {
   auto& c = world();
   const int p = c.size(), me = c.rank();
   const std::size_t n = 256 * 5 + 3;
-  auto value = [](int r, std::size_t i) {
-    return i % 256 == 0 ? 127.0f : static_cast<float>(static_cast<int>((i * 31 + static_cast<std::size_t>(r) * 7) % 255) - 127);
+  // 8-bit formats (modulus 3): integers -8..8, exact in E4M3/E5M2 and, with 8 at the head of
+  // every block of 32, in MXFP8 (elements v x 2^5) and MXINT8 (v / 8 in steps of 2^-6).
+  const bool small = modulus() == 3;
+  auto value = [small](int r, std::size_t i) {
+    const std::size_t k = i * 31 + static_cast<std::size_t>(r) * 7;
+    if (small) return i % 32 == 0 ? 8.0f : static_cast<float>(static_cast<int>(k % 17) - 8);
+    return i % 256 == 0 ? 127.0f : static_cast<float>(static_cast<int>(k % 255) - 127);
   };
   std::vector<float> b(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = me == p - 1 ? value(p - 1, i) : 0;
