@@ -44,6 +44,17 @@ std::chrono::milliseconds parse_timeout(const transport::EnvLookup& env) {
   return std::chrono::milliseconds(static_cast<long long>(s * 1000));
 }
 
+std::chrono::microseconds parse_spin(const transport::EnvLookup& env) {
+  auto v = env("INC_SPIN_US");
+  if (!v) return std::chrono::microseconds(500);
+  char* end = nullptr;
+  long long us = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || us < 0 || us > 1000000)
+    throw Error(Error::Kind::config,
+                fmt::format("INC_SPIN_US='{}' is not a whole number of microseconds (0 <= t <= 1000000)", *v));
+  return std::chrono::microseconds(us);
+}
+
 std::uint64_t parse_segment(const transport::EnvLookup& env) {
   auto v = env("INC_SEGMENT_BYTES");
   if (!v) return 0;
@@ -242,6 +253,7 @@ Communicator Communicator::init(const Options& opts) {
     throw Error(Error::Kind::config, fmt::format("invalid rank {} for world size {}", boot.rank,
                                                  boot.world_size));
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
+  auto spin = parse_spin(env);  // before anything connects: a bad value fails every rank alike
 
   auto world = std::make_shared<detail::World>();
   world->store_handle = detail::shared_store(boot, timeout);
@@ -273,6 +285,7 @@ Communicator Communicator::init(const Options& opts) {
                                      static_cast<int>(timeout.count()));
   auto mesh = std::make_unique<transport::TcpMesh>(boot.rank, std::move(fds));
   world->engine = std::make_unique<coll::Engine>(std::move(mesh), timeout);
+  world->engine->set_spin(spin);
   if (auto t = env("INC_TUNING"); t && !t->empty()) {  // empty = unset
     try {
       world->tuning = std::make_shared<const api::CostTable>(api::CostTable::load(*t));

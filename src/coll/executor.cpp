@@ -39,7 +39,6 @@ bool is_inc(OpKind k) {
 
 Engine::Engine(std::unique_ptr<transport::TcpMesh> mesh, std::chrono::milliseconds timeout)
     : mesh_(std::move(mesh)), timeout_(timeout) {
-  if (const char* v = std::getenv("INC_SPIN_US")) spin_ = std::chrono::microseconds(std::atoll(v));
   mesh_->set_sink(this);
   incoming_.resize(static_cast<std::size_t>(mesh_->size()));
   dead_.assign(static_cast<std::size_t>(mesh_->size()), 0);

@@ -168,6 +168,8 @@ class Engine : public transport::MessageSink {
   // wire): the edge engine's packet handlers. Before the first collective; every rank of the
   // communicators must use the same hook (the wire sizes must agree).
   void set_recv_hook(std::shared_ptr<RecvHook> hook);
+  // How long wait() polls (yielding) before it sleeps in epoll_wait; 0 = sleep at once.
+  void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
   transport::TransportStats stats();
 
@@ -245,7 +247,7 @@ class Engine : public transport::MessageSink {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
   std::optional<Error> fatal_;  // once set, every call fails with it
   std::shared_ptr<RecvHook> hook_;
-  // How long wait() polls (yielding) before it sleeps in epoll_wait (INC_SPIN_US).
+  // How long wait() polls (yielding) before it sleeps in epoll_wait (set_spin; api: INC_SPIN_US).
   std::chrono::microseconds spin_{500};
   std::uint64_t next_uid_ = 1;
   // Switch attachments by communicator (after mesh_: closed before it).

@@ -85,4 +85,18 @@ for bad in 4K 63 1073741825 -1 abc; do
   ! grep -q '^  allreduce' "$tmp/bad.out" || fail "INC_SEGMENT_BYTES=$bad: a collective ran"
 done
 echo "bad values rejected at start-up: 4K 63 1073741825 -1 abc"
+
+# INC_SPIN_US (wait()'s polling before it sleeps), read in init() like the above: 0 (sleep at
+# once) still gives right results; bad values stop every rank naming the variable.
+INC_SPIN_US=0 "$inc" launch -n 2 --no-prefix -- "$inc" bench -c allreduce -b 1K -e 64K -n 2 -w 1 \
+  --no-progress >"$tmp/spin.out" 2>&1 || fail "INC_SPIN_US=0: $(tr '\n' ' ' <"$tmp/spin.out")"
+for bad in abc -1 1000001 5us; do
+  if INC_SPIN_US=$bad "$inc" launch -n 2 --no-prefix -- \
+       "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
+    fail "INC_SPIN_US=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
+  fi
+  grep -qF "INC_SPIN_US='$bad' is not a whole number of microseconds" "$tmp/bad.out" ||
+    fail "INC_SPIN_US=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+done
+echo "INC_SPIN_US: 0 runs, bad values rejected at start-up: abc -1 1000001 5us"
 echo OK
