@@ -164,6 +164,7 @@ TEST(IncI8, SumsWrapAsOnTheHostsAndOverflowIsReported) {
     o.accumulate = acc;
     std::vector<std::int8_t> in(n), out(n);
     for (std::uint64_t i = 0; i < n; ++i) in[i] = static_cast<std::int8_t>((i * 7 + rank * 3) % 21) - 10;
+    comm.barrier();  // start together: retransmits of a rank waiting for a slow peer count too
     comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, o);
     Report rep = comm.last_report();
     ASSERT_TRUE(rep.in_network) << rep.reason;
@@ -265,6 +266,7 @@ TEST(IncI4, SumsWrapAndHalfAByteMovesPerElement) {
     std::vector<std::uint8_t> in(bytes), out(bytes);
     for (std::uint64_t b = 0; b < bytes; ++b)
       in[b] = static_cast<std::uint8_t>((nib(2 * b, rank) & 15) | (nib(2 * b + 1, rank) & 15) << 4);
+    comm.barrier();  // start together: retransmits of a rank waiting for a slow peer count too
     comm.allreduce(in.data(), out.data(), n, DataType::i4, ReduceOp::sum, o);
     Report rep = comm.last_report();
     ASSERT_TRUE(rep.in_network) << rep.reason;
