@@ -237,7 +237,8 @@ def main():
              f"{args.hosts} hosts under {args.leaves} leaves + spine, uplinks {args.oversubscription:g}:1")
     print(f"# Allreduce f32 on inc testbed: {shape}; host links shaped both ways; "
           f"medians of {args.iters} calls; theory (ring/INC) = 2(p-1)/p = {theory:.2f}; "
-          f"switch job {'keyed (authenticated packets)' if args.auth == 'on' else 'unauthenticated (--auth on to key it)'}")
+          f"switch job {'keyed (authenticated packets)' if args.auth == 'on' else 'unauthenticated (--auth on to key it)'}; "
+          f"results {'unicast (--no-multicast)' if '--no-multicast' in extra else 'multicast, replicated by the bridges (the default)'}")
     print(f"# {'link':>8} {'size':>8} {'ring':>10} {'best host':>24} {'INC':>10} {'speed-up':>9} "
           f"{'model ring/INC':>17} {'sim ring/INC':>17} {'INC/model':>9} {'retx':>6} {'switch cpu/lane':>16} "
           f"{'cores':>6} {'limit':>9}")

@@ -85,7 +85,8 @@ void define(CLI::App& app, RawArgs& r) {
   app.add_option("--multicast", r.multicast, "JOB=GROUP: send the results of static job JOB that every member "
                                             "gets alike once, to the IPv4 multicast GROUP (224.0.0.0/4) at "
                                             "lane 0's port, which its members join (docs/PROTOCOL.md, "
-                                            "\"Multicast results\"); needs a --bind address (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
+                                            "\"Multicast results\"); needs a --bind address; with --topology only for jobs whose "
+                                            "members here are hosts, not switches (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
   app.add_option("--control-key", r.control_key, "gone: control packets no longer carry a key in clear; "
                                                   "use --control-key-file")->type_name("KEY");
   app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
@@ -137,6 +138,8 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     o.bind = *e;
   }
   bool lanes_given = false;
+  // Topology jobs in which this switch has child switches as members (they join no group).
+  std::map<std::uint32_t, std::string> child_switch;
   if (at("--lanes", r.lanes)) {
     if (!parse_uint(r.lanes, u, proto::kMaxLanes) || u == 0)
       return bad("1.." + std::to_string(proto::kMaxLanes));
@@ -283,6 +286,8 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       auto plan = plan_job(*t, j, err);
       if (!plan) return r.topology + ": " + err;
       if (auto it = plan->specs.find(r.name); it != plan->specs.end()) o.jobs.push_back(it->second);
+      for (const auto& [name, _] : plan->specs)
+        if (const TopoSwitch* c = t->find(name); c && c->parent == r.name) child_switch.emplace(j.id, name);
     }
   }
   // Where the lanes go and how the pool splits, checked now rather than at the first packet.
@@ -312,9 +317,6 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       it->key = k.key;
     }
   }
-  if (!r.multicast.empty() && given("--topology"))
-    return "--multicast is for a switch whose members are hosts: in a tree (--topology) switches "
-           "are members, and they do not join groups";
   for (const auto& v : r.multicast) {  // JOB=GROUP
     const auto eq = v.find('=');
     std::uint64_t id = 0;
@@ -334,6 +336,10 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       return "--multicast '" + v + "': job " + std::to_string(id) +
              " is not a static job of this switch (--job or the topology)";
     if (it->multicast.valid()) return "--multicast: job " + std::to_string(id) + " given twice";
+    if (auto c = child_switch.find(std::uint32_t(id)); c != child_switch.end())
+      return "--multicast '" + v + "': switch '" + r.name + "' has switch '" + c->second +
+             "' as a member of job " + std::to_string(id) +
+             ", and switches do not join groups (give the groups to the switches whose members are hosts)";
     if (o.bind.ipv4_addr() == 0)
       return "--multicast needs --bind with an address (the group's datagrams leave by its "
              "interface), not " + o.bind.str();

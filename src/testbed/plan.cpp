@@ -14,9 +14,16 @@ constexpr std::uint32_t kJobId = 1;
 std::string host_addr(int i) { return fmt::format("10.99.{}.{}", 1 + i / 250, 1 + i % 250); }
 std::string leaf_addr(int k) { return fmt::format("10.99.0.{}", 1 + k); }
 const char* kSpineAddr = "10.99.0.254";
-// The job's multicast group (--multicast): administratively scoped (RFC 2365); the testbed's
-// namespaces are isolated from the machine's network, so one fixed group cannot clash.
-const char* kGroupAddr = "239.255.0.1";
+// Leaf k's multicast group for the job's results: administratively scoped (RFC 2365); the
+// testbed's namespaces are isolated from the machine's network, so fixed groups cannot clash.
+// One per leaf, so that a copy that strayed to another leaf would reach no member there.
+std::string group_addr(int k) { return fmt::format("239.255.0.{}", 1 + k); }
+// The filter that keeps multicast off a leaf's uplink (its egress, before the shaper): classic
+// BPF, direct action: IPv4 (ethertype 0x0800) to 224.0.0.0/4 is dropped (TC_ACT_SHOT = 2),
+// everything else passes (TC_ACT_OK = 0). Needed because the bridge floods what it sends itself
+// (the leaf switch's results) to every port, whatever the port's mcast_flood setting.
+const char* kNoMulticastBpf =
+    "7,40 0 0 12,21 0 4 2048,48 0 0 30,84 0 0 240,21 0 1 224,6 0 0 2,6 0 0 0";
 constexpr int kControllerPort = 7700;  // TCP, on the root switch's address
 
 Argv ip(const std::string& ns, std::initializer_list<std::string> args) {
@@ -142,6 +149,7 @@ Plan make_plan(const Spec& spec, const Identity& id) {
     l.name = two ? fmt::format("leaf{}", k) : "switch";
     l.ns = namespace_name(id, two ? l.name : "sw");
     l.addr = leaf_addr(static_cast<int>(k));
+    if (spec.multicast) l.group = group_addr(static_cast<int>(k));
     for (int i = 0; i < spec.leaves[k].hosts; ++i, ++host) {
       l.hosts.push_back(host);
       p.hosts.push_back({static_cast<int>(k), namespace_name(id, fmt::format("h{}", host)), host_addr(host)});
@@ -164,8 +172,8 @@ Plan make_plan(const Spec& spec, const Identity& id) {
                          "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"});
   for (const auto& ns : p.namespaces) p.setup.push_back(ip(ns, {"link", "set", "lo", "up"}));
   auto bridge = [&](const std::string& ns, const std::string& addr) {
-    if (spec.multicast)  // the group is flooded to every port: on one level every host holds
-                         // members, so that is exactly the members (docs/TESTBED.md, "Multicast")
+    if (spec.multicast)  // a leaf's group is flooded to every port: every host holds members,
+                         // the uplink's filter drops it (docs/TESTBED.md, "Multicast results")
       p.setup.push_back(ip(ns, {"link", "add", "br0", "mtu", mtu, "type", "bridge", "mcast_snooping",
                                 "0"}));
     else
@@ -195,6 +203,11 @@ Plan make_plan(const Spec& spec, const Identity& id) {
                                   l.name, "mtu", mtu, "netns", p.spine_ns}));
       p.setup.push_back(ip(l.ns, {"link", "set", "up0", "master", "br0", "up"}));
       p.setup.push_back(ip(p.spine_ns, {"link", "set", l.name, "master", "br0", "up"}));
+      if (spec.multicast) {  // the leaf's group stays under the leaf (see kNoMulticastBpf)
+        p.setup.push_back({"tc", "-n", l.ns, "qdisc", "add", "dev", "up0", "clsact"});
+        p.setup.push_back({"tc", "-n", l.ns, "filter", "add", "dev", "up0", "egress", "bpf", "da",
+                           "bytecode", kNoMulticastBpf});
+      }
       const std::uint64_t bps = spec.leaves[k].uplink_bps;
       p.links.push_back({l.name + " uplink", direction(spec, l.ns, "up0", p.spine_ns, l.name, bps),
                          direction(spec, p.spine_ns, l.name, l.ns, "up0", bps)});
@@ -243,10 +256,8 @@ Plan make_plan(const Spec& spec, const Identity& id) {
               std::to_string(spec.slot_elements), "--job",
               fmt::format("{}:{}:{}", kJobId, spec.world_size(), spec.job_slots)};
     s.argv = keyed(s.argv);
-    if (spec.multicast) {
-      s.argv.insert(s.argv.end(), {"--multicast", fmt::format("{}={}", kJobId, kGroupAddr)});
-      p.group = kGroupAddr;
-    }
+    if (spec.multicast)
+      s.argv.insert(s.argv.end(), {"--multicast", fmt::format("{}={}", kJobId, p.leaves[0].group)});
     common(s);
     p.switches.push_back(std::move(s));
     p.rank_env = {{"INC_SWITCH", p.leaves[0].addr + ":" + ep_port},
@@ -268,14 +279,17 @@ Plan make_plan(const Spec& spec, const Identity& id) {
     t += fmt::format(" {}={}-{}", l.name, first, last);
   }
   t += "\n";
-  auto topo_switch = [&](const std::string& name, const std::string& ns, const std::string& addr) {
+  auto topo_switch = [&](const std::string& name, const std::string& ns, const std::string& addr,
+                         const std::string& group) {
     SwitchPlan s{name, ns, addr, spec.switch_port,
                  keyed({id.inc_exe, "switch", "--topology", p.topology_path, "--name", name})};
+    // A leaf's members are hosts: its own group; the spine's are the leaves (unicast).
+    if (!group.empty()) s.argv.insert(s.argv.end(), {"--multicast", fmt::format("{}={}", kJobId, group)});
     common(s);
     p.switches.push_back(std::move(s));
   };
-  topo_switch("spine", p.spine_ns, p.spine_addr);
-  for (const auto& l : p.leaves) topo_switch(l.name, l.ns, l.addr);
+  topo_switch("spine", p.spine_ns, p.spine_addr, "");
+  for (const auto& l : p.leaves) topo_switch(l.name, l.ns, l.addr, l.group);
   p.rank_env = {{"INC_TOPOLOGY", p.topology_path}, {"INC_SWITCH_JOB", std::to_string(kJobId)}};
   if (spec.auth) p.rank_env.emplace_back("INC_KEY_FILE", p.key_path);
   return p;
@@ -299,9 +313,16 @@ std::string describe_plan(const Plan& p, bool commands) {
   else if (s.with_switch)
     o += s.auth ? fmt::format("switch job: keyed, every packet authenticated (a fresh key per run in {})\n", p.key_path)
                 : std::string("switch job: unauthenticated (--no-auth)\n");
-  if (s.with_switch && s.multicast)
+  if (s.with_switch && s.multicast && !s.two_level())
     o += fmt::format("results: once per chunk to multicast group {}:{}, flooded by the bridge "
-                     "to every host (all hold members)\n", p.group, s.switch_port);
+                     "to every host (all hold members)\n", p.leaves[0].group, s.switch_port);
+  else if (s.with_switch && s.multicast)
+    o += fmt::format("results: once per chunk to each leaf's multicast group ({}:{} ... {}:{}), "
+                     "flooded by the leaf's bridge to its hosts, dropped at its uplink; the spine "
+                     "sends to the leaves by unicast\n", p.leaves.front().group, s.switch_port,
+                     p.leaves.back().group, s.switch_port);
+  else if (s.with_switch && p.controller.argv.empty())
+    o += "results: unicast, once per member from the switch (--no-multicast)\n";
   o += fmt::format("\n{:<14} {:<12} {:<22} {:>14} {:>10} {:>10}\n", "link", "address", "between",
                    "rate each way", "queue", "burst");
   for (std::size_t i = 0; i < p.links.size(); ++i) {
