@@ -58,7 +58,8 @@ struct LeafPlan {
   std::string name;  // switch name: "switch" (one level) or "leafK"
   std::string ns, addr;
   std::vector<int> hosts;
-  std::string group;  // multicast: this leaf's group for the job's results (empty: unicast)
+  std::string group;  // multicast: this leaf's group for the job's results (empty: unicast);
+                      // with the controller the range its jobs' groups come from (BASE/24)
 };
 
 struct SwitchPlan {

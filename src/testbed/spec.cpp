@@ -324,8 +324,8 @@ Spec build_spec(const SpecInput& in) {
   s.auth = in.auth.value_or(true);
   s.controller = in.controller.value_or(false);
   // Multicast results are the default wherever the network can replicate them correctly: with a
-  // switch and static jobs (the controller's admissions carry no group).
-  s.multicast = in.multicast.value_or(s.with_switch && !s.controller);
+  // switch (with the controller, the switches whose members are hosts give each job a group).
+  s.multicast = in.multicast.value_or(s.with_switch);
   if (in.switch_args) s.switch_args = *in.switch_args;
   if (in.shaper) {
     if (*in.shaper == "tbf") s.shaper = Shaper::tbf;
@@ -424,10 +424,9 @@ Spec build_spec(const SpecInput& in) {
   // two-level tree a filter on the leaf's uplink keeps the group off the uplink (plan.cpp).
   if (s.multicast && !s.with_switch)
     fail(where("multicast", "--multicast"), "multicast results need a switch (not with --no-switch)");
-  if (s.controller && (!s.with_switch || !s.auth || s.multicast))
+  if (s.controller && (!s.with_switch || !s.auth))
     fail(where("controller", "--controller"),
-         "the controller builds switch trees and keys every job: not with --no-switch, --no-auth "
-         "or --multicast");
+         "the controller builds switch trees and keys every job: not with --no-switch or --no-auth");
   // Slot size: from the MTU, so that one chunk is one unfragmented datagram.
   if (in.slot_elements) {
     s.slot_elements = *in.slot_elements;

@@ -108,6 +108,12 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--job", "1:2:3", "--multicast", "1=239.1.1.1", "--multicast", "1=239.1.1.2"}, "job 1 given twice"},
       {{"--bind", "0.0.0.0:0", "--job", "1:2:3", "--multicast", "1=239.1.1.1"},
        "--multicast needs --bind with an address"},
+      {{"--multicast-groups", "239.255.0.0"}, "invalid value for --multicast-groups: '239.255.0.0' (write BASE/LEN"},
+      {{"--multicast-groups", "239.255.0.0/3"}, "(write BASE/LEN"},
+      {{"--multicast-groups", "10.0.0.0/8"}, "BASE must be the first address of a range inside 224.0.0.0/4"},
+      {{"--multicast-groups", "239.255.0.1/24"}, "BASE must be the first address of a range"},
+      {{"--bind", "0.0.0.0:0", "--multicast-groups", "239.255.0.0/16"},
+       "--multicast-groups needs --bind with an address"},
   };
   for (auto& b : bad) {
     auto p = spawn(b.args);

@@ -268,7 +268,19 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
     EXPECT_NE(argv.find("--controller " + ctl + " --control-key-file " + p.control_key_path), std::string::npos);
     EXPECT_EQ(argv.find("--job"), std::string::npos) << argv;
     EXPECT_EQ(argv.find("--key-file"), std::string::npos) << argv;
+    // Multicast by default: each leaf gives the jobs it admits a group of its own range; the
+    // spine, whose members are the leaves, none.
+    if (s.name == "spine") EXPECT_EQ(argv.find("--multicast-groups"), std::string::npos) << argv;
+    else EXPECT_NE(argv.find("--multicast-groups 239.254." + s.name.substr(4) + ".0/24 --controller"), std::string::npos) << argv;
   }
+  // ... and the uplinks keep the leaves' groups under them.
+  EXPECT_EQ(count_commands(p, {"tc", "-n", p.leaves[1].ns, "filter", "add", "dev", "up0", "egress"}), 1u);
+  EXPECT_NE(describe_plan(p, false).find("a multicast group per job at each leaf (239.254.0.0/24 ... 239.254.1.0/24"),
+            std::string::npos) << describe_plan(p, false);
+  SpecInput uni = in;
+  uni.multicast = false;
+  for (const auto& s : make_plan(build_spec(uni), test_id()).switches)
+    EXPECT_EQ(shell_join(s.argv).find("--multicast"), std::string::npos);
   // One host per rank, on its host's leaf.
   ASSERT_EQ(fab->hosts.size(), p.ranks.size());
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
@@ -289,9 +301,8 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
   EXPECT_EQ(env("INC_KEY_FILE"), "(unset)");
   EXPECT_NE(std::find(p.rank_unset.begin(), p.rank_unset.end(), "INC_CONTROLLER"), p.rank_unset.end());
   EXPECT_NE(describe_plan(p, false).find("controller fabric " + p.fabric_path), std::string::npos);
-  // One level: the controller beside the single switch; no controller without a switch, a key
-  // for every job, or with multicast (off by default with the controller).
-  EXPECT_FALSE(build_spec(in).multicast);
+  // One level: the controller beside the single switch, which gives its jobs groups; no
+  // controller without a switch or a key for every job.
   in.leaves = 1;
   in.hosts = 3;
   in.oversubscription.reset();
@@ -299,8 +310,8 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
   EXPECT_EQ(one.controller.addr, one.switches[0].addr);
   ASSERT_TRUE(inc::sw::parse_topology(one.fabric_text, err)) << err;
   EXPECT_EQ(one.fabric_text.find("parent="), std::string::npos);
-  for (auto set : {+[](SpecInput& x) { x.with_switch = false; }, +[](SpecInput& x) { x.auth = false; },
-                   +[](SpecInput& x) { x.multicast = true; }}) {
+  EXPECT_NE(shell_join(one.switches[0].argv).find("--multicast-groups 239.254.0.0/24"), std::string::npos);
+  for (auto set : {+[](SpecInput& x) { x.with_switch = false; }, +[](SpecInput& x) { x.auth = false; }}) {
     SpecInput bad = in;
     set(bad);
     EXPECT_THROW(build_spec(bad), inc::Error);
