@@ -124,9 +124,12 @@ def predictions(args, rate, size, work):
         cmd = [args.inc, "sim", "run", "-c", "allreduce", "-a", algo, "-b", f"{size}B",
                "--link-gbps", str(rate), "--hosts", str(args.hosts), "--csv", path] + inc_net
         if args.leaves > 1:
+            # A leaf of the simulator's fat tree has radix = hosts down + uplinks up, and its
+            # oversubscription is down:up: 4 hosts at 2:1 are radix 6 (radix 2 x 4 would be 1:1).
             per_leaf = args.hosts // args.leaves
-            cmd += ["--topology", "fat_tree2", "--radix", str(2 * per_leaf),
-                    "--oversubscription", str(args.oversubscription)]
+            up = max(1, round(per_leaf / args.oversubscription))
+            cmd += ["--topology", "fat_tree2", "--radix", str(per_leaf + up),
+                    "--oversubscription", str(per_leaf / up)]
         else:
             cmd += ["--topology", "single_switch"]
         run(cmd, "inc sim", 600)
