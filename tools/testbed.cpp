@@ -97,10 +97,12 @@ int cmd_testbed(int argc, char** argv) {
   bool no_auth = false;
   auto* o_noauth = app.add_flag("--no-auth", no_auth, "the switch job without a key: packets unauthenticated "
                                                        "(default: a fresh key per run, docs/PROTOCOL.md)");
-  bool multicast = false;
+  bool multicast = false, no_multicast = false;
   auto* o_mcast = app.add_flag("--multicast", multicast, "results every rank gets alike go once per chunk to a "
-                                                          "multicast group that the bridge replicates (one level; "
-                                                          "file: multicast = true)");
+                                                          "multicast group that the bridge replicates, one group per "
+                                                          "leaf (the default with a switch; file: multicast = true)");
+  auto* o_nomcast = app.add_flag("--no-multicast", no_multicast, "every result goes from the switch to each member "
+                                                                  "(unicast; file: multicast = false)")->excludes(o_mcast);
   bool controller = false;
   auto* o_ctl = app.add_flag("--controller", controller, "start `inc controller` for the fabric: the switches register, "
                                                           "every communicator (world, split) gets its tree and key from "
@@ -168,6 +170,10 @@ int cmd_testbed(int argc, char** argv) {
     if (o_noswitch->count()) flags.with_switch = false;
     if (o_noauth->count()) flags.auth = false;
     if (o_mcast->count()) flags.multicast = true;
+    if (o_nomcast->count()) {
+      flags.multicast = false;
+      flags.where["multicast"] = "--no-multicast";
+    }
     if (o_ctl->count()) {
       flags.controller = true;
       flags.where["controller"] = "--controller";

@@ -124,9 +124,12 @@ def predictions(args, rate, size, work):
         cmd = [args.inc, "sim", "run", "-c", "allreduce", "-a", algo, "-b", f"{size}B",
                "--link-gbps", str(rate), "--hosts", str(args.hosts), "--csv", path] + inc_net
         if args.leaves > 1:
+            # A leaf of the simulator's fat tree has radix = hosts down + uplinks up, and its
+            # oversubscription is down:up: 4 hosts at 2:1 are radix 6 (radix 2 x 4 would be 1:1).
             per_leaf = args.hosts // args.leaves
-            cmd += ["--topology", "fat_tree2", "--radix", str(2 * per_leaf),
-                    "--oversubscription", str(args.oversubscription)]
+            up = max(1, round(per_leaf / args.oversubscription))
+            cmd += ["--topology", "fat_tree2", "--radix", str(per_leaf + up),
+                    "--oversubscription", str(per_leaf / up)]
         else:
             cmd += ["--topology", "single_switch"]
         run(cmd, "inc sim", 600)
@@ -237,7 +240,8 @@ def main():
              f"{args.hosts} hosts under {args.leaves} leaves + spine, uplinks {args.oversubscription:g}:1")
     print(f"# Allreduce f32 on inc testbed: {shape}; host links shaped both ways; "
           f"medians of {args.iters} calls; theory (ring/INC) = 2(p-1)/p = {theory:.2f}; "
-          f"switch job {'keyed (authenticated packets)' if args.auth == 'on' else 'unauthenticated (--auth on to key it)'}")
+          f"switch job {'keyed (authenticated packets)' if args.auth == 'on' else 'unauthenticated (--auth on to key it)'}; "
+          f"results {'unicast (--no-multicast)' if '--no-multicast' in extra else 'multicast, replicated by the bridges (the default)'}")
     print(f"# {'link':>8} {'size':>8} {'ring':>10} {'best host':>24} {'INC':>10} {'speed-up':>9} "
           f"{'model ring/INC':>17} {'sim ring/INC':>17} {'INC/model':>9} {'retx':>6} {'switch cpu/lane':>16} "
           f"{'cores':>6} {'limit':>9}")

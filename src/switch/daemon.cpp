@@ -33,6 +33,8 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
   lc.faults = o.faults;
   lc.batch = o.batch;
   lc.offload = o.offload;
+  lc.group_base = o.group_base;
+  lc.group_span = o.group_span;
   std::unique_ptr<SwitchLanes> lanes;
   try {
     lanes = std::make_unique<SwitchLanes>(lc);
@@ -108,6 +110,12 @@ int run_switch_daemon(const SwitchDaemonOptions& o, const std::atomic<bool>& sto
                    "forged or replayed)\n",
                    o.name.c_str(), j.job,
                    Endpoint::ipv4(j.multicast.ipv4_addr(), p0.local().port()).str().c_str());
+  if (o.group_span != 0)
+    std::fprintf(log,
+                 "inc switch %s: jobs admitted at run time: results every member gets alike go once to "
+                 "multicast group %u.%u.%u.%u + (job mod %u), port %u (for members that are hosts, not switches)\n",
+                 o.name.c_str(), o.group_base >> 24, (o.group_base >> 16) & 255, (o.group_base >> 8) & 255,
+                 o.group_base & 255, o.group_span, unsigned(p0.local().port()));
   std::fflush(log);
   std::atomic<bool> stats_stop{false};
   std::thread stats_thread;

@@ -32,6 +32,8 @@ struct SwitchDaemonOptions {
   UdpOffload offload;         // --offload: UDP GSO/GRO on the lanes' sockets
   std::string controller;     // --controller: register with `inc controller` (src/control)
   std::optional<proto::auth::Key> controller_key;  // --control-key-file
+  // --multicast-groups BASE/LEN: the groups of jobs admitted at run time (LanesConfig).
+  std::uint32_t group_base = 0, group_span = 0;
 };
 
 std::string switch_usage();

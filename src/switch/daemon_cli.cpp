@@ -53,7 +53,7 @@ bool parse_double(const std::string& s, double& v, double lo, double hi) {
 struct RawArgs {
   std::string bind, slots, slot_elems, types, parent, topology, name, control_key, idle_timeout,
       incarnation, key_file, controller, control_key_file, metrics_port, metrics_bind, stats_interval, batch, lanes, offload, fault_loss, fault_dup,
-      fault_reorder, fault_delay, fault_jitter, fault_seed;
+      fault_reorder, fault_delay, fault_jitter, fault_seed, multicast_groups;
   std::vector<std::string> jobs, multicast;
   bool stats = false;
 };
@@ -85,7 +85,14 @@ void define(CLI::App& app, RawArgs& r) {
   app.add_option("--multicast", r.multicast, "JOB=GROUP: send the results of static job JOB that every member "
                                             "gets alike once, to the IPv4 multicast GROUP (224.0.0.0/4) at "
                                             "lane 0's port, which its members join (docs/PROTOCOL.md, "
-                                            "\"Multicast results\"); needs a --bind address (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
+                                            "\"Multicast results\"); needs a --bind address; with --topology only for jobs whose "
+                                            "members here are hosts, not switches (repeatable)")->type_name("JOB=GROUP")->allow_extra_args(false);
+  app.add_option("--multicast-groups", r.multicast_groups, "BASE/LEN: every job admitted at run time (by the "
+                                                          "controller or an admit packet) gets the IPv4 multicast group "
+                                                          "BASE + (job mod 2^(32-LEN)) for the results every member gets "
+                                                          "alike; only for a switch whose members are hosts, never "
+                                                          "switches (docs/PROTOCOL.md, \"Multicast results\"); needs a "
+                                                          "--bind address")->type_name("BASE/LEN");
   app.add_option("--control-key", r.control_key, "gone: control packets no longer carry a key in clear; "
                                                   "use --control-key-file")->type_name("KEY");
   app.add_option("--key-file", r.key_file, "keys of the static jobs: lines 'JOB HEX64' (mode 600); every "
@@ -137,6 +144,8 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     o.bind = *e;
   }
   bool lanes_given = false;
+  // Topology jobs in which this switch has child switches as members (they join no group).
+  std::map<std::uint32_t, std::string> child_switch;
   if (at("--lanes", r.lanes)) {
     if (!parse_uint(r.lanes, u, proto::kMaxLanes) || u == 0)
       return bad("1.." + std::to_string(proto::kMaxLanes));
@@ -283,6 +292,8 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       auto plan = plan_job(*t, j, err);
       if (!plan) return r.topology + ": " + err;
       if (auto it = plan->specs.find(r.name); it != plan->specs.end()) o.jobs.push_back(it->second);
+      for (const auto& [name, _] : plan->specs)
+        if (const TopoSwitch* c = t->find(name); c && c->parent == r.name) child_switch.emplace(j.id, name);
     }
   }
   // Where the lanes go and how the pool splits, checked now rather than at the first packet.
@@ -312,9 +323,6 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       it->key = k.key;
     }
   }
-  if (!r.multicast.empty() && given("--topology"))
-    return "--multicast is for a switch whose members are hosts: in a tree (--topology) switches "
-           "are members, and they do not join groups";
   for (const auto& v : r.multicast) {  // JOB=GROUP
     const auto eq = v.find('=');
     std::uint64_t id = 0;
@@ -334,10 +342,30 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
       return "--multicast '" + v + "': job " + std::to_string(id) +
              " is not a static job of this switch (--job or the topology)";
     if (it->multicast.valid()) return "--multicast: job " + std::to_string(id) + " given twice";
+    if (auto c = child_switch.find(std::uint32_t(id)); c != child_switch.end())
+      return "--multicast '" + v + "': switch '" + r.name + "' has switch '" + c->second +
+             "' as a member of job " + std::to_string(id) +
+             ", and switches do not join groups (give the groups to the switches whose members are hosts)";
     if (o.bind.ipv4_addr() == 0)
       return "--multicast needs --bind with an address (the group's datagrams leave by its "
              "interface), not " + o.bind.str();
     it->multicast = *g;  // port 0: lane 0's, filled in when the lanes are bound
+  }
+  if (at("--multicast-groups", r.multicast_groups)) {  // BASE/LEN
+    const auto slash = r.multicast_groups.find('/');
+    std::uint64_t len = 0;
+    const auto g = slash != std::string::npos ? parse_endpoint(r.multicast_groups.substr(0, slash) + ":0") : std::nullopt;
+    if (!g || !parse_uint(r.multicast_groups.substr(slash + 1), len, 32) || len < 4)
+      return bad("write BASE/LEN, e.g. 239.255.0.0/16, LEN 4..32");
+    const std::uint32_t span_bits = 32 - std::uint32_t(len);
+    const std::uint32_t base = g->ipv4_addr() & ~((std::uint32_t(1) << span_bits) - 1);  // span_bits <= 28
+    if (!proto::is_multicast_group(base) || base != g->ipv4_addr())
+      return bad("BASE must be the first address of a range inside 224.0.0.0/4, e.g. 239.255.0.0/16");
+    if (o.bind.ipv4_addr() == 0)
+      return "--multicast-groups needs --bind with an address (the group's datagrams leave by its "
+             "interface), not " + o.bind.str();
+    o.group_base = base;
+    o.group_span = std::uint32_t(1) << span_bits;
   }
   if (given("--controller") && !given("--control-key-file"))
     return "--controller needs --control-key-file (the control connection is sealed)";

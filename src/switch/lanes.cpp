@@ -104,11 +104,17 @@ SwitchLanes::SwitchLanes(const LanesConfig& c) : c_(c) {
 
 SwitchLanes::~SwitchLanes() = default;
 
-proto::Reason SwitchLanes::admit_static(const JobSpec& given, Nanos now, std::uint16_t& refused_lane) {
+JobSpec SwitchLanes::with_group(JobSpec spec, bool run_time) const {
+  if (run_time && !spec.multicast.valid() && c_.group_span != 0)
+    spec.multicast = Endpoint::ipv4(c_.group_base + spec.job % c_.group_span, 0);
   // A group without a port is at lane 0's port (the members know it: their switch endpoint).
-  JobSpec spec = given;
   if (spec.multicast.valid() && spec.multicast.port() == 0)
     spec.multicast = Endpoint::ipv4(spec.multicast.ipv4_addr(), servers_[0]->local().port());
+  return spec;
+}
+
+proto::Reason SwitchLanes::admit_static(const JobSpec& given, Nanos now, std::uint16_t& refused_lane) {
+  const JobSpec spec = with_group(given, false);
   for (std::uint16_t l = 0; l < lanes(); ++l) {
     auto r = servers_[l]->dataplane().admit(spec, now);
     if (r != proto::Reason::ok) {
@@ -156,7 +162,7 @@ void SwitchLanes::handle(const Pending& p) {
       proto::Reason r = proto::Reason::ok;
       bool existed = false;
     };
-    const JobSpec spec = e.spec;
+    const JobSpec spec = with_group(e.spec, true);
     auto res = every_lane<Admitted>([spec](SwitchDataPlane& dp) {
       Admitted a;
       a.existed = dp.has_job(spec.job);
@@ -191,7 +197,8 @@ void SwitchLanes::handle(const Pending& p) {
   servers_[p.lane]->post([reply, answer](SwitchDataPlane& dp) { dp.answer_control(reply, answer); });
 }
 
-proto::Reason SwitchLanes::admit_on_every_lane(const JobSpec& spec) {
+proto::Reason SwitchLanes::admit_on_every_lane(const JobSpec& given) {
+  const JobSpec spec = with_group(given, true);
   struct Admitted {
     proto::Reason r = proto::Reason::ok;
     bool existed = false;

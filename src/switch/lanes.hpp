@@ -31,6 +31,10 @@ struct LanesConfig {
   FaultConfig faults;       // lane l uses seed + l
   std::size_t batch = 32;
   UdpOffload offload;       // GSO/GRO on every lane's socket
+  // --multicast-groups: every job admitted at run time (by the controller or an admit packet)
+  // gets the group group_base + (job mod group_span) at lane 0's port (docs/PROTOCOL.md,
+  // "Multicast results"). group_span 0: none, such jobs stay unicast.
+  std::uint32_t group_base = 0, group_span = 0;
 };
 
 // Lanes the daemon uses by default: the CPUs this process may run on (sched_getaffinity).
@@ -83,6 +87,9 @@ class SwitchLanes {
   };
   template <class R, class F>
   std::optional<std::vector<R>> every_lane(F f);
+  // The spec with its group's port (lane 0's), and for a job admitted at run time the group of
+  // --multicast-groups if it names none.
+  JobSpec with_group(JobSpec spec, bool run_time) const;
   void handle(const Pending& p);
   void expire_idle(Nanos now);
 

@@ -33,14 +33,15 @@ json parse_array(const std::string& text, const char* what) {
 std::map<std::string, QdiscStats> parse_tc_json(const std::string& text) {
   std::map<std::string, QdiscStats> out;
   for (const json& q : parse_array(text, "tc -s -j qdisc show")) {
-    if (!q.is_object() || !q.value("root", false) || !q.contains("dev")) continue;
-    QdiscStats s;
+    if (!q.is_object() || !q.contains("dev") || !q["dev"].is_string()) continue;
+    QdiscStats& s = out[q["dev"].get<std::string>()];
+    if (q.value("kind", "") == "clsact") s.filtered = u64(q, "drops");
+    if (!q.value("root", false)) continue;
     s.kind = q.value("kind", "");
     s.bytes = u64(q, "bytes");
     s.packets = u64(q, "packets");
     s.drops = u64(q, "drops");
     s.overlimits = u64(q, "overlimits");
-    out[q["dev"].get<std::string>()] = s;
   }
   return out;
 }
@@ -82,7 +83,8 @@ std::vector<DirectionCounters> collect_counters(const Plan& p, std::vector<std::
       c.bps = d->bps;
       const LinkStats tx = ln[d->ns][d->dev];
       const auto q = qd[d->ns].find(d->dev);
-      if (d->bps != 0 && q != qd[d->ns].end()) {
+      if (q != qd[d->ns].end()) c.filtered = q->second.filtered;
+      if (d->bps != 0 && q != qd[d->ns].end() && !q->second.kind.empty()) {
         c.bytes = q->second.bytes;
         c.packets = q->second.packets;
         c.queue_drops = q->second.drops;
@@ -110,6 +112,16 @@ std::string render_counters(const std::vector<DirectionCounters>& cs) {
     rd += c.rx_drops;
   }
   o += fmt::format("drops: {} at senders (shaper queue full), {} at receivers\n", qd, rd);
+  std::string kept;
+  std::uint64_t total = 0;
+  for (const auto& c : cs)
+    if (c.filtered) {
+      kept += fmt::format("{}{} {} {}", kept.empty() ? "" : ", ", c.link, c.dir, c.filtered);
+      total += c.filtered;
+    }
+  if (total)
+    o += fmt::format("multicast kept off the uplinks by their filters: {} packets ({}; a GSO batch "
+                     "of datagrams counts once)\n", total, kept);
   return o;
 }
 

@@ -58,6 +58,8 @@ struct LeafPlan {
   std::string name;  // switch name: "switch" (one level) or "leafK"
   std::string ns, addr;
   std::vector<int> hosts;
+  std::string group;  // multicast: this leaf's group for the job's results (empty: unicast);
+                      // with the controller the range its jobs' groups come from (BASE/24)
 };
 
 struct SwitchPlan {
@@ -89,7 +91,6 @@ struct Plan {
   std::string topology_path, topology_text;  // two levels: the switches' topology file
   std::string key_path;        // with a switch: the job's key file (written by write_state)
   std::uint32_t key_job = 0;
-  std::string group;           // --multicast: the job's group address (empty: unicast)
   std::vector<RankPlan> ranks;
   std::string store_ns, store_addr;  // the rendezvous store runs in host 0
   std::vector<std::pair<std::string, std::string>> rank_env;  // INC_SWITCH / INC_TOPOLOGY, ...

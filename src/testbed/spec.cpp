@@ -322,8 +322,10 @@ Spec build_spec(const SpecInput& in) {
   s.job_slots = in.job_slots.value_or(32);
   s.with_switch = in.with_switch.value_or(true);
   s.auth = in.auth.value_or(true);
-  s.multicast = in.multicast.value_or(false);
   s.controller = in.controller.value_or(false);
+  // Multicast results are the default wherever the network can replicate them correctly: with a
+  // switch (with the controller, the switches whose members are hosts give each job a group).
+  s.multicast = in.multicast.value_or(s.with_switch);
   if (in.switch_args) s.switch_args = *in.switch_args;
   if (in.shaper) {
     if (*in.shaper == "tbf") s.shaper = Shaper::tbf;
@@ -418,18 +420,13 @@ Spec build_spec(const SpecInput& in) {
              fmt::format("leaf {} has {} ranks: a switch aggregates at most {} members; use more leaves",
                          k, s.leaves[k].hosts * s.ranks_per_host, kFanIn));
   }
-  // Multicast: the switch's group is flooded or snooped by one bridge. In a two-level tree a
-  // leaf's group would also cross its uplink into the spine's bridge and the other leaves.
+  // Multicast: each leaf's group is flooded by its bridge to its hosts (all hold members); in a
+  // two-level tree a filter on the leaf's uplink keeps the group off the uplink (plan.cpp).
   if (s.multicast && !s.with_switch)
     fail(where("multicast", "--multicast"), "multicast results need a switch (not with --no-switch)");
-  if (s.multicast && two)
-    fail(where("multicast", "--multicast"),
-         "multicast results are built for one level only: in a two-level tree a leaf's group "
-         "would cross its uplink into the spine and the other leaves (leave it off with --leaves)");
-  if (s.controller && (!s.with_switch || !s.auth || s.multicast))
+  if (s.controller && (!s.with_switch || !s.auth))
     fail(where("controller", "--controller"),
-         "the controller builds switch trees and keys every job: not with --no-switch, --no-auth "
-         "or --multicast");
+         "the controller builds switch trees and keys every job: not with --no-switch or --no-auth");
   // Slot size: from the MTU, so that one chunk is one unfragmented datagram.
   if (in.slot_elements) {
     s.slot_elements = *in.slot_elements;

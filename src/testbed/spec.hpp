@@ -53,8 +53,9 @@ struct Spec {
   bool auth = true;
   // Results every member gets alike go once to a multicast group the ranks join, replicated by
   // the bridge (as an ASIC's replication engine would), instead of once per member from the
-  // switch (docs/PROTOCOL.md, "Multicast results"). One level only.
-  bool multicast = false;
+  // switch (docs/PROTOCOL.md, "Multicast results"). On by default wherever it is correct (with a
+  // switch); in a two-level tree each leaf has its own group, kept off its uplink.
+  bool multicast = true;
   // `inc controller` builds the job's trees (docs/CONTROLLER.md): it runs beside the root switch
   // with a fabric derived from the plan, the switches register with it, and every communicator
   // (the world and each split) asks it for a tree and a fresh key.

@@ -108,6 +108,12 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--job", "1:2:3", "--multicast", "1=239.1.1.1", "--multicast", "1=239.1.1.2"}, "job 1 given twice"},
       {{"--bind", "0.0.0.0:0", "--job", "1:2:3", "--multicast", "1=239.1.1.1"},
        "--multicast needs --bind with an address"},
+      {{"--multicast-groups", "239.255.0.0"}, "invalid value for --multicast-groups: '239.255.0.0' (write BASE/LEN"},
+      {{"--multicast-groups", "239.255.0.0/3"}, "(write BASE/LEN"},
+      {{"--multicast-groups", "10.0.0.0/8"}, "BASE must be the first address of a range inside 224.0.0.0/4"},
+      {{"--multicast-groups", "239.255.0.1/24"}, "BASE must be the first address of a range"},
+      {{"--bind", "0.0.0.0:0", "--multicast-groups", "239.255.0.0/16"},
+       "--multicast-groups needs --bind with an address"},
   };
   for (auto& b : bad) {
     auto p = spawn(b.args);
@@ -244,6 +250,37 @@ TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
   SwitchDaemonOptions o3;
   char* argv3[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"leaf0", (char*)"--slots", (char*)"9"};
   EXPECT_NE(parse_switch_args(7, argv3, o3, help).find("do not combine"), std::string::npos);
+}
+
+// Multicast results in a tree: a switch whose members in a job are hosts may give that job a
+// group (its results replicate under it); one with a child switch as a member may not, as a
+// leaf whose parent announces a group fails the job (docs/PROTOCOL.md, "Multicast results").
+TEST(SwitchCli, TopologyLeafTakesAGroupTheSpineDoesNot) {
+  std::string path = ::testing::TempDir() + "/inc_topo_mcast_test.txt";
+  std::ofstream(path) << "switch spine 127.0.0.1:7298\n"
+                         "switch leaf0 127.0.0.1:7301 parent=spine\n"
+                         "switch leaf1 127.0.0.1:7302 parent=spine\n"
+                         "job 7 slots=8 leaf0=0-1 leaf1=2,3\n"
+                         "job 8 slots=4 spine=0 leaf1=1-2\n";
+  bool help;
+  SwitchDaemonOptions leaf;
+  char* a1[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"leaf1",
+                (char*)"--multicast", (char*)"7=239.255.0.2", (char*)"--multicast", (char*)"8=239.255.0.3"};
+  ASSERT_EQ(parse_switch_args(9, a1, leaf, help), "");
+  ASSERT_EQ(leaf.jobs.size(), 2u);
+  EXPECT_EQ(leaf.jobs[0].multicast.str(), "239.255.0.2:0");  // lane 0's port once bound
+  EXPECT_EQ(leaf.jobs[1].multicast.str(), "239.255.0.3:0");
+  EXPECT_NE(leaf.jobs[0].parent_member, proto::kNoMember);  // a leaf: it still has a parent
+  SwitchDaemonOptions spine;
+  char* a2[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"spine",
+                (char*)"--multicast", (char*)"7=239.255.0.1"};
+  EXPECT_NE(parse_switch_args(7, a2, spine, help).find("switch 'spine' has switch 'leaf0' as a member of job 7"),
+            std::string::npos);
+  // Job 8: the spine has a rank of its own and leaf1 below it: still no group for the spine.
+  SwitchDaemonOptions mixed;
+  char* a3[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"spine",
+                (char*)"--multicast", (char*)"8=239.255.0.1"};
+  EXPECT_NE(parse_switch_args(7, a3, mixed, help).find("has switch 'leaf1' as a member of job 8"), std::string::npos);
 }
 
 TEST(Topology, ErrorsNameTheLine) {

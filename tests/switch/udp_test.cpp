@@ -609,6 +609,44 @@ TEST(Lanes, ControlAdmitReleaseApplyToEveryLane) {
   EXPECT_EQ(m.counters.jobs_released, 2u);
 }
 
+// inc switch --multicast-groups BASE/LEN: a job admitted at run time (by the controller's agent
+// or an admit packet) gets the group BASE + (job mod span) at lane 0's port; a static job keeps
+// what its configuration says (none here). On loopback the members join the group and read
+// every result from it (docs/PROTOCOL.md, "Multicast results").
+TEST(Lanes, JobsAdmittedAtRunTimeGetAGroupOfTheRange) {
+  LanesConfig c = lanes_cfg(2, 64, 64);
+  c.cfg.control_key = kCtlKey;
+  c.group_base = 0xEF010200;  // 239.1.2.0/24
+  c.group_span = 256;
+  LanesThread sw(c);
+  std::uint16_t refused = 0;
+  ASSERT_EQ(sw.l->admit_static({9, 2, 4}, 0, refused), proto::Reason::ok);
+  sw.start();
+  ASSERT_EQ(sw.l->admit_on_every_lane({256 + 5, 2, 4}), proto::Reason::ok);  // the controller's path
+  auto r = udp_admit(sw.l->local(0), kCtlKey, {7, 2, 4}, 10 * kSecond);      // an admit packet
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, proto::Reason::ok);
+  EXPECT_EQ(run_on_lanes(*sw.l, 256 + 5, 2, 2, 2, 3000), "");
+  EXPECT_EQ(run_on_lanes(*sw.l, 9, 2, 2, 2, 3000), "");
+  SwitchSnapshot m;
+  for (int i = 0; i < 200; ++i) {  // the lanes publish every 100 ms
+    m = sw.l->snapshot();
+    if (m.counters.results_multicast > 0 && m.counters.results > m.counters.results_multicast) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::map<std::uint32_t, JobSnapshot> jobs;
+  for (const auto& j : m.jobs) jobs[j.spec.job] = j;
+  const std::uint16_t port0 = sw.l->local(0).port();
+  ASSERT_TRUE(jobs.count(7));
+  EXPECT_EQ(jobs[7].spec.multicast, Endpoint::ipv4(0xEF010207, port0));
+  EXPECT_FALSE(jobs[9].spec.multicast.valid());
+  // The controller's job stays until released (its members left): it ran with 239.1.2.5.
+  ASSERT_TRUE(jobs.count(256 + 5));
+  EXPECT_EQ(jobs[256 + 5].spec.multicast, Endpoint::ipv4(0xEF010205, port0));
+  EXPECT_GT(m.counters.results_multicast, 0u);
+  EXPECT_GT(m.counters.results, m.counters.results_multicast);  // job 9's went to each member
+}
+
 TEST(Lanes, IdleDynamicJobsExpireOnEveryLane) {
   LanesConfig c = lanes_cfg(3, 30, 16);
   c.cfg.control_key = kCtlKey;

@@ -8,6 +8,8 @@
 #   - the reports name the controller's trees (the world's rooted at the spine, 3 switches);
 #   - the fabric has the switches, the uplink rates and a host per rank; the controller
 #     granted the trees and the switches aggregated;
+#   - multicast results (the default): each leaf sent its jobs' results to a group of its range
+#     (--multicast-groups), the spine none;
 #   - nothing is left: no namespace or state directory with the prefix.
 # Exit 77 (ctest: skipped) where namespaces cannot be created.
 # usage: controller.sh path/to/inc path/to/mp_controller
@@ -37,8 +39,16 @@ for sw in spine leaf0 leaf1; do
   line=$(grep -E "^\[$sw\] switch $sw: packets in" "$log" | tail -1)
   agg=$(sed -E 's/.*aggregations ([0-9]+).*/\1/' <<<"$line")
   [ -n "$agg" ] && [ "$agg" -gt 0 ] || fail "switch $sw aggregated nothing ('$line')"
-  echo "switch $sw: $agg aggregations"
+  mc=$(sed -E 's/.*results multicast ([0-9]+).*/\1/' <<<"$line")
+  echo "switch $sw: $agg aggregations, $mc results to a group"
+  if [ "$sw" = spine ]; then
+    [ "$mc" = 0 ] || fail "the spine sent $mc results to a group (its members are switches)"
+  else
+    [ -n "$mc" ] && [ "$mc" -gt 0 ] || fail "$sw sent no result to a group ('$line')"
+  fi
 done
+grep -q "^\[leaf1\] inc switch leaf1: jobs admitted at run time: results every member gets alike go once to multicast group 239.254.1.0 + (job mod 256)" "$log" ||
+  fail "leaf1 does not announce its range of groups"
 left=$(ls /run/netns 2>/dev/null | grep -c "^${pfx}-")
 [ "$left" -eq 0 ] || fail "$left namespaces with prefix $pfx left behind"
 if compgen -G "/run/inc-testbed/${pfx}-*" >/dev/null; then fail "state directory left behind"; fi

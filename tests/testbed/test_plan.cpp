@@ -76,7 +76,8 @@ TEST(TestbedPlan, OneLevel) {
   EXPECT_EQ(sw.ns, "inctb-4242-sw");
   EXPECT_EQ(shell_join(sw.argv),
             "/opt/inc switch --bind 10.99.0.1:7710 --slot-elements 2048 --job 1:6:32 --key-file "
-            "/run/inc-testbed/inctb-4242/keys --stats --metrics-port 9100 --metrics-bind 10.99.0.1");
+            "/run/inc-testbed/inctb-4242/keys --multicast 1=239.255.0.1 --stats --metrics-port 9100 "
+            "--metrics-bind 10.99.0.1");
   // The job is keyed: the switch and the ranks read one key file (written per run, mode 600).
   EXPECT_EQ(p.rank_env, (std::vector<std::pair<std::string, std::string>>{
                             {"INC_SWITCH", "10.99.0.1:7710"},
@@ -102,7 +103,8 @@ TEST(TestbedPlan, TwoLevelsTopologyMatchesTheHosts) {
   EXPECT_EQ(p.spine_ns, "inctb-4242-spine");
   // Host links and uplinks, both directions, htb: root + class + bfifo per direction.
   ASSERT_EQ(p.links.size(), 5u + 2);
-  EXPECT_EQ(count_commands(p, {"tc"}), 3u * 2 * 7);
+  // + per leaf the uplink's multicast filter (clsact and its bpf filter).
+  EXPECT_EQ(count_commands(p, {"tc"}), 3u * 2 * 7 + 2 * 2);
   EXPECT_EQ(p.links[5].name, "leaf0 uplink");
   EXPECT_EQ(p.links[5].up.ns, p.leaves[0].ns);
   EXPECT_EQ(p.links[5].up.peer_ns, p.spine_ns);
@@ -169,27 +171,70 @@ TEST(TestbedPlan, KeyedByDefaultAndNoAuthOnRequest) {
   }
 }
 
-TEST(TestbedPlan, MulticastGivesTheJobAGroupAndTheBridgeFloods) {
+TEST(TestbedPlan, MulticastByDefaultGivesTheJobAGroupAndTheBridgeFloods) {
   SpecInput in;
   in.hosts = 3;
-  Plan uni = make_plan(build_spec(in), test_id());
-  EXPECT_EQ(shell_join(uni.switches[0].argv).find("--multicast"), std::string::npos);
-  in.multicast = true;
-  Plan p = make_plan(build_spec(in), test_id());
+  Plan p = make_plan(build_spec(in), test_id());  // the default: multicast results
   ASSERT_EQ(p.switches.size(), 1u);
   EXPECT_NE(shell_join(p.switches[0].argv).find("--multicast 1=239.255.0.1"), std::string::npos);
-  EXPECT_EQ(p.group, "239.255.0.1");
+  EXPECT_EQ(p.leaves[0].group, "239.255.0.1");
   bool flood = false;
   for (const auto& c : p.setup)
     flood |= shell_join(c).find("type bridge mcast_snooping 0") != std::string::npos;
   EXPECT_TRUE(flood) << "the bridge must flood the group to every host";
   EXPECT_NE(describe_plan(p, false).find("multicast group 239.255.0.1:7710"), std::string::npos);
-  // One level only, and only with a switch: refused naming the flag.
-  in.leaves = 2;
-  EXPECT_THROW(build_spec(in), inc::Error);
-  in.leaves = 1;
+  // Off on request (--no-multicast, file: multicast = false): no group, the default bridge.
+  in.multicast = false;
+  Plan uni = make_plan(build_spec(in), test_id());
+  EXPECT_EQ(shell_join(uni.switches[0].argv).find("--multicast"), std::string::npos);
+  EXPECT_TRUE(uni.leaves[0].group.empty());
+  for (const auto& c : uni.setup) EXPECT_EQ(shell_join(c).find("mcast_snooping"), std::string::npos);
+  EXPECT_NE(describe_plan(uni, false).find("results: unicast"), std::string::npos);
+  // Without a switch there is nothing to replicate: off by default, refused when asked for.
+  in.multicast.reset();
   in.with_switch = false;
+  EXPECT_FALSE(build_spec(in).multicast);
+  in.multicast = true;
   EXPECT_THROW(build_spec(in), inc::Error);
+}
+
+TEST(TestbedPlan, TwoLevelsGiveEachLeafItsGroupAndKeepItOffTheUplink) {
+  SpecInput in;
+  in.hosts = 5;
+  in.leaves = 3;
+  in.oversubscription = 2.0;
+  Plan p = make_plan(build_spec(in), test_id());
+  ASSERT_EQ(p.switches.size(), 4u);
+  EXPECT_EQ(p.switches[0].name, "spine");
+  EXPECT_EQ(shell_join(p.switches[0].argv).find("--multicast"), std::string::npos)
+      << "the spine's members are switches: unicast";
+  std::set<std::string> groups;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const auto& l = p.leaves[k];
+    EXPECT_EQ(l.group, "239.255.0." + std::to_string(k + 1));
+    groups.insert(l.group);
+    EXPECT_NE(shell_join(p.switches[k + 1].argv).find("--name " + l.name), std::string::npos);
+    EXPECT_NE(shell_join(p.switches[k + 1].argv).find("--multicast 1=" + l.group), std::string::npos);
+    // The uplink's egress drops IPv4 multicast before the shaper (the bridge floods its own).
+    bool clsact = false, filter = false;
+    for (const auto& c : p.setup) {
+      const std::string j = shell_join(c);
+      clsact |= j == "tc -n " + l.ns + " qdisc add dev up0 clsact";
+      filter |= j.starts_with("tc -n " + l.ns + " filter add dev up0 egress bpf da bytecode") &&
+                j.find("21 0 1 224,6 0 0 2,") != std::string::npos;
+    }
+    EXPECT_TRUE(clsact && filter) << l.name;
+  }
+  EXPECT_EQ(groups.size(), 3u);
+  // The switches accept the plan: each leaf's group is for a job whose members are hosts.
+  std::string err;
+  auto topo = inc::sw::parse_topology(p.topology_text, err);
+  ASSERT_TRUE(topo) << err;
+  EXPECT_NE(describe_plan(p, false).find("each leaf's multicast group (239.255.0.1:7710 ... 239.255.0.3:7710)"),
+            std::string::npos) << describe_plan(p, false);
+  in.multicast = false;
+  for (const auto& c : make_plan(build_spec(in), test_id()).setup)
+    EXPECT_EQ(shell_join(c).find("clsact"), std::string::npos);
 }
 
 TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
@@ -223,7 +268,19 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
     EXPECT_NE(argv.find("--controller " + ctl + " --control-key-file " + p.control_key_path), std::string::npos);
     EXPECT_EQ(argv.find("--job"), std::string::npos) << argv;
     EXPECT_EQ(argv.find("--key-file"), std::string::npos) << argv;
+    // Multicast by default: each leaf gives the jobs it admits a group of its own range; the
+    // spine, whose members are the leaves, none.
+    if (s.name == "spine") EXPECT_EQ(argv.find("--multicast-groups"), std::string::npos) << argv;
+    else EXPECT_NE(argv.find("--multicast-groups 239.254." + s.name.substr(4) + ".0/24 --controller"), std::string::npos) << argv;
   }
+  // ... and the uplinks keep the leaves' groups under them.
+  EXPECT_EQ(count_commands(p, {"tc", "-n", p.leaves[1].ns, "filter", "add", "dev", "up0", "egress"}), 1u);
+  EXPECT_NE(describe_plan(p, false).find("a multicast group per job at each leaf (239.254.0.0/24 ... 239.254.1.0/24"),
+            std::string::npos) << describe_plan(p, false);
+  SpecInput uni = in;
+  uni.multicast = false;
+  for (const auto& s : make_plan(build_spec(uni), test_id()).switches)
+    EXPECT_EQ(shell_join(s.argv).find("--multicast"), std::string::npos);
   // One host per rank, on its host's leaf.
   ASSERT_EQ(fab->hosts.size(), p.ranks.size());
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
@@ -244,8 +301,8 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
   EXPECT_EQ(env("INC_KEY_FILE"), "(unset)");
   EXPECT_NE(std::find(p.rank_unset.begin(), p.rank_unset.end(), "INC_CONTROLLER"), p.rank_unset.end());
   EXPECT_NE(describe_plan(p, false).find("controller fabric " + p.fabric_path), std::string::npos);
-  // One level: the controller beside the single switch; no controller without a switch, a key
-  // for every job, or with multicast.
+  // One level: the controller beside the single switch, which gives its jobs groups; no
+  // controller without a switch or a key for every job.
   in.leaves = 1;
   in.hosts = 3;
   in.oversubscription.reset();
@@ -253,8 +310,8 @@ TEST(TestbedPlan, ControllerFabricMatchesThePlan) {
   EXPECT_EQ(one.controller.addr, one.switches[0].addr);
   ASSERT_TRUE(inc::sw::parse_topology(one.fabric_text, err)) << err;
   EXPECT_EQ(one.fabric_text.find("parent="), std::string::npos);
-  for (auto set : {+[](SpecInput& x) { x.with_switch = false; }, +[](SpecInput& x) { x.auth = false; },
-                   +[](SpecInput& x) { x.multicast = true; }}) {
+  EXPECT_NE(shell_join(one.switches[0].argv).find("--multicast-groups 239.254.0.0/24"), std::string::npos);
+  for (auto set : {+[](SpecInput& x) { x.with_switch = false; }, +[](SpecInput& x) { x.auth = false; }}) {
     SpecInput bad = in;
     set(bad);
     EXPECT_THROW(build_spec(bad), inc::Error);
@@ -299,4 +356,16 @@ TEST(TestbedCounters, ParsesTcAndIpJson) {
   EXPECT_THROW(parse_tc_json("not json"), inc::Error);
   std::string t = render_counters({{"h0", "up", 1'000'000'000, 1000, 10, 3, 7, 2}});
   EXPECT_NE(t.find("drops: 3 at senders (shaper queue full), 2 at receivers"), std::string::npos) << t;
+  EXPECT_EQ(t.find("multicast kept off"), std::string::npos) << t;
+  // A leaf's uplink: the clsact's drops are what its egress filter kept off the link.
+  q = parse_tc_json(
+      R"([{"kind":"tbf","handle":"8001:","dev":"up0","root":true,"bytes":500,"packets":5,"drops":0,"overlimits":1},
+          {"kind":"clsact","handle":"ffff:","dev":"up0","parent":"ffff:fff1","bytes":9000,"packets":90,"drops":85}])");
+  EXPECT_EQ(q["up0"].kind, "tbf");
+  EXPECT_EQ(q["up0"].bytes, 500u);
+  EXPECT_EQ(q["up0"].drops, 0u);
+  EXPECT_EQ(q["up0"].filtered, 85u);
+  t = render_counters({{"leaf0 uplink", "up", 1'000'000'000, 500, 5, 0, 1, 0, 85}});
+  EXPECT_NE(t.find("multicast kept off the uplinks by their filters: 85 packets (leaf0 uplink up 85;"),
+            std::string::npos) << t;
 }
