@@ -85,6 +85,8 @@ void clmul_setup(const std::uint8_t* key, Tables& t) {
     pw[32 - k] = h;
   }
   for (int i = 32; i < 36; ++i) pw[i] = _mm_setzero_si128();
+  auto* kw = reinterpret_cast<__m128i*>(t.karatsuba);
+  for (int i = 0; i < 36; ++i) kw[i] = _mm_xor_si128(pw[i], _mm_shuffle_epi32(pw[i], 0x4e));
 }
 
 void clmul_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,

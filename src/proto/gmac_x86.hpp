@@ -1,5 +1,6 @@
 // Internal to gmac.cpp: the x86 implementations of AES-256-GMAC, each compiled in its own file
-// with its own instruction-set flags (gmac_clmul.cpp, gmac_avx512.cpp) and called only when
+// with its own instruction-set flags (gmac_clmul.cpp, gmac_avx2.cpp,
+// gmac_avx512.cpp) and called only when
 // gmac::available() says the CPU has them. Plain pointers only, no inline library code, so
 // nothing compiled for one instruction set is shared with another file.
 #pragma once
@@ -21,6 +22,9 @@ void clmul_setup(const std::uint8_t* key, Tables& t);
 // The tag of the concatenation of `parts` under `iv` (12 bytes) into `out` (16 bytes).
 void clmul_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
                std::uint8_t* out);
+// The same with VPCLMULQDQ on 256-bit registers and AVX2 (tables from clmul_setup).
+void avx2_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
+              std::uint8_t* out);
 // The same with VPCLMULQDQ on 512-bit registers (tables from clmul_setup).
 void avx512_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
                 std::uint8_t* out);
