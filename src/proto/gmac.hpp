@@ -57,8 +57,17 @@ class Gmac {
 
   Isa isa() const noexcept { return isa_; }
   // The tag of the concatenation of `parts` (empty parts allowed) under the 96-bit `iv`.
-  void tag(std::span<const std::span<const std::byte>> parts, const std::uint8_t* iv,
-           std::uint8_t* out) const;
+  // `pad`, if given, is pads()'s block of that `iv`, computed earlier (x86 implementations use
+  // it instead of encrypting J0 again; evp ignores it).
+  void tag(std::span<const std::span<const std::byte>> parts, const std::uint8_t* iv, std::uint8_t* out,
+           const std::uint8_t* pad = nullptr) const;
+  // AES(J0) for each of `n` IVs (`ivs`: n x kIvBytes; J0 = iv || 0x00000001) into `out`
+  // (n x kTagBytes): the block a tag under that IV is XORed with, i.e. the tag of the empty
+  // message. The x86 implementations encrypt up to kPadBatch blocks in one pipelined pass (AES
+  // rounds have a latency of several cycles but several can be in flight), so that a sender or a
+  // receiver that knows its next nonces pays a fraction of one AES per packet.
+  static constexpr std::size_t kPadBatch = 8;
+  void pads(const std::uint8_t* ivs, std::size_t n, std::uint8_t* out) const;
 
  private:
   Tables t_{};

@@ -90,10 +90,33 @@ void clmul_setup(const std::uint8_t* key, Tables& t) {
 }
 
 void clmul_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
-               std::uint8_t* out) {
+               const std::uint8_t* pad, std::uint8_t* out) {
   tag_of_parts(
       t, [&t](__m128i& y, const std::uint8_t* p, std::size_t len) { absorb128(t, y, p, len); }, parts, nparts, iv,
-      out);
+      pad, out);
+}
+
+void aes_pads(const Tables& t, const std::uint8_t* ivs, std::size_t n, std::uint8_t* out) {
+  // kPadBatch independent blocks round by round: each round's AESENC of one block waits for the
+  // previous round of the same block only, so the 8 chains fill the AES units' pipelines.
+  constexpr std::size_t B = Gmac::kPadBatch;
+  const auto* rk = reinterpret_cast<const __m128i*>(t.round_keys);
+  alignas(16) std::uint8_t j0[B][16] = {};
+  if (n > B) n = B;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(j0[i], ivs + kIvBytes * i, kIvBytes);
+    j0[i][15] = 1;
+  }
+  __m128i x[B];
+  const __m128i k0 = _mm_load_si128(rk);
+  for (std::size_t i = 0; i < B; ++i) x[i] = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0[i])), k0);
+  for (int r = 1; r < 14; ++r) {
+    const __m128i k = _mm_load_si128(rk + r);
+    for (std::size_t i = 0; i < B; ++i) x[i] = _mm_aesenc_si128(x[i], k);
+  }
+  const __m128i kl = _mm_load_si128(rk + 14);
+  for (std::size_t i = 0; i < n; ++i)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * i), _mm_aesenclast_si128(x[i], kl));
 }
 
 }  // namespace inc::proto::gmac::x86
