@@ -56,6 +56,12 @@ Trailer read_trailer(std::span<const std::byte> d) {
   return t;
 }
 
+// The nonce of sequence number `seq`: seq (LE) || 0u32.
+void nonce_of(std::uint64_t seq, std::uint8_t* iv) {
+  for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
+  std::memset(iv + 8, 0, gmac::kIvBytes - 8);
+}
+
 }  // namespace
 
 std::uint64_t clock_seq_base() {
@@ -162,12 +168,6 @@ bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, 
 }
 
 // ---- MAC ------------------------------------------------------------------------------------
-
-// The nonce of sequence number `seq`: seq (LE) || 0u32.
-void nonce_of(std::uint64_t seq, std::uint8_t* iv) {
-  for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
-  std::memset(iv + 8, 0, gmac::kIvBytes - 8);
-}
 
 struct Mac::Impl {
   explicit Impl(std::span<const std::uint8_t, 32> sub, gmac::Isa isa) : g(sub, isa) {}

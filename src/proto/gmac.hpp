@@ -15,7 +15,7 @@ namespace inc::proto::gmac {
 
 enum class Isa : std::uint8_t {
   evp,     // OpenSSL's EVP AES-256-GCM, re-initialised per tag (any CPU)
-  clmul,   // AES-NI + PCLMULQDQ on 128-bit registers, 8 blocks per reduction
+  clmul,   // AES-NI + PCLMULQDQ on 128-bit registers, Karatsuba, 8 blocks per reduction
   avx512,  // AES-NI + VPCLMULQDQ on 512-bit registers (AVX-512 F/BW/VL), 32 blocks per reduction
   avx2,    // AES-NI + VPCLMULQDQ on 256-bit registers (AVX2), Karatsuba, 32 blocks per reduction
 };
@@ -39,7 +39,7 @@ inline constexpr std::size_t kTagBytes = 16;
 
 // The precomputed state of one key: the AES-256 round keys and the GHASH key's powers H^32..H^1
 // (bit-reflected, premultiplied by x; see gmac_x86_inl.hpp), then zeros for masked tails; and
-// for Karatsuba multiplication (avx2), each power's two 64-bit halves added, in both halves.
+// for Karatsuba multiplication (clmul, avx2), each power's two 64-bit halves added, in both halves.
 struct alignas(64) Tables {
   std::uint8_t powers[36][16];
   std::uint8_t karatsuba[36][16];
