@@ -9,7 +9,7 @@ n=${2:-4}
 rounds=${3:-3}
 dir=$(mktemp -d)
 sw=
-trap 'kill $sw 2>/dev/null; rm -rf "$dir"' EXIT
+trap '[ -z "$sw" ] || kill $sw 2>/dev/null; rm -rf "$dir"' EXIT  # (set -e: a failed kill would end the trap with status 2)
 (umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/keys")
 port=$((30000 + ($$ * 17) % 20000))
 run() {  # run keyed|plain -> "size time_us" lines

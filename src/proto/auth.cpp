@@ -56,6 +56,12 @@ Trailer read_trailer(std::span<const std::byte> d) {
   return t;
 }
 
+// The nonce of sequence number `seq`: seq (LE) || 0u32.
+void nonce_of(std::uint64_t seq, std::uint8_t* iv) {
+  for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
+  std::memset(iv + 8, 0, gmac::kIvBytes - 8);
+}
+
 }  // namespace
 
 std::uint64_t clock_seq_base() {
@@ -165,7 +171,35 @@ bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, 
 
 struct Mac::Impl {
   explicit Impl(std::span<const std::uint8_t, 32> sub, gmac::Isa isa) : g(sub, isa) {}
+  ~Impl() { OPENSSL_cleanse(pads, sizeof pads); }
   gmac::Gmac g;
+  // AES(J0) of the nonces of sequence numbers pad_base .. pad_base + npads - 1, computed a batch
+  // at a time (gmac::Gmac::pads) once this MAC has seen a number above the one before it: a
+  // sender's numbers and, in order, a receiver's from one sender are consecutive, so one pass
+  // of kPadBatch AES blocks serves the next kPadBatch packets. A MAC used once (a control packet,
+  // a new sender's first packet) encrypts its one J0 as before.
+  static constexpr std::size_t kBatch = gmac::Gmac::kPadBatch;
+  std::uint8_t pads[kBatch][gmac::kTagBytes] = {};
+  std::uint64_t pad_base = 0;
+  std::size_t npads = 0;
+  std::uint64_t last = 0;
+  bool used = false;
+
+  // pads()'s block of `seq` if this MAC has it or now makes it; null: encrypt J0 in the tag.
+  const std::uint8_t* pad(std::uint64_t seq) {
+    if (g.isa() == gmac::Isa::evp) return nullptr;
+    const bool forward = used && seq > last;
+    used = true;
+    last = seq;
+    if (seq - pad_base < npads) return pads[seq - pad_base];
+    if (!forward) return nullptr;
+    std::uint8_t ivs[kBatch][gmac::kIvBytes];
+    for (std::size_t i = 0; i < kBatch; ++i) nonce_of(seq + i, ivs[i]);
+    g.pads(&ivs[0][0], kBatch, &pads[0][0]);
+    pad_base = seq;
+    npads = kBatch;
+    return pads[0];
+  }
 };
 
 Mac::Mac(const Key& key, const Instance& inst) : Mac(key, inst, gmac::selected()) {}
@@ -193,9 +227,9 @@ void Mac::tag(std::span<const std::byte> covered, std::uint64_t seq, std::byte* 
 }
 
 void Mac::tag(std::span<const std::span<const std::byte>> parts, std::uint64_t seq, std::byte* out) const {
-  std::uint8_t iv[gmac::kIvBytes] = {};  // seq (LE) || 0u32
-  for (int i = 0; i < 8; ++i) iv[i] = std::uint8_t(seq >> (8 * i));
-  impl_->g.tag(parts, iv, reinterpret_cast<std::uint8_t*>(out));
+  std::uint8_t iv[gmac::kIvBytes];
+  nonce_of(seq, iv);
+  impl_->g.tag(parts, iv, reinterpret_cast<std::uint8_t*>(out), impl_->pad(seq));
 }
 
 bool Mac::verify(std::span<const std::byte> covered, std::uint64_t seq, const std::byte* tag) const {

@@ -68,7 +68,8 @@ std::optional<std::vector<KeyEntry>> parse_key_file(std::string_view text, const
 // Writes a key file of one job (mode 600, replacing the file); false + `err` on failure.
 bool write_key_file(const std::string& path, std::uint32_t job, const Key& key, std::string& err);
 
-// One sender instance's MAC state under one job key (its subkey, expanded once).
+// One sender instance's MAC state under one job key (its subkey, expanded once, and the AES
+// blocks of its next nonces, a batch at a time: tag() updates them, so one thread at a time).
 class Mac {
  public:
   Mac(const Key& key, const Instance& inst);

@@ -26,6 +26,13 @@ bool available(Isa isa) noexcept {
 #else
       return false;
 #endif
+    case Isa::avx2:
+#if defined(INC_PROTO_GMAC_X86)
+      // avx2 is reported only when the OS saves the 256-bit state.
+      return available(Isa::clmul) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+#else
+      return false;
+#endif
     case Isa::avx512:
 #if defined(INC_PROTO_GMAC_X86)
       // avx512f is reported only when the OS saves the 512-bit state.
@@ -41,7 +48,9 @@ bool available(Isa isa) noexcept {
 namespace {
 std::atomic<Isa>& chosen() noexcept {
   // Decided once per process (or by use()); every implementation gives the same tags.
-  static std::atomic<Isa> isa{available(Isa::avx512) ? Isa::avx512 : available(Isa::clmul) ? Isa::clmul : Isa::evp};
+  static std::atomic<Isa> isa{available(Isa::avx512) ? Isa::avx512
+                                : available(Isa::avx2)   ? Isa::avx2
+                                : available(Isa::clmul) ? Isa::clmul : Isa::evp};
   return isa;
 }
 }  // namespace
@@ -74,7 +83,20 @@ Gmac::~Gmac() {
   OPENSSL_cleanse(&t_, sizeof t_);
 }
 
-void Gmac::tag(std::span<const std::span<const std::byte>> parts, const std::uint8_t* iv, std::uint8_t* out) const {
+void Gmac::pads(const std::uint8_t* ivs, std::size_t n, std::uint8_t* out) const {
+#if defined(INC_PROTO_GMAC_X86)
+  if (isa_ != Isa::evp) {
+    for (std::size_t i = 0; i < n; i += kPadBatch)
+      x86::aes_pads(t_, ivs + kIvBytes * i, n - i < kPadBatch ? n - i : kPadBatch, out + kTagBytes * i);
+    return;
+  }
+#endif
+  // The tag of the empty message is AES(J0) XOR GHASH of a zero length block, which is zero.
+  for (std::size_t i = 0; i < n; ++i) tag({}, ivs + kIvBytes * i, out + kTagBytes * i);
+}
+
+void Gmac::tag(std::span<const std::span<const std::byte>> parts, const std::uint8_t* iv, std::uint8_t* out,
+               const std::uint8_t* pad) const {
 #if defined(INC_PROTO_GMAC_X86)
   if (isa_ != Isa::evp) {
     x86::Part few[8];  // a packet has 1-3 parts; more go to the heap
@@ -82,11 +104,13 @@ void Gmac::tag(std::span<const std::span<const std::byte>> parts, const std::uin
     x86::Part* p = many.empty() ? few : many.data();
     for (std::size_t i = 0; i < parts.size(); ++i)
       p[i] = {reinterpret_cast<const std::uint8_t*>(parts[i].data()), parts[i].size()};
-    (isa_ == Isa::avx512 ? x86::avx512_tag : x86::clmul_tag)(t_, p, parts.size(), iv, out);
+    (isa_ == Isa::avx512 ? x86::avx512_tag : isa_ == Isa::avx2 ? x86::avx2_tag : x86::clmul_tag)(t_, p, parts.size(),
+                                                                                                 iv, pad, out);
     return;
   }
 #endif
-  // EVP: the IV re-initialises the context (~350 ns), AAD in pieces, then the tag.
+  // EVP: the IV re-initialises the context (~350 ns), AAD in pieces, then the tag (no use for
+  // a pad).
   auto* c = static_cast<EVP_CIPHER_CTX*>(evp_);
   int outl = 0;
   bool ok = EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1;

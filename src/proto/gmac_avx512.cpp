@@ -68,10 +68,10 @@ inline void absorb512(const Tables& t, __m128i& y, const std::uint8_t* p, std::s
 }  // namespace
 
 void avx512_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
-                std::uint8_t* out) {
+                const std::uint8_t* pad, std::uint8_t* out) {
   tag_of_parts(
       t, [&t](__m128i& y, const std::uint8_t* p, std::size_t len) { absorb512(t, y, p, len); }, parts, nparts, iv,
-      out);
+      pad, out);
 }
 
 }  // namespace inc::proto::gmac::x86

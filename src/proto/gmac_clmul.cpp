@@ -1,5 +1,6 @@
 // AES-256-GMAC with AES-NI and PCLMULQDQ on 128-bit registers (compiled with -maes -mpclmul
-// -mssse3; called only when the CPU has them). The arithmetic: gmac_x86_inl.hpp.
+// -mssse3; called only when the CPU has them), Karatsuba, 8 blocks per reduction; also the key
+// set-up and the batched AES of J0 all x86 implementations share. The arithmetic: gmac_x86_inl.hpp.
 #include "src/proto/gmac_x86_inl.hpp"
 
 namespace inc::proto::gmac::x86 {
@@ -42,15 +43,25 @@ inline __m128i gf_mul(__m128i a, __m128i b) {
   return reduce128(lo, mi, hi);
 }
 
+// a*b, Karatsuba: three carry-less multiplications instead of mul_add128's four; the middle
+// product from (a_hi + a_lo)(b_hi + b_lo) (`k`: b's halves added, Tables::karatsuba), LO and HI
+// taken out of it once per reduction (the sums are linear).
+inline void mul_add128k(__m128i a, __m128i b, __m128i k, __m128i& lo, __m128i& mi, __m128i& hi) {
+  lo = _mm_xor_si128(lo, _mm_clmulepi64_si128(a, b, 0x00));
+  hi = _mm_xor_si128(hi, _mm_clmulepi64_si128(a, b, 0x11));
+  mi = _mm_xor_si128(mi, _mm_clmulepi64_si128(_mm_xor_si128(a, _mm_shuffle_epi32(a, 0x4e)), k, 0x00));
+}
+
 // Up to 8 whole blocks at x with H^m..H^1 (powers[32-m ..]), one reduction.
 template <std::size_t M>
 inline void absorb_up_to_8(const Tables& t, __m128i& y, const __m128i* x, std::size_t m) {
   const __m128i* h = reinterpret_cast<const __m128i*>(t.powers) + 32 - (M ? M : m);
+  const __m128i* kh = reinterpret_cast<const __m128i*>(t.karatsuba) + 32 - (M ? M : m);
   __m128i lo = _mm_setzero_si128(), mi = lo, hi = lo;
   for (std::size_t k = 1; k < (M ? M : m); ++k)
-    mul_add128(bswap128(_mm_loadu_si128(x + k)), _mm_load_si128(h + k), lo, mi, hi);
-  mul_add128(_mm_xor_si128(y, bswap128(_mm_loadu_si128(x))), _mm_load_si128(h), lo, mi, hi);
-  y = reduce128(lo, mi, hi);
+    mul_add128k(bswap128(_mm_loadu_si128(x + k)), _mm_load_si128(h + k), _mm_load_si128(kh + k), lo, mi, hi);
+  mul_add128k(_mm_xor_si128(y, bswap128(_mm_loadu_si128(x))), _mm_load_si128(h), _mm_load_si128(kh), lo, mi, hi);
+  y = reduce128(lo, _mm_xor_si128(mi, _mm_xor_si128(lo, hi)), hi);
 }
 
 // y += `len` bytes at p (whole blocks), 8 blocks per reduction.
@@ -85,13 +96,38 @@ void clmul_setup(const std::uint8_t* key, Tables& t) {
     pw[32 - k] = h;
   }
   for (int i = 32; i < 36; ++i) pw[i] = _mm_setzero_si128();
+  auto* kw = reinterpret_cast<__m128i*>(t.karatsuba);
+  for (int i = 0; i < 36; ++i) kw[i] = _mm_xor_si128(pw[i], _mm_shuffle_epi32(pw[i], 0x4e));
 }
 
 void clmul_tag(const Tables& t, const Part* parts, std::size_t nparts, const std::uint8_t* iv,
-               std::uint8_t* out) {
+               const std::uint8_t* pad, std::uint8_t* out) {
   tag_of_parts(
       t, [&t](__m128i& y, const std::uint8_t* p, std::size_t len) { absorb128(t, y, p, len); }, parts, nparts, iv,
-      out);
+      pad, out);
+}
+
+void aes_pads(const Tables& t, const std::uint8_t* ivs, std::size_t n, std::uint8_t* out) {
+  // kPadBatch independent blocks round by round: each round's AESENC of one block waits for the
+  // previous round of the same block only, so the 8 chains fill the AES units' pipelines.
+  constexpr std::size_t B = Gmac::kPadBatch;
+  const auto* rk = reinterpret_cast<const __m128i*>(t.round_keys);
+  alignas(16) std::uint8_t j0[B][16] = {};
+  if (n > B) n = B;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(j0[i], ivs + kIvBytes * i, kIvBytes);
+    j0[i][15] = 1;
+  }
+  __m128i x[B];
+  const __m128i k0 = _mm_load_si128(rk);
+  for (std::size_t i = 0; i < B; ++i) x[i] = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0[i])), k0);
+  for (int r = 1; r < 14; ++r) {
+    const __m128i k = _mm_load_si128(rk + r);
+    for (std::size_t i = 0; i < B; ++i) x[i] = _mm_aesenc_si128(x[i], k);
+  }
+  const __m128i kl = _mm_load_si128(rk + 14);
+  for (std::size_t i = 0; i < n; ++i)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * i), _mm_aesenclast_si128(x[i], kl));
 }
 
 }  // namespace inc::proto::gmac::x86

@@ -59,19 +59,21 @@ inline __m128i aes256_encrypt(const Tables& t, __m128i x) {
 
 // GHASH of the concatenation of `parts`, zero-padded, then the length block (bit length of the
 // additional data, 64 bits big-endian, and 0 for the empty ciphertext); the tag is its
-// byte-swapped value XOR AES(J0), J0 = iv || 0x00000001. absorb(y, p, len) adds `len` bytes (whole
+// byte-swapped value XOR AES(J0), J0 = iv || 0x00000001 (the pad). absorb(y, p, len) adds `len` bytes (whole
 // blocks) to state y, one reduction per 512 bytes or less. Each reduction waits for the previous
 // one, so pieces are gathered into 512-byte strides: whole strides are hashed where they lie,
 // everything else is copied into `stage` (a packet's header, the start of its payload, its tail
 // with the length block: at most two copies of under 512 bytes).
 template <class Absorb>
 inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std::size_t nparts,
-                         const std::uint8_t* iv, std::uint8_t* out) {
-  // AES(J0) first: independent of the hash, it runs in the shadow of the first blocks.
+                         const std::uint8_t* iv, const std::uint8_t* pad, std::uint8_t* out) {
+  // AES(J0) first unless precomputed (`pad`): independent of the hash, it runs in the shadow of
+  // the first blocks.
   alignas(16) std::uint8_t j0[16] = {};
   std::memcpy(j0, iv, kIvBytes);
   j0[15] = 1;
-  const __m128i e = aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
+  const __m128i e = pad ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(pad))
+                        : aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
   constexpr std::size_t kStride = 512;
   __m128i y = _mm_setzero_si128();
   alignas(64) std::uint8_t stage[kStride + 32];
