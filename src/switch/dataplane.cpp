@@ -45,17 +45,20 @@ std::uint32_t SwitchDataPlane::new_epoch() {
   }
 }
 
-void SwitchDataPlane::init_copies(const Job& j) {
+void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
   // Before its first use, each copy looks like it completed chunk (first chunk - 2 x slots),
-  // so the first contribution of its first chunk is accepted as "the next use".
+  // so the first contribution of its first chunk is accepted as "the next use". `first`: the
+  // stream starts there (a live resize), not at 0.
   const std::uint32_t S = j.spec.slots;
-  for (std::uint32_t s = 0; s < S; ++s)
+  for (std::uint32_t s = 0; s < S; ++s) {
+    const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
     for (std::uint32_t c = 0; c < 2; ++c) {
       Copy& cp = copies_[(j.base + s) * 2 + c];
       cp = Copy{};
-      cp.seq = s + c * S - 2 * S;
+      cp.seq = (((a / S) & 1) == c ? a : a + S) - 2 * S;
       cp.st = kComplete;
     }
+  }
 }
 
 Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
@@ -282,6 +285,13 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
                                   bool want, bool resent) {
   Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
   if (resent) h.aux = proto::kResultResent;
+  if (j.resizing) {  // every result says where the mapping ends, until the members moved
+    const std::int32_t d = proto::chunk_distance(j.resize_at, cp.seq);
+    if (d > 0 && d < (1 << (32 - proto::kResizeShift))) {
+      h.flags |= proto::flag::resize;
+      h.aux |= std::uint32_t(d) << proto::kResizeShift;
+    }
+  }
   h.elem = cp.elem;
   h.op = cp.op;
   if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
@@ -486,6 +496,15 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     j->session = h.aux;
   }
   Member& m = j->members[h.member];
+  if (j->resizing && m.joined && !m.left && m.ep == from) {
+    // A live resize: this member drained its stream up to the boundary and asks for the new
+    // mapping. The answer waits for every member (its join is retransmitted meanwhile).
+    m.moved = true;
+    m.join_nonce = h.chunk;
+    if (std::all_of(j->members.begin(), j->members.end(), [](const Member& x) { return x.moved; }))
+      finish_resize(*j);
+    return;
+  }
   m.ep = from;
   m.joined = true;
   m.left = false;
@@ -532,7 +551,8 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
       h, {J.spec.job, J.epoch, J.spec.slots, J.spec.members, slot_bytes()});
   if (r != Reason::ok) {
     drop(j, r);
-    if (r == Reason::stale_epoch) nack(j, from, h, r);
+    // (The epoch before a live resize: a late packet of a member that moved on; no answer.)
+    if (r == Reason::stale_epoch && !(J.prev_epoch && h.epoch == J.prev_epoch)) nack(j, from, h, r);
     return;
   }
   const Member& mem = J.members[h.member];

@@ -215,6 +215,75 @@ void SwitchDataPlane::on_tick(Nanos now) {
   for (auto id : expired) expire(id);
 }
 
+Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
+  Job* j = find(job);
+  if (!j) return Reason::unknown_job;
+  if (slots == 0 || slots > 0xFFFF) return Reason::bad_slot;
+  // Members learn the boundary from the results of this switch; a leaf's results come from
+  // its parent, and the lanes of one job would each need the same boundary.
+  if (j->has_parent() || cfg_.lanes != 1) return Reason::unsupported;
+  if (j->failed) return Reason::job_failed;
+  if (j->resizing) {
+    j->resize_to = slots;  // the boundary stands; the target changes
+    return Reason::ok;
+  }
+  if (slots == j->spec.slots) return Reason::ok;
+  j->resize_to = slots;
+  j->resizing = true;
+  const bool anyone = std::any_of(j->members.begin(), j->members.end(), [](const Member& m) { return m.joined; });
+  if (!anyone) {  // nothing in flight, nobody to tell: the join_acks will carry the new size
+    j->resize_at = 0;
+    finish_resize(*j);
+    return Reason::ok;
+  }
+  // The boundary: no member can have sent a chunk at or beyond it. A member sends chunk c only
+  // once it holds the result of chunk c - S; every chunk that completed had a contribution of
+  // every member, so lies below the newest chunk seen from any member (H); results of chunks
+  // from H on are sent from now on, each with the boundary H + S.
+  std::uint32_t h = j->members[0].next_chunk;
+  for (const auto& m : j->members)
+    if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
+  j->resize_at = h + j->spec.slots;
+  for (auto& m : j->members) m.moved = false;
+  return Reason::ok;
+}
+
+void SwitchDataPlane::finish_resize(Job& j) {
+  // Every member holds every result of the old mapping (it drained before joining again):
+  // nothing in the old slots is needed any more.
+  for (std::uint32_t s = j.base; s < j.base + j.spec.slots; ++s) owner_[s] = 0;
+  auto fits = [&](std::uint32_t base, std::uint32_t n) {
+    if (base + n > cfg_.slots) return false;
+    for (std::uint32_t s = base; s < base + n; ++s)
+      if (owner_[s] != 0) return false;
+    return true;
+  };
+  auto first_fit = [&](std::uint32_t n) -> std::optional<std::uint32_t> {
+    for (std::uint32_t b = 0; b + n <= cfg_.slots; ++b)
+      if (fits(b, n)) return b;
+    return std::nullopt;
+  };
+  std::uint32_t n = j.resize_to, base = j.base;
+  if (!fits(base, n)) {
+    if (auto b = first_fit(n)) base = *b;
+    else n = j.spec.slots;  // a grow that does not fit: the old size, in place (still free)
+  }
+  for (std::uint32_t s = base; s < base + n; ++s) owner_[s] = j.spec.job + 1;
+  j.spec.slots = n;
+  j.base = base;
+  j.prev_epoch = j.epoch;
+  j.epoch = new_epoch();
+  j.resizing = false;
+  j.resize_to = 0;
+  init_copies(j, j.resize_at);
+  ++c_.job_resizes;
+  for (auto& m : j.members) {
+    m.moved = false;
+    m.next_chunk = j.resize_at;
+    if (m.joined && !m.left) send_join_ack(j, m);
+  }
+}
+
 SwitchSnapshot SwitchDataPlane::snapshot() const {
   SwitchSnapshot s;
   s.counters = c_;
@@ -228,6 +297,7 @@ SwitchSnapshot SwitchDataPlane::snapshot() const {
     js.last_active = j.last_active;
     js.epoch = j.epoch;
     js.slot_base = j.base;
+    js.resize_to = j.resizing ? j.resize_to : 0;
     for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
       if (!(copies_[i].st & kComplete)) ++js.busy_copies;
     js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),

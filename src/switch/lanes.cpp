@@ -220,6 +220,14 @@ bool SwitchLanes::release_on_every_lane(std::uint32_t job) {
   return res && !res->empty() && res->front();
 }
 
+proto::Reason SwitchLanes::resize_on_every_lane(std::uint32_t job, std::uint32_t slots) {
+  auto res = every_lane<proto::Reason>([job, slots](SwitchDataPlane& dp) { return dp.resize(job, slots); });
+  if (!res || res->empty()) return proto::Reason::unexpected;  // stopping
+  for (auto r : *res)
+    if (r != proto::Reason::ok) return r;
+  return proto::Reason::ok;
+}
+
 void SwitchLanes::expire_idle(Nanos now) {
   const Nanos idle = c_.cfg.idle_timeout;
   if (idle <= 0) return;

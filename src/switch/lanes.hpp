@@ -70,6 +70,8 @@ class SwitchLanes {
   // rolled back on a refusal. Used by the controller's agent (src/control/switch_agent.cpp).
   proto::Reason admit_on_every_lane(const JobSpec& spec);
   bool release_on_every_lane(std::uint32_t job);
+  // A live resize (SwitchDataPlane::resize); one-lane switches only (unsupported otherwise).
+  proto::Reason resize_on_every_lane(std::uint32_t job, std::uint32_t slots);
 
   // Runs the lanes (one thread each) and the control loop on the calling thread until `stop`.
   void run(const std::atomic<bool>& stop);
