@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,6 +41,8 @@ class SwitchAgent {
   // Released by the controller but maybe still in the lanes' snapshot (refreshed every
   // 100 ms): not reported, least of all as a static job.
   std::set<std::uint32_t> released_;
+  // Live resizes under way (job -> the controller's request): answered once the job moved.
+  std::map<std::uint32_t, std::uint64_t> resizing_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

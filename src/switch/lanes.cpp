@@ -306,6 +306,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
     for (std::size_t r = 0; r < t.drops_by_reason.size(); ++r) t.drops_by_reason[r] += c.drops_by_reason[r];
     t.jobs_failed += c.jobs_failed;
     t.job_resets += c.job_resets;
+    t.job_resizes += c.job_resizes;
     if (l == 0) {
       t.jobs_admitted = c.jobs_admitted;
       t.jobs_released = c.jobs_released;

@@ -48,7 +48,8 @@ std::vector<ctl::Message> samples() {
           ctl::LeaseReply{5, true},
           ctl::TreeRelease{5, 99},
           ctl::StatusRequest{},
-          ctl::StatusReply{"{}"}};
+          ctl::StatusReply{"{}"},
+          ctl::Resize{6, 5, 12}};
 }
 
 TEST(ControlWire, EveryMessageRoundTripsAndEveryTruncationIsRefused) {
@@ -82,6 +83,9 @@ TEST(ControlWire, FieldsOutOfRangeAreRefused) {
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
   r = {1, "", {}};  // no ranks
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0}), why));  // a resize to no slots
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0x10000}), why));
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 0, 4}), why));  // job 0
   std::vector<std::byte> unknown{std::byte{200}};
   EXPECT_FALSE(ctl::decode(unknown, why));
   EXPECT_NE(why.find("unknown message type"), std::string::npos);
@@ -164,7 +168,7 @@ TEST(ControlWire, ForgedAlteredReplayedAndMovedFramesAreRefused) {
   // A wrong magic or version in the hello.
   {
     Session s{key(1), false, ctl::Role::job};
-    auto h = ctl::encode_hello({2, ctl::Role::job, {}});
+    auto h = ctl::encode_hello({ctl::kVersion + 1, ctl::Role::job, {}});
     EXPECT_FALSE(s.in(h));
     EXPECT_NE(s.why().find("version"), std::string::npos);
   }
