@@ -53,6 +53,9 @@ std::string render_metrics(const Controller& c, Nanos now) {
   line("inc_controller_trees_total{outcome=\"expired\"} " + std::to_string(k.expired));
   line("inc_controller_trees_total{outcome=\"adopted\"} " + std::to_string(k.adopted));
   line("inc_controller_trees_total{outcome=\"reclaimed\"} " + std::to_string(k.reclaimed));
+  line("# HELP inc_controller_resizes_total Live resizes sent to switches (fair re-balancing).");
+  line("# TYPE inc_controller_resizes_total counter");
+  line("inc_controller_resizes_total " + std::to_string(k.resizes));
   line("# HELP inc_controller_refusals_total Tree requests refused (the job runs on the hosts), by reason.");
   line("# TYPE inc_controller_refusals_total counter");
   for (std::size_t r = 0; r < std::size_t(Refusal::count); ++r)
@@ -178,6 +181,10 @@ void Loop::on_message(Conn& c, ctl::Message&& m, Nanos now) {
         if (reason != proto::Reason::ok)
           std::fprintf(log_, "inc controller: switch %s refused to resize job %u: %s\n", c.switch_name.c_str(),
                        rz->second.first, std::string(proto::name(reason)).c_str());
+        else
+          std::fprintf(log_, "inc controller: switch %s moved job %u (its members drained and joined again)\n",
+                       c.switch_name.c_str(), rz->second.first);
+        std::fflush(log_);
         core_.resize_done(rz->second.first, c.switch_name, reason, now);
         resize_req_.erase(rz);
       }
@@ -254,6 +261,9 @@ void Loop::dispatch(Nanos now) {
       if (!sc) continue;  // its next registration reports what it holds
       resize_req_[req] = {a.spec.job, a.sw};
       sc->s.send(ctl::Resize{req, a.spec.job, a.spec.slots});
+      std::fprintf(log_, "inc controller: re-balancing: job %u on switch %s to %u slots (%u jobs there)\n", a.spec.job,
+                   a.sw.c_str(), a.spec.slots, std::uint32_t(core_.switches().at(a.sw).reserved.size()));
+      std::fflush(log_);
     } else if (a.kind == SwitchAction::Kind::admit) {
       auto p = pending_.find(a.spec.job);
       if (p == pending_.end()) continue;

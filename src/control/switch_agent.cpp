@@ -89,22 +89,22 @@ void SwitchAgent::session() {
     }
     if (!resizing_.empty()) {
       // A resize is done when no lane has it under way any more: tell the controller, then
-      // the state with the size the job ended with.
-      const sw::SwitchSnapshot snap = lanes_.snapshot();
-      bool any_done = false;
+      // the state with the size the job ended with (once the lanes' snapshot shows it).
       for (auto it = resizing_.begin(); it != resizing_.end();) {
-        const auto j = std::find_if(snap.jobs.begin(), snap.jobs.end(),
-                                    [&](const sw::JobSnapshot& x) { return x.spec.job == it->first; });
-        if (j != snap.jobs.end() && j->resize_to != 0) {
+        const std::optional<bool> under_way = lanes_.resizing(it->first);
+        if (under_way && *under_way) {
           ++it;
           continue;
         }
-        c.send(ctl::Outcome{it->second, it->first, std::uint8_t(j == snap.jobs.end() ? proto::Reason::unknown_job
-                                                                                      : proto::Reason::ok)}, 2s);
+        c.send(ctl::Outcome{it->second, it->first,
+                            std::uint8_t(under_way ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
         it = resizing_.erase(it);
-        any_done = true;
+        state_due_ = std::chrono::steady_clock::now() + 150ms;
       }
-      if (any_done) next = std::chrono::steady_clock::now();  // the state right away
+    }
+    if (state_due_ && std::chrono::steady_clock::now() >= *state_due_) {
+      next = *state_due_;
+      state_due_.reset();
     }
     if (std::chrono::steady_clock::now() >= next) {
       c.send(state(), 2s);

@@ -143,6 +143,10 @@ class SwitchDataPlane {
   // elsewhere in the pool; a grow that does not fit keeps the old size) with a new epoch.
   // Roots of one-lane data planes only (unsupported otherwise). A job nobody joined moves at once.
   proto::Reason resize(std::uint32_t job, std::uint32_t slots);
+  bool resize_pending(std::uint32_t job) const {
+    auto it = jobs_.find(job);
+    return it != jobs_.end() && it->second.resizing;
+  }
   bool expire(std::uint32_t job);  // release after idling (counted as expired)
   bool has_job(std::uint32_t job) const { return jobs_.count(job) != 0; }
   // Members of `job` joined and not left (0 if the job is unknown).

@@ -228,6 +228,17 @@ proto::Reason SwitchLanes::resize_on_every_lane(std::uint32_t job, std::uint32_t
   return proto::Reason::ok;
 }
 
+std::optional<bool> SwitchLanes::resizing(std::uint32_t job) {
+  auto res = every_lane<int>([job](SwitchDataPlane& dp) { return !dp.has_job(job) ? -1 : dp.resize_pending(job) ? 1 : 0; });
+  if (!res || res->empty()) return std::nullopt;
+  bool any = false;
+  for (int r : *res) {
+    if (r < 0) return std::nullopt;
+    any = any || r > 0;
+  }
+  return any;
+}
+
 void SwitchLanes::expire_idle(Nanos now) {
   const Nanos idle = c_.cfg.idle_timeout;
   if (idle <= 0) return;

@@ -140,6 +140,15 @@ TEST(ControlWire, ForgedAlteredReplayedAndMovedFramesAreRefused) {
     f[8] ^= std::byte{1};
     EXPECT_FALSE(p.s.in(f));
   }
+  // A resize (controller -> switch) altered on the way: the switch's side refuses it.
+  {
+    Pair p;
+    ASSERT_TRUE(p.pump());
+    p.s.send(ctl::Resize{7, 5, 4});
+    auto f = p.s.out();
+    f[9] ^= std::byte{1};
+    EXPECT_FALSE(p.c.in(f));
+  }
   // Replayed within the connection: the counter moved on.
   {
     Pair p;
