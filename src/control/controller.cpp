@@ -76,6 +76,8 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
     // The switch restarted: what it held is gone. Jobs whose tree ran through it keep their
     // lease (their ranks find out from the data plane) but hold nothing there any more.
     r.reserved.clear();
+    r.resizing.clear();
+    r.resized.clear();
   }
   r.state = st;
   r.last_seen = now;
@@ -104,7 +106,10 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
     if (std::none_of(tree.begin(), tree.end(), [&](const auto& e) { return e.first == st.name; }))
       tree.emplace_back(st.name, j);
     r.reserved[j.job] = j.slots;
-    if (auto rz = r.resizing.find(j.job); rz != r.resizing.end() && rz->second == j.slots) r.resizing.erase(rz);
+    if (auto rz = r.resizing.find(j.job); rz != r.resizing.end() && (rz->second == j.slots || r.resized.count(j.job))) {
+      r.resizing.erase(rz);  // the size it ended with (a grow that did not fit keeps the old one)
+      r.resized.erase(j.job);
+    }
     if (!r.resizing.count(j.job) && it->second.tree.size() == 1) {  // a resize done (or a grow that did not fit)
       it->second.slots = j.slots;
       it->second.tree.front().second.slots = j.slots;
@@ -282,6 +287,7 @@ void Controller::drop_job(std::uint32_t job) {
     if (s == switches_.end()) continue;
     tree.push_back(name);
     s->second.resizing.erase(job);
+    s->second.resized.erase(job);
     if (!admitted) continue;  // never sent to the switches
     s->second.reserved.erase(job);
     s->second.releasing.insert(job);

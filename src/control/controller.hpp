@@ -87,6 +87,9 @@ struct SwitchRecord {
   // Live resizes sent and not yet done (job -> slots asked): until the switch answers, the job
   // counts with the larger of its old and new size (a shrink frees nothing before it is done).
   std::map<std::uint32_t, std::uint32_t> resizing;
+  // Of those, the ones the switch said are done: dropped at its next state, which has the size
+  // the job ended with (not resized again meanwhile).
+  std::set<std::uint32_t> resized;
 };
 
 struct JobRecord {

@@ -66,6 +66,7 @@ void Controller::rebalance(const std::string& sw) {
   const std::uint32_t share = pool(s) / std::max(n, cfg_.fair_jobs);
   auto resize = [&](JobRecord& j, std::uint32_t to) {
     s.resizing[j.job] = to;
+    s.resized.erase(j.job);
     j.slots = to;
     j.tree.front().second.slots = to;
     SwitchJob spec = j.tree.front().second;
@@ -76,6 +77,7 @@ void Controller::rebalance(const std::string& sw) {
     auto r = s.resizing.find(j.job);
     return r != s.resizing.end() ? r->second : s.reserved.at(j.job);
   };
+  auto settling = [&](const JobRecord& j) { return s.resized.count(j.job) != 0; };
   // Waiting jobs hold nothing yet: they take the share as it is now, and are admitted if
   // that fits already.
   for (auto& [id, j] : jobs_)
@@ -93,12 +95,12 @@ void Controller::rebalance(const std::string& sw) {
   // Shrinks first: above the share (never below min_slots).
   for (JobRecord* j : mine) {
     const std::uint32_t to = std::max(std::min(j->wanted, share), cfg_.min_slots);
-    if (to < current(*j)) resize(*j, to);
+    if (!settling(*j) && to < current(*j)) resize(*j, to);
   }
   // Grows: towards min(wanted, share), into slots free now that no waiting job needs.
   for (JobRecord* j : mine) {
     const std::uint32_t cur = current(*j), goal = std::min(j->wanted, share);
-    if (goal <= cur) continue;
+    if (settling(*j) || goal <= cur) continue;
     const std::uint32_t F = free_slots(s), need = waiting_need(sw);
     const std::uint32_t spare = F > need ? F - need : 0;
     if (spare == 0) continue;
@@ -109,10 +111,13 @@ void Controller::rebalance(const std::string& sw) {
 void Controller::resize_done(std::uint32_t job, const std::string& sw, proto::Reason r, Nanos) {
   auto s = switches_.find(sw);
   if (s == switches_.end()) return;
-  // Until its next state says what the job holds now, count the larger of the two sizes.
-  if (auto rz = s->second.resizing.find(job); rz != s->second.resizing.end()) {
-    if (auto h = s->second.reserved.find(job); h != s->second.reserved.end()) h->second = std::max(h->second, rz->second);
-    s->second.resizing.erase(rz);
+  // Done: until its next state says what the job holds now, it counts with the larger of the
+  // two sizes and is not resized again. Refused: it keeps what it holds.
+  if (r == proto::Reason::ok) {
+    if (s->second.resizing.count(job)) s->second.resized.insert(job);
+  } else {
+    s->second.resizing.erase(job);
+    s->second.resized.erase(job);
   }
   auto j = jobs_.find(job);
   if (j != jobs_.end() && r != proto::Reason::ok) {

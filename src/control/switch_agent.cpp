@@ -99,7 +99,7 @@ void SwitchAgent::session() {
         c.send(ctl::Outcome{it->second, it->first,
                             std::uint8_t(under_way ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
         it = resizing_.erase(it);
-        state_due_ = std::chrono::steady_clock::now() + 150ms;
+        if (!state_due_) state_due_ = std::chrono::steady_clock::now() + 150ms;
       }
     }
     if (state_due_ && std::chrono::steady_clock::now() >= *state_due_) {

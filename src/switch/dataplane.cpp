@@ -53,7 +53,7 @@ void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
   for (std::uint32_t s = 0; s < S; ++s) {
     const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
     for (std::uint32_t c = 0; c < 2; ++c) {
-      Copy& cp = copies_[(j.base + s) * 2 + c];
+      Copy& cp = copies_[j.slot_of[s] * 2 + c];
       cp = Copy{};
       cp.seq = (((a / S) & 1) == c ? a : a + S) - 2 * S;
       cp.st = kComplete;
@@ -61,31 +61,41 @@ void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
   }
 }
 
-Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
-  if (spec.members == 0 || spec.members > proto::kMaxMembers) return Reason::bad_member;
-  if (spec.slots == 0 || spec.slots > 0xFFFF) return Reason::bad_slot;
-  if (spec.parent_member != proto::kNoMember && !cfg_.parent.valid()) return Reason::bad_field;
-  if (Job* j = find(spec.job)) return j->spec == spec ? Reason::ok : Reason::job_exists;
-  // First fit over the pool.
+std::optional<std::vector<std::uint32_t>> SwitchDataPlane::allocate(std::uint32_t n, std::uint32_t job) {
+  // First fit of a contiguous run; else any free slots (a pool fragmented by live resizes:
+  // the free slots, not the longest run, bound what can be admitted).
+  std::vector<std::uint32_t> got;
   std::uint32_t run = 0, base = 0;
-  bool found = false;
-  for (std::uint32_t s = 0; s < cfg_.slots; ++s) {
+  for (std::uint32_t s = 0; s < cfg_.slots && run < n; ++s) {
     if (owner_[s] != 0) {
       run = 0;
       continue;
     }
     if (run == 0) base = s;
-    if (++run == spec.slots) {
-      found = true;
-      break;
-    }
+    ++run;
   }
-  if (!found) return Reason::no_slots;
-  for (std::uint32_t s = base; s < base + spec.slots; ++s) owner_[s] = spec.job + 1;
+  if (run == n) {
+    for (std::uint32_t s = base; s < base + n; ++s) got.push_back(s);
+  } else {
+    for (std::uint32_t s = 0; s < cfg_.slots && got.size() < n; ++s)
+      if (owner_[s] == 0) got.push_back(s);
+    if (got.size() < n) return std::nullopt;
+  }
+  for (std::uint32_t s : got) owner_[s] = job + 1;
+  return got;
+}
+
+Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
+  if (spec.members == 0 || spec.members > proto::kMaxMembers) return Reason::bad_member;
+  if (spec.slots == 0 || spec.slots > 0xFFFF) return Reason::bad_slot;
+  if (spec.parent_member != proto::kNoMember && !cfg_.parent.valid()) return Reason::bad_field;
+  if (Job* j = find(spec.job)) return j->spec == spec ? Reason::ok : Reason::job_exists;
+  auto where = allocate(spec.slots, spec.job);
+  if (!where) return Reason::no_slots;
   Job& j = jobs_[spec.job];
   j.spec = spec;
   j.dynamic = dynamic;
-  j.base = base;
+  j.slot_of = std::move(*where);
   j.epoch = new_epoch();
   j.members.assign(spec.members, Member{});
   if (spec.key) {
@@ -101,7 +111,7 @@ Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
 bool SwitchDataPlane::release(std::uint32_t job) {
   Job* j = find(job);
   if (!j) return false;
-  for (std::uint32_t s = j->base; s < j->base + j->spec.slots; ++s) owner_[s] = 0;
+  for (std::uint32_t s : j->slot_of) owner_[s] = 0;
   jobs_.erase(job);
   ++c_.jobs_released;
   return true;
@@ -565,7 +575,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     return nack(j, from, h, Reason::unsupported);
   }
   const std::uint32_t S = J.spec.slots;
-  const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+  const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / S) & 1);
   Copy& cp = copies_[idx];
   std::int32_t d = proto::chunk_distance(h.chunk, cp.seq);
   if (h.flags & proto::flag::probe) return answer_probe(J, h, from, idx, d);
@@ -685,7 +695,7 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
 
 bool SwitchDataPlane::lacks(const Job& J, std::uint32_t q, std::uint64_t bit) const {
   const std::uint32_t S = J.spec.slots;
-  const Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+  const Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
   if (qc.seq == q) return !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
   return qc.seq == q - 2 * S && (qc.st & kComplete);  // not begun: nobody's packet arrived
 }
@@ -730,7 +740,7 @@ void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::u
   };
   for (std::uint32_t back = 1; back <= back_max; ++back) {  // newest first
     const std::uint32_t q = h.chunk - back;
-    Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+    Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
     if ((qc.signalled & bit) || !lacks(J, q, bit)) continue;
     if (open && head - q > proto::kMissingSpan) emit();
     if (!open) {

@@ -4,7 +4,8 @@
 // simulator all run this same code (ENGINEERING.md section 1).
 //
 // Aggregator memory is a fixed SlotPool: `slots` slots of `slot_elems` 4-byte cells, each slot
-// with two copies (SwitchML's shadow copy). A job owns a contiguous range of slots. Chunk c of a
+// with two copies (SwitchML's shadow copy). A job owns a set of slots (a contiguous range when
+// one is free; its slot table maps job slot s to a pool slot). Chunk c of a
 // job's stream lives in slot (c mod S) and copy ((c / S) mod 2), where S is the job's slot
 // count. Each copy remembers the chunk it holds, so the switch checks, rather than trusts, the
 // worker discipline; see docs/PROTOCOL.md ("exactly once").
@@ -90,7 +91,7 @@ struct JobSnapshot {
   bool dynamic = false;
   Nanos last_active = 0;          // time of the job's last packet (driver's clock)
   std::uint32_t epoch = 0;
-  std::uint32_t slot_base = 0;
+  std::uint32_t slot_base = 0;    // its first slot in the pool
   std::uint32_t busy_copies = 0;  // copies holding an aggregation in progress
   std::uint32_t resize_to = 0;    // a live resize in progress to this many slots (0: none)
   std::uint16_t joined = 0;
@@ -212,7 +213,9 @@ class SwitchDataPlane {
     std::uint32_t epoch = 0;
     std::uint32_t session = 0;
     bool session_set = false;
-    std::uint32_t base = 0;
+    // Its slots in the pool: job slot s is pool slot slot_of[s] (a contiguous run when one was
+    // free at admission; any free slots else, as after live resizes).
+    std::vector<std::uint32_t> slot_of;
     std::vector<Member> members;
     bool parent_joined = false;
     std::uint32_t parent_epoch = 0;
@@ -271,6 +274,8 @@ class SwitchDataPlane {
   void reset_job(Job& j);
   // Each copy as if it completed the chunk two uses before its first one at or after `first`.
   void init_copies(const Job& j, std::uint32_t first = 0);
+  // `n` free pool slots for `job` (marked its own), or nullopt if fewer are free.
+  std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
   // Every member drained and joined again: move the job to its new slots, answer the joins.
   void finish_resize(Job& j);
   std::uint32_t new_epoch();

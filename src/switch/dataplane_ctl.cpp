@@ -81,7 +81,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
         return drop(j, Reason::bad_slot);
       if (std::size_t(h.count) * proto::elem_size(h.elem) > slot_bytes())
         return drop(j, Reason::too_large);
-      const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / J.spec.slots) & 1);
+      const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / J.spec.slots) & 1);
       Copy& cp = copies_[idx];
       if (cp.seq != h.chunk) return drop(j, Reason::stale_chunk);
       if (cp.st & kComplete) {
@@ -120,7 +120,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if (h.reason == Reason::missing) {  // our upward packet was lost: send it again
         const std::uint32_t S = J.spec.slots;
         if (h.slot >= S || h.chunk % S != h.slot) return drop(j, Reason::bad_slot);
-        const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+        const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / S) & 1);
         Copy& cp = copies_[idx];
         if (cp.seq == h.chunk && (cp.st & kAwaitParent)) forward_up(J, cp, idx, true);
         return;
@@ -250,27 +250,20 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
 
 void SwitchDataPlane::finish_resize(Job& j) {
   // Every member holds every result of the old mapping (it drained before joining again):
-  // nothing in the old slots is needed any more.
-  for (std::uint32_t s = j.base; s < j.base + j.spec.slots; ++s) owner_[s] = 0;
-  auto fits = [&](std::uint32_t base, std::uint32_t n) {
-    if (base + n > cfg_.slots) return false;
-    for (std::uint32_t s = base; s < base + n; ++s)
-      if (owner_[s] != 0) return false;
-    return true;
-  };
-  auto first_fit = [&](std::uint32_t n) -> std::optional<std::uint32_t> {
-    for (std::uint32_t b = 0; b + n <= cfg_.slots; ++b)
-      if (fits(b, n)) return b;
-    return std::nullopt;
-  };
-  std::uint32_t n = j.resize_to, base = j.base;
-  if (!fits(base, n)) {
-    if (auto b = first_fit(n)) base = *b;
-    else n = j.spec.slots;  // a grow that does not fit: the old size, in place (still free)
+  // nothing in the old slots is needed any more. A shrink keeps the first slots and frees the
+  // rest; a grow keeps them all and adds free slots (any: the job's slot table maps them), or
+  // keeps the old size when too few are free.
+  std::uint32_t n = j.resize_to;
+  if (n < j.spec.slots) {
+    for (std::uint32_t i = n; i < j.spec.slots; ++i) owner_[j.slot_of[i]] = 0;
+    j.slot_of.resize(n);
+  } else if (n > j.spec.slots) {
+    if (auto more = allocate(n - j.spec.slots, j.spec.job))
+      j.slot_of.insert(j.slot_of.end(), more->begin(), more->end());
+    else
+      n = j.spec.slots;
   }
-  for (std::uint32_t s = base; s < base + n; ++s) owner_[s] = j.spec.job + 1;
   j.spec.slots = n;
-  j.base = base;
   j.prev_epoch = j.epoch;
   j.epoch = new_epoch();
   j.resizing = false;
@@ -296,10 +289,11 @@ SwitchSnapshot SwitchDataPlane::snapshot() const {
     js.dynamic = j.dynamic;
     js.last_active = j.last_active;
     js.epoch = j.epoch;
-    js.slot_base = j.base;
+    js.slot_base = j.slot_of.empty() ? 0 : j.slot_of.front();
     js.resize_to = j.resizing ? j.resize_to : 0;
-    for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
-      if (!(copies_[i].st & kComplete)) ++js.busy_copies;
+    for (std::uint32_t slot : j.slot_of)
+      for (std::uint32_t i = slot * 2; i < slot * 2 + 2; ++i)
+        if (!(copies_[i].st & kComplete)) ++js.busy_copies;
     js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),
                                             [](const Member& m) { return m.joined && !m.left; }));
     js.parent_joined = j.parent_joined;

@@ -121,6 +121,32 @@ TEST(SimResizeEdges, AJobNobodyJoinedMovesAtOnce) {
   EXPECT_EQ(o1, o0);
 }
 
+// Slots freed by shrinks here and there still serve: a job grown into two holes of the pool
+// (its slot table maps them) streams exact results, with loss.
+TEST(SimResizeEdges, AJobOnScatteredSlotsStaysExact) {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    auto t = flat(seed, resize_faults(0.1), 3, 8, 8);  // job 7: slots 0..7
+    SwitchDataPlane& sw = t.c->sw(0);
+    ASSERT_EQ(sw.admit({8, 1, 4}, 0), proto::Reason::ok);   // 8..11
+    ASSERT_EQ(sw.admit({9, 1, 52}, 0), proto::Reason::ok);  // 12..63: full
+    ASSERT_EQ(sw.resize(8, 2), proto::Reason::ok);           // nobody joined: at once, frees 10..11
+    ASSERT_EQ(sw.resize(9, 50), proto::Reason::ok);          // frees 62..63
+    ASSERT_EQ(sw.resize(7, 12), proto::Reason::ok);          // 0..7, 10, 11, 62, 63
+    ASSERT_EQ(sw.snapshot().jobs.at(0).spec.slots, 12u);
+    std::vector<std::int32_t> in(500);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = std::int32_t(i * seed) - 100;
+    std::vector<std::vector<std::int32_t>> out(3, std::vector<std::int32_t>(500));
+    for (std::uint16_t r = 0; r < 3; ++r)
+      t.c->submit(r, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in), wbytes(out[r]), 500, 3));
+    ASSERT_TRUE(t.c->run(100 * kSecond));
+    for (std::uint16_t r = 0; r < 3; ++r) {
+      ASSERT_TRUE(t.c->worker(r).done()) << t.c->worker(r).error().message;
+      EXPECT_EQ(t.c->worker(r).join_info().slots, 12u);
+      for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[r][i], 3 * in[i]) << "seed " << seed;
+    }
+  }
+}
+
 // What the switch refuses: unknown jobs, sizes out of range, jobs with a parent (the members
 // learn the boundary from the root's results) and multi-lane switches.
 TEST(SimResizeEdges, RefusedWhereTheBoundaryCannotBeAnnounced) {
