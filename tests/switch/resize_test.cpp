@@ -15,14 +15,6 @@ namespace {
 
 using namespace inc::sw::testing;
 
-SimFaults resize_faults(double loss) {
-  SimFaults f;
-  f.loss = loss;
-  f.dup = loss / 2;
-  f.reorder = 0.1;
-  return f;
-}
-
 class SimResize : public ::testing::TestWithParam<double> {};
 
 // 3..5 members stream 12 allreduces of 400 i32 (8-element slots: 50 chunks each) over a job of
@@ -31,7 +23,7 @@ TEST_P(SimResize, ShrinkThenGrowMidStreamStaysExact) {
   const double loss = GetParam();
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     const std::uint16_t n = std::uint16_t(3 + seed % 3);
-    auto t = flat(seed, resize_faults(loss), n, 8, 8);
+    auto t = flat(seed, faults_for(loss), n, 8, 8);
     constexpr int kOps = 12;
     constexpr std::size_t kCount = 400;
     std::vector<std::vector<std::int32_t>> in(n, std::vector<std::int32_t>(kCount));
@@ -86,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Loss, SimResize, ::testing::Values(0.0, 0.05, 0.20));
 // A grow that does not fit in the pool when the members moved keeps the old size (and the job
 // carries on, exact).
 TEST(SimResizeEdges, AGrowThatDoesNotFitKeepsTheOldSize) {
-  auto t = flat(3, resize_faults(0.05), 3, 4, 8);
+  auto t = flat(3, faults_for(0.05), 3, 4, 8);
   SwitchDataPlane& sw = t.c->sw(0);
   ASSERT_EQ(sw.admit({8, 1, 60}, 0), proto::Reason::ok);  // the rest of the pool
   std::vector<std::int32_t> in(400, 1);
@@ -107,7 +99,7 @@ TEST(SimResizeEdges, AGrowThatDoesNotFitKeepsTheOldSize) {
 
 // A job nobody joined yet moves at once: the members' join_acks carry the new size.
 TEST(SimResizeEdges, AJobNobodyJoinedMovesAtOnce) {
-  auto t = flat(5, resize_faults(0.0), 2, 8, 8);
+  auto t = flat(5, faults_for(0.0), 2, 8, 8);
   SwitchDataPlane& sw = t.c->sw(0);
   ASSERT_EQ(sw.resize(7, 2), proto::Reason::ok);
   EXPECT_EQ(sw.counters().job_resizes, 1u);
@@ -125,7 +117,7 @@ TEST(SimResizeEdges, AJobNobodyJoinedMovesAtOnce) {
 // (its slot table maps them) streams exact results, with loss.
 TEST(SimResizeEdges, AJobOnScatteredSlotsStaysExact) {
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
-    auto t = flat(seed, resize_faults(0.1), 3, 8, 8);  // job 7: slots 0..7
+    auto t = flat(seed, faults_for(0.1), 3, 8, 8);  // job 7: slots 0..7
     SwitchDataPlane& sw = t.c->sw(0);
     ASSERT_EQ(sw.admit({8, 1, 4}, 0), proto::Reason::ok);   // 8..11
     ASSERT_EQ(sw.admit({9, 1, 52}, 0), proto::Reason::ok);  // 12..63: full
@@ -150,13 +142,13 @@ TEST(SimResizeEdges, AJobOnScatteredSlotsStaysExact) {
 // What the switch refuses: unknown jobs, sizes out of range, jobs with a parent (the members
 // learn the boundary from the root's results) and multi-lane switches.
 TEST(SimResizeEdges, RefusedWhereTheBoundaryCannotBeAnnounced) {
-  auto t = flat(1, resize_faults(0.0), 2, 8, 8);
+  auto t = flat(1, faults_for(0.0), 2, 8, 8);
   EXPECT_EQ(t.c->sw(0).resize(99, 4), proto::Reason::unknown_job);
   EXPECT_EQ(t.c->sw(0).resize(7, 0), proto::Reason::bad_slot);
   EXPECT_EQ(t.c->sw(0).resize(7, 0x10000), proto::Reason::bad_slot);
-  auto h = two_level(1, resize_faults(0.0), {2, 2}, 4, 8);
+  auto h = two_level(1, faults_for(0.0), {2, 2}, 4, 8);
   EXPECT_EQ(h.c->sw(1).resize(7, 2), proto::Reason::unsupported);  // a leaf
-  auto l = flat_lanes(1, resize_faults(0.0), 2, 4, 8, 2);
+  auto l = flat_lanes(1, faults_for(0.0), 2, 4, 8, 2);
   EXPECT_EQ(l.c->sw(0).resize(7, 2), proto::Reason::unsupported);
 }
 
