@@ -61,30 +61,6 @@ void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
   }
 }
 
-std::optional<std::vector<std::uint32_t>> SwitchDataPlane::allocate(std::uint32_t n, std::uint32_t job) {
-  // First fit of a contiguous run; else any free slots (a pool fragmented by live resizes:
-  // the free slots, not the longest run, bound what can be admitted).
-  std::vector<std::uint32_t> got;
-  std::uint32_t run = 0, base = 0;
-  for (std::uint32_t s = 0; s < cfg_.slots && run < n; ++s) {
-    if (owner_[s] != 0) {
-      run = 0;
-      continue;
-    }
-    if (run == 0) base = s;
-    ++run;
-  }
-  if (run == n) {
-    for (std::uint32_t s = base; s < base + n; ++s) got.push_back(s);
-  } else {
-    for (std::uint32_t s = 0; s < cfg_.slots && got.size() < n; ++s)
-      if (owner_[s] == 0) got.push_back(s);
-    if (got.size() < n) return std::nullopt;
-  }
-  for (std::uint32_t s : got) owner_[s] = job + 1;
-  return got;
-}
-
 Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
   if (spec.members == 0 || spec.members > proto::kMaxMembers) return Reason::bad_member;
   if (spec.slots == 0 || spec.slots > 0xFFFF) return Reason::bad_slot;

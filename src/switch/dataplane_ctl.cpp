@@ -1,5 +1,6 @@
 // The switch data plane's packets from above and around the members' data path: leaving, the
-// parent's answers (hierarchy), control packets (admit/release), idle expiry and snapshots.
+// parent's answers (hierarchy), control packets (admit/release), slot allocation and live
+// resizes, idle expiry and snapshots.
 // The per-packet aggregation path is in dataplane.cpp.
 #include <algorithm>
 #include <cstring>
@@ -213,6 +214,30 @@ void SwitchDataPlane::on_tick(Nanos now) {
   for (auto& [id, j] : jobs_)
     if (j.dynamic && now - j.last_active > cfg_.idle_timeout) expired.push_back(id);
   for (auto id : expired) expire(id);
+}
+
+std::optional<std::vector<std::uint32_t>> SwitchDataPlane::allocate(std::uint32_t n, std::uint32_t job) {
+  // First fit of a contiguous run; else any free slots (a pool fragmented by live resizes:
+  // the free slots, not the longest run, bound what can be admitted).
+  std::vector<std::uint32_t> got;
+  std::uint32_t run = 0, base = 0;
+  for (std::uint32_t s = 0; s < cfg_.slots && run < n; ++s) {
+    if (owner_[s] != 0) {
+      run = 0;
+      continue;
+    }
+    if (run == 0) base = s;
+    ++run;
+  }
+  if (run == n) {
+    for (std::uint32_t s = base; s < base + n; ++s) got.push_back(s);
+  } else {
+    for (std::uint32_t s = 0; s < cfg_.slots && got.size() < n; ++s)
+      if (owner_[s] == 0) got.push_back(s);
+    if (got.size() < n) return std::nullopt;
+  }
+  for (std::uint32_t s : got) owner_[s] = job + 1;
+  return got;
 }
 
 Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
