@@ -8,6 +8,8 @@
 // the deep aggregation paths instead of dying at the first check. After every packet:
 //  * every packet the switch emits decodes cleanly and fits a datagram,
 //  * counters stay consistent (packets_in counts every input, drops <= packets_in);
+// a record of one byte is no packet: it asks the switch to resize job 1 or 2 live (its resize
+// and the joins, results and drains that follow are fuzzed too);
 // the same packets also go to a lane of a multi-lane daemon (external control), whose control
 // events the harness answers as the daemon does.
 // Built with clang -fsanitize=fuzzer when INC_FUZZ=ON (fuzz/CMakeLists.txt); the same file is
@@ -121,6 +123,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     len = std::min(len, size - i);
     pkt.assign(reinterpret_cast<const std::byte*>(data + i), reinterpret_cast<const std::byte*>(data + i + len));
     i += len;
+    if (pkt.size() == 1) {  // (never a packet) a live resize of job 1 or 2 to 1..8 slots
+      const auto b = std::uint8_t(pkt[0]);
+      const auto r = sw.resize((b & 0x80) ? 2 : 1, 1 + (b & 7));
+      if (r != inc::proto::Reason::ok && r != inc::proto::Reason::unsupported && r != inc::proto::Reason::job_failed &&
+          r != inc::proto::Reason::unknown_job)
+        invariant_failed("a resize refused for another reason");
+      check_outbox(sw.outbox());
+      sw.outbox().clear();
+      continue;
+    }
     if ((mode & 4) && pkt.size() >= inc::proto::kHeaderBytes) {
       inc::proto::store_u32(pkt.data(), inc::proto::kMagic);
       pkt[4] = std::byte(inc::proto::kVersion);

@@ -7,7 +7,11 @@
 #   2. split into 2, 4 and 8 groups on 8 ranks (+ the dup of each group), with and without trees
 #   3. four concurrent jobs of 4 ranks sharing one switch of 64 slots, asking 32 slots each,
 #      per policy: the slots each got, per-job throughput and Jain's fairness index
+#      (`fair` re-balances live: the running jobs shrink as the others arrive; the slots column
+#      then says "granted>running": what each job was granted, and what it held once all four ran)
 # usage: scripts/controller_bench.sh build/tools/inc build/tests/api/mp_controller
+#   SECTIONS="3" runs only the tables listed (default "1 2 3"); POLICIES="fair;fair --no-rebalance"
+#   the policies of table 3 (separated by ';')
 set -u
 inc=$(readlink -f "$1")
 mp=$(readlink -f "$2")
@@ -52,6 +56,8 @@ fabric() {  # KIND SLOTS -> writes $dir/fabric, starts controller + switches, se
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR + 1) / 2)] : "-")}'; }
 
+sections=${SECTIONS:-1 2 3}
+if [[ " $sections " == *" 1 "* ]]; then
 echo "== 1. communicator creation (world of 4 ranks), median over the concurrent jobs and 3 rounds, ms"
 printf "%-10s %-5s %12s %12s %8s\n" fabric jobs "no tree" "with tree" ratio
 for kind in one two; do
@@ -80,6 +86,9 @@ for kind in one two; do
   done
 done
 
+fi
+
+if [[ " $sections " == *" 2 "* ]]; then
 echo "== 2. split and dup on 8 ranks (one switch), median of 3 runs, ms"
 fabric one 1024
 printf "%-7s %12s %12s %12s %12s\n" groups "split/hosts" "split/tree" "dup/hosts" "dup/tree"
@@ -101,8 +110,12 @@ for G in 2 4 8; do
   printf "%-7s %12s %12s %12s %12s\n" $G $s_hosts $s_tree $d_hosts $d_tree
 done
 
+fi
+
+[[ " $sections " == *" 3 "* ]] || exit 0
 echo "== 3. four jobs of 4 ranks on one switch of 64 slots, each asking 32 slots; 200 x 100003 i32 allreduces each"
-for pol in "fair" "fair --fair-jobs 4" "static" "first-come" "first-come --max-job-slots 16"; do
+IFS=';' read -ra policies <<<"${POLICIES:-fair;fair --no-rebalance;fair --fair-jobs 4;static;first-come;first-come --max-job-slots 16}"
+for pol in "${policies[@]}"; do
   set -- $pol
   EXTRA="${*:2}" fabric one 64 $1
   rm -f "$dir/go"
@@ -120,6 +133,15 @@ for pol in "fair" "fair --fair-jobs 4" "static" "first-come" "first-come --max-j
     sleep 0.1
   done
   touch "$dir/go"
+  # What the jobs hold once they run (re-balancing moves them): the status when the most jobs
+  # held slots at once (no waiting one), polled until the first job ends.
+  running=
+  while kill -0 ${js[0]} 2>/dev/null; do
+    st=$("$inc" controller status --controller 127.0.0.1:$ctl --control-key-file "$dir/ctlkey" 2>/dev/null)
+    now=$(grep -o '"slots":[0-9]*,"switches":1,"adopted":false,"waiting":false' <<<"$st" | cut -d: -f2 | cut -d, -f1 | sort -rn | paste -sd/)
+    [ "$(tr / '\n' <<<"$now" | grep -c .)" -ge "$(tr / '\n' <<<"$running" | grep -c .)" ] && running=$now
+    sleep 0.2
+  done
   for p in "${js[@]}"; do wait $p || { echo "job failed"; cat "$dir"/f*; exit 1; }; done
   printf "policy %-30s" "$pol:"
   for j in 1 2 3 4; do
@@ -128,6 +150,9 @@ for pol in "fair" "fair --fair-jobs 4" "static" "first-come" "first-come --max-j
     printf " job%d %s slots %7s MB/s |" $j "${slots:-hosts}" "$tp"
     echo "$tp" >>"$dir/tp-$1"
   done
-  awk '{s += $1; q += $1 * $1; n++} END {printf " Jain %.3f\n", s * s / (n * q)}' "$dir/tp-$1"
+  awk '{s += $1; q += $1 * $1; n++} END {printf " Jain %.3f", s * s / (n * q)}' "$dir/tp-$1"
+  echo " | running: ${running:-none} slots"
+  grep -c "re-balancing: job" "$dir/ctl.log" | xargs printf "  (controller: %s resizes sent, "
+  grep -c "moved job" "$dir/ctl.log" | xargs printf "%s done)\n"
   rm -f "$dir/tp-$1"
 done

@@ -159,7 +159,10 @@ int cmd_controller(int argc, char** argv) {
   sv->add_option("--policy", policy, "switch memory among jobs: fair (default), static, first-come");
   sv->add_option("--partitions", o.core.partitions, "static: parts of each switch's pool (default 4)");
   sv->add_option("--fair-jobs", o.core.fair_jobs, "fair: shares as if at least N jobs were active (headroom for "
-                                                 "jobs to come: running jobs are never shrunk; default 1)");
+                                                 "jobs to come; default 1)");
+  bool no_rebalance = false;
+  sv->add_flag("--no-rebalance", no_rebalance, "fair: shares at admission only (running jobs are not resized "
+                                               "as jobs come and go)");
   sv->add_option("--max-jobs", o.core.max_jobs, "first-come: jobs per switch (default: no limit)");
   sv->add_option("--max-job-slots", o.core.max_job_slots, "first-come: slots per job (default: no limit)");
   sv->add_option("--min-slots", o.core.min_slots, "fewer slots than this: no tree, the job runs on the hosts (default 1)");
@@ -187,6 +190,7 @@ int cmd_controller(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  o.core.rebalance = !no_rebalance;
   if (sv->parsed()) return serve(o, fabric, key_file, policy, lease);
   if (ad->parsed() || rl->parsed()) return udp_control(ad->parsed(), sw_addr, key_file, job, timeout);
   return status(addr, key_file, timeout);

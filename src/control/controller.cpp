@@ -49,7 +49,10 @@ std::uint32_t Controller::pool(const SwitchRecord& s) const { return s.state.slo
 
 std::uint32_t Controller::free_slots(const SwitchRecord& s) const {
   std::uint64_t used = 0;
-  for (const auto& [job, n] : s.reserved) used += n;
+  for (const auto& [job, n] : s.reserved) {
+    auto r = s.resizing.find(job);
+    used += r == s.resizing.end() ? n : std::max(n, r->second);
+  }
   for (const auto& j : s.state.static_jobs) used += j.slots;
   return used >= pool(s) ? 0 : std::uint32_t(pool(s) - used);
 }
@@ -73,6 +76,8 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
     // The switch restarted: what it held is gone. Jobs whose tree ran through it keep their
     // lease (their ranks find out from the data plane) but hold nothing there any more.
     r.reserved.clear();
+    r.resizing.clear();
+    r.resized.clear();
   }
   r.state = st;
   r.last_seen = now;
@@ -81,7 +86,7 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
   for (const auto& j : st.jobs) {
     if (r.releasing.count(j.job)) {
       still.insert(j.job);
-      actions_.push_back({st.name, false, SwitchJob{j.job, 1, 1, proto::kNoMember}});
+      actions_.push_back({st.name, SwitchAction::Kind::release, SwitchJob{j.job, 1, 1, proto::kNoMember}});
       continue;
     }
     auto it = jobs_.find(j.job);
@@ -92,6 +97,7 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
       rec.slots = j.slots;
       rec.expires = now + cfg_.lease;
       rec.adopted = true;
+      rec.wanted = j.slots;
       rec.label = "adopted from switch " + st.name;
       it = jobs_.emplace(j.job, rec).first;
       ++c_.adopted;
@@ -100,8 +106,17 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
     if (std::none_of(tree.begin(), tree.end(), [&](const auto& e) { return e.first == st.name; }))
       tree.emplace_back(st.name, j);
     r.reserved[j.job] = j.slots;
+    if (auto rz = r.resizing.find(j.job); rz != r.resizing.end() && (rz->second == j.slots || r.resized.count(j.job))) {
+      r.resizing.erase(rz);  // the size it ended with (a grow that did not fit keeps the old one)
+      r.resized.erase(j.job);
+    }
+    if (!r.resizing.count(j.job) && it->second.tree.size() == 1) {  // a resize done (or a grow that did not fit)
+      it->second.slots = j.slots;
+      it->second.tree.front().second.slots = j.slots;
+    }
   }
   r.releasing = std::move(still);
+  if (rebalancing()) rebalance(st.name);  // slots that shrunk jobs gave up; grows that waited
   return "";
 }
 
@@ -125,8 +140,9 @@ std::optional<std::uint32_t> Controller::slots_for(const std::vector<std::string
         rule = "a partition of " + std::to_string(P / cfg_.partitions);
         break;
       case Policy::fair_share: {
-        const std::uint32_t among = std::max(n + 1, cfg_.fair_jobs);
-        allow = std::min(P / among, F);
+        const std::uint32_t among = std::max(jobs_on(name) + 1, cfg_.fair_jobs);
+        // Re-balancing: the share, even if running jobs hold it now (they give it back).
+        allow = rebalancing() ? P / among : std::min(P / among, F);
         rule = "a fair share of " + std::to_string(P / among) + " (" + std::to_string(among) + " jobs)";
         break;
       }
@@ -238,12 +254,16 @@ Grant Controller::request_tree(const proto::ctl::TreeRequest& req, Nanos now) {
   rec.slots = g.slots;
   rec.ranks = std::uint32_t(req.hosts.size());
   rec.label = req.label;
-  for (const auto& [name, spec] : plan->specs) {
-    SwitchJob j{g.job, spec.members, g.slots, spec.parent_member};
-    rec.tree.emplace_back(name, j);
-    switches_[name].reserved[g.job] = g.slots;
-    actions_.push_back({name, true, j});
-  }
+  rec.wanted = wanted;
+  rec.arrival = ++arrivals_;
+  for (const auto& [name, spec] : plan->specs)
+    rec.tree.emplace_back(name, SwitchJob{g.job, spec.members, g.slots, spec.parent_member});
+  // Admitted now if every switch has the slots free; else (re-balancing) once the running
+  // jobs that hold them have been shrunk to their new shares.
+  rec.waiting = std::any_of(rec.tree.begin(), rec.tree.end(),
+                            [&](const auto& e) { return free_slots(switches_.at(e.first)) < g.slots; });
+  if (!rec.waiting) admit_on_tree(rec);
+  else ++c_.waited;
   g.tree = rec.tree;
   g.why = "tree rooted at switch '" + g.root + "', " + std::to_string(rec.tree.size()) + " switch" +
           (rec.tree.size() == 1 ? "" : "es") + ", " + std::to_string(g.slots) + " slots" +
@@ -252,20 +272,30 @@ Grant Controller::request_tree(const proto::ctl::TreeRequest& req, Nanos now) {
                             : "");
   jobs_.emplace(g.job, std::move(rec));
   ++c_.granted;
+  if (rebalancing())
+    for (const auto& name : tree) rebalance(name);
   return g;
 }
 
 void Controller::drop_job(std::uint32_t job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
+  const bool admitted = !it->second.waiting;
+  std::vector<std::string> tree;
   for (const auto& [name, spec] : it->second.tree) {
     auto s = switches_.find(name);
     if (s == switches_.end()) continue;
+    tree.push_back(name);
+    s->second.resizing.erase(job);
+    s->second.resized.erase(job);
+    if (!admitted) continue;  // never sent to the switches
     s->second.reserved.erase(job);
     s->second.releasing.insert(job);
-    actions_.push_back({name, false, SwitchJob{job, 1, 1, proto::kNoMember}});
+    actions_.push_back({name, SwitchAction::Kind::release, SwitchJob{job, 1, 1, proto::kNoMember}});
   }
   jobs_.erase(it);
+  if (!rebalancing()) return;
+  for (const auto& name : tree) rebalance(name);  // its slots: waiting jobs, then the others grow
 }
 
 void Controller::admission_failed(std::uint32_t job, const std::string& sw, proto::Reason r) {
@@ -293,6 +323,7 @@ bool Controller::renew(const proto::ctl::LeaseRenew& m, Nanos now) {
   rec.lease = m.lease;
   rec.expires = now + cfg_.lease;
   rec.slots = m.claim.front().second.slots;
+  rec.wanted = rec.slots;
   rec.tree = m.claim;
   rec.label = it != jobs_.end() ? "re-claimed (adopted)" : "re-claimed";
   for (const auto& [name, spec] : m.claim) switches_[name].reserved[m.job] = spec.slots;
@@ -359,11 +390,13 @@ std::string Controller::status_json(Nanos now) const {
     o += "{\"job\":" + std::to_string(id) + ",\"label\":\"" + esc(j.label) + "\",\"ranks\":" +
          std::to_string(j.ranks) + ",\"slots\":" + std::to_string(j.slots) + ",\"switches\":" +
          std::to_string(j.tree.size()) + ",\"adopted\":" + (j.adopted ? "true" : "false") +
+         ",\"waiting\":" + (j.waiting ? "true" : "false") +
          ",\"lease_left_ms\":" + std::to_string((j.expires - now) / sw::kMillisecond) + "}";
   }
   o += "],\"counters\":{\"granted\":" + std::to_string(c_.granted) + ",\"released\":" +
        std::to_string(c_.released) + ",\"expired\":" + std::to_string(c_.expired) + ",\"adopted\":" +
-       std::to_string(c_.adopted) + ",\"reclaimed\":" + std::to_string(c_.reclaimed) + ",\"refused\":{";
+       std::to_string(c_.adopted) + ",\"reclaimed\":" + std::to_string(c_.reclaimed) + ",\"resizes\":" + std::to_string(c_.resizes) + ",\"waited\":" +
+       std::to_string(c_.waited) + ",\"refused\":{";
   for (std::size_t r = 0; r < std::size_t(Refusal::count); ++r)
     o += (r ? ",\"" : "\"") + std::string(name(Refusal(r))) + "\":" + std::to_string(c_.refused[r]);
   o += "}}}";

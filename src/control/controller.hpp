@@ -32,10 +32,14 @@ struct ControllerConfig {
   sw::Topology fabric;
   Policy policy = Policy::fair_share;
   std::uint32_t partitions = 4;       // static_partition
-  // fair_share: shares as if at least this many jobs were active. Running jobs are never
-  // shrunk (their slots back their windows in flight), so headroom for the jobs still to come
-  // has to be left at admission: 1 = none (a lone job may take everything).
+  // fair_share: shares as if at least this many jobs were active (headroom left at admission;
+  // 1 = none: a lone job may take everything, and gives it back by live re-balancing).
   std::uint32_t fair_jobs = 1;
+  // fair_share: live re-balancing (docs/CONTROLLER.md "Re-balancing"): as jobs come and go,
+  // every switch's fair share is recomputed and running jobs are resized to it (Resize to the
+  // switch; the job moves without stopping once its members drained); a newcomer whose share
+  // is held by running jobs waits for them to give it up. Off: shares at admission only.
+  bool rebalance = true;
   std::uint32_t max_jobs = 0;         // first_come: jobs per switch (0: no limit)
   std::uint32_t max_job_slots = 0;    // first_come: slots per job (0: no limit)
   std::uint32_t min_slots = 1;        // fewer than this: no tree (the job runs on the hosts)
@@ -66,9 +70,10 @@ struct Grant {
 
 // What the driver sends to a switch.
 struct SwitchAction {
+  enum class Kind : std::uint8_t { admit, release, resize };
   std::string sw;
-  bool admit = true;  // else release
-  proto::ctl::SwitchJob spec;  // release: spec.job
+  Kind kind = Kind::admit;
+  proto::ctl::SwitchJob spec;  // release: spec.job; resize: spec.job and spec.slots
 };
 
 struct SwitchRecord {
@@ -79,6 +84,12 @@ struct SwitchRecord {
   // Released by the controller, still in the switch's last state: not adopted again, and the
   // release is sent again while the switch keeps reporting it (a lost release).
   std::set<std::uint32_t> releasing;
+  // Live resizes sent and not yet done (job -> slots asked): until the switch answers, the job
+  // counts with the larger of its old and new size (a shrink frees nothing before it is done).
+  std::map<std::uint32_t, std::uint32_t> resizing;
+  // Of those, the ones the switch said are done: dropped at its next state, which has the size
+  // the job ended with (not resized again meanwhile).
+  std::set<std::uint32_t> resized;
 };
 
 struct JobRecord {
@@ -90,6 +101,12 @@ struct JobRecord {
   std::string label;
   std::vector<std::pair<std::string, proto::ctl::SwitchJob>> tree;
   bool adopted = false;  // found on a switch after a restart, no job claimed it yet
+  std::uint32_t wanted = 0;  // slots asked for (the most re-balancing grows it to)
+  // Granted, but its slots are still held by running jobs that are being shrunk: admitted on
+  // the switches once those are done (the driver gives up after its admission deadline).
+  bool waiting = false;
+  std::uint64_t arrival = 0;  // order of the grants (waiting jobs are admitted in this order)
+  bool fixed_size = false;    // a switch refused to resize it: left as it is
 };
 
 class Controller {
@@ -107,6 +124,9 @@ class Controller {
   Grant request_tree(const proto::ctl::TreeRequest& req, Nanos now);
   // A switch refused an admission of the driver's: the job loses its tree (releases queued).
   void admission_failed(std::uint32_t job, const std::string& sw, proto::Reason r);
+  // A switch answered a resize: done (`r` ok: its next state has the size the job ended with)
+  // or refused (the job keeps its size and is not resized again).
+  void resize_done(std::uint32_t job, const std::string& sw, proto::Reason r, Nanos now);
 
   // Lease renewal, or re-claim after a controller restart (`claim` not empty). False if the
   // lease is unknown (and cannot be re-claimed): the job must stop using the tree.
@@ -128,6 +148,7 @@ class Controller {
     std::uint64_t granted = 0, released = 0, expired = 0, adopted = 0, reclaimed = 0;
     std::uint64_t refused[std::size_t(Refusal::count)] = {};
     std::uint64_t switch_refusals = 0, bad_switch_states = 0;
+    std::uint64_t resizes = 0, waited = 0;  // resizes sent; grants that waited for slots
   };
   const Counters& counters() const { return c_; }
 
@@ -139,6 +160,18 @@ class Controller {
                                          Refusal& why_not, std::string& why) const;
   void drop_job(std::uint32_t job);
   std::uint32_t new_job_id();
+  // Live re-balancing (rebalance.cpp).
+  bool rebalancing() const { return cfg_.rebalance && cfg_.policy == Policy::fair_share; }
+  std::uint32_t jobs_on(const std::string& sw) const;  // admitted or waiting
+  std::uint32_t waiting_need(const std::string& sw) const;
+  bool resizable(const JobRecord& j) const;
+  // Resizes every running job of switch `sw` towards its fair share (shrinks first; grows
+  // only into slots nobody waits for).
+  void rebalance(const std::string& sw);
+  // Admits the waiting jobs whose slots are free now, in arrival order.
+  void admit_waiting();
+  void admit_on_tree(JobRecord& rec);
+  std::uint64_t arrivals_ = 0;
 
   ControllerConfig cfg_;
   std::map<std::string, SwitchRecord> switches_;

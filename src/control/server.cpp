@@ -53,6 +53,9 @@ std::string render_metrics(const Controller& c, Nanos now) {
   line("inc_controller_trees_total{outcome=\"expired\"} " + std::to_string(k.expired));
   line("inc_controller_trees_total{outcome=\"adopted\"} " + std::to_string(k.adopted));
   line("inc_controller_trees_total{outcome=\"reclaimed\"} " + std::to_string(k.reclaimed));
+  line("# HELP inc_controller_resizes_total Live resizes sent to switches (fair re-balancing).");
+  line("# TYPE inc_controller_resizes_total counter");
+  line("inc_controller_resizes_total " + std::to_string(k.resizes));
   line("# HELP inc_controller_refusals_total Tree requests refused (the job runs on the hosts), by reason.");
   line("# TYPE inc_controller_refusals_total counter");
   for (std::size_t r = 0; r < std::size_t(Refusal::count); ++r)
@@ -100,6 +103,7 @@ class Loop {
   std::map<int, std::unique_ptr<Conn>> conns_;
   std::map<std::uint32_t, Pending> pending_;         // job -> its request
   std::map<std::uint64_t, std::uint32_t> req_job_;   // admission request -> job
+  std::map<std::uint64_t, std::pair<std::uint32_t, std::string>> resize_req_;  // resize -> job, switch
   std::map<std::uint32_t, proto::auth::Key> key_of_;  // granted, admissions outstanding
   std::uint64_t next_req_ = 1;
   std::uint64_t auth_failures_ = 0;
@@ -171,6 +175,21 @@ void Loop::on_message(Conn& c, ctl::Message&& m, Nanos now) {
     }
   } else if (auto* oc = std::get_if<ctl::Outcome>(&m)) {
     if (role != ctl::Role::switch_agent) return wrong("outcome");
+    if (auto rz = resize_req_.find(oc->req); rz != resize_req_.end()) {
+      if (rz->second.second == c.switch_name) {  // only the switch it went to answers it
+        const auto reason = proto::Reason(oc->reason);
+        if (reason != proto::Reason::ok)
+          std::fprintf(log_, "inc controller: switch %s refused to resize job %u: %s\n", c.switch_name.c_str(),
+                       rz->second.first, std::string(proto::name(reason)).c_str());
+        else
+          std::fprintf(log_, "inc controller: switch %s moved job %u (its members drained and joined again)\n",
+                       c.switch_name.c_str(), rz->second.first);
+        std::fflush(log_);
+        core_.resize_done(rz->second.first, c.switch_name, reason, now);
+        resize_req_.erase(rz);
+      }
+      return;
+    }
     auto r = req_job_.find(oc->req);
     if (r == req_job_.end()) return;  // a release's, or late
     const std::uint32_t job = r->second;
@@ -188,12 +207,18 @@ void Loop::on_message(Conn& c, ctl::Message&& m, Nanos now) {
     rep.why = g.why;
     rep.job = g.job;
     rep.slots = g.slots;
+    rep.tree = g.tree;
+    if (auto rec = core_.jobs().find(job); rec != core_.jobs().end() && rec->second.slots != g.slots) {
+      // It waited for its slots (live re-balancing) and its share changed meanwhile.
+      rep.slots = rec->second.slots;
+      rep.tree = rec->second.tree;
+      rep.why += "; " + std::to_string(rep.slots) + " slots by the time running jobs gave them up";
+    }
     rep.lease = g.lease;
     rep.lease_ms = std::uint32_t(core_.config().lease / sw::kMillisecond);
     rep.key = key_of_[job];
     rep.root = g.root;
     rep.ranks = g.ranks;
-    rep.tree = g.tree;
     if (auto jc = conns_.find(p->second.conn); jc != conns_.end()) jc->second->s.send(rep);
     key_of_.erase(job);
     pending_.erase(p);
@@ -232,7 +257,14 @@ void Loop::dispatch(Nanos now) {
   for (const auto& a : actions) {
     Conn* sc = switch_conn(a.sw);
     const std::uint64_t req = next_req_++;
-    if (a.admit) {
+    if (a.kind == SwitchAction::Kind::resize) {
+      if (!sc) continue;  // its next registration reports what it holds
+      resize_req_[req] = {a.spec.job, a.sw};
+      sc->s.send(ctl::Resize{req, a.spec.job, a.spec.slots});
+      std::fprintf(log_, "inc controller: re-balancing: job %u on switch %s to %u slots (%u jobs there)\n", a.spec.job,
+                   a.sw.c_str(), a.spec.slots, std::uint32_t(core_.switches().at(a.sw).reserved.size()));
+      std::fflush(log_);
+    } else if (a.kind == SwitchAction::Kind::admit) {
       auto p = pending_.find(a.spec.job);
       if (p == pending_.end()) continue;
       if (!sc) {

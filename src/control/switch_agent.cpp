@@ -1,5 +1,6 @@
 #include "src/control/switch_agent.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "src/control/conn.hpp"
@@ -70,9 +71,40 @@ void SwitchAgent::session() {
         const bool known = managed_.erase(rel->job) && lanes_.release_on_every_lane(rel->job);
         if (known) released_.insert(rel->job);
         c.send(ctl::Outcome{rel->req, rel->job, std::uint8_t(known ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
+      } else if (auto* rz = std::get_if<ctl::Resize>(&*m)) {
+        // Only what the controller admitted; the job moves once its members drained (the
+        // answer waits for that, below).
+        const proto::Reason r = managed_.count(rz->job) ? lanes_.resize_on_every_lane(rz->job, rz->slots)
+                                                        : proto::Reason::unknown_job;
+        if (r == proto::Reason::ok) {
+          if (auto old = resizing_.find(rz->job); old != resizing_.end())  // superseded
+            c.send(ctl::Outcome{old->second, rz->job, std::uint8_t(proto::Reason::ok)}, 2s);
+          resizing_[rz->job] = rz->req;
+        } else {
+          c.send(ctl::Outcome{rz->req, rz->job, std::uint8_t(r)}, 2s);
+        }
       } else {
         throw std::runtime_error("unexpected message from the controller");
       }
+    }
+    if (!resizing_.empty()) {
+      // A resize is done when no lane has it under way any more: tell the controller, then
+      // the state with the size the job ended with (once the lanes' snapshot shows it).
+      for (auto it = resizing_.begin(); it != resizing_.end();) {
+        const std::optional<bool> under_way = lanes_.resizing(it->first);
+        if (under_way && *under_way) {
+          ++it;
+          continue;
+        }
+        c.send(ctl::Outcome{it->second, it->first,
+                            std::uint8_t(under_way ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
+        it = resizing_.erase(it);
+        if (!state_due_) state_due_ = std::chrono::steady_clock::now() + 150ms;
+      }
+    }
+    if (state_due_ && std::chrono::steady_clock::now() >= *state_due_) {
+      next = *state_due_;
+      state_due_.reset();
     }
     if (std::chrono::steady_clock::now() >= next) {
       c.send(state(), 2s);

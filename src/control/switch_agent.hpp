@@ -6,7 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,6 +43,11 @@ class SwitchAgent {
   // Released by the controller but maybe still in the lanes' snapshot (refreshed every
   // 100 ms): not reported, least of all as a static job.
   std::set<std::uint32_t> released_;
+  // Live resizes under way (job -> the controller's request): answered once the job moved.
+  std::map<std::uint32_t, std::uint64_t> resizing_;
+  // A state to send early (after a resize, once the lanes' snapshot, refreshed every 100 ms,
+  // has the new size).
+  std::optional<std::chrono::steady_clock::time_point> state_due_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

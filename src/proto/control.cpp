@@ -142,6 +142,11 @@ void enc(Writer& w, const Release& m) {
   w.u64(m.req);
   w.u32(m.job);
 }
+void enc(Writer& w, const Resize& m) {
+  w.u64(m.req);
+  w.u32(m.job);
+  w.u32(m.slots);
+}
 void enc(Writer& w, const Outcome& m) {
   w.u64(m.req);
   w.u32(m.job);
@@ -228,6 +233,15 @@ std::optional<Message> dec(Reader& r, MsgType t) {
       Release m;
       m.req = r.u64("request");
       m.job = r.u32("job id");
+      return m;
+    }
+    case MsgType::resize: {
+      Resize m;
+      m.req = r.u64("request");
+      m.job = r.u32("job id");
+      if (m.job == 0) r.fail("job id", "0");
+      m.slots = r.u32("slots");
+      if (m.slots == 0 || m.slots > 0xFFFF) r.fail("slots", "not 1..65535");
       return m;
     }
     case MsgType::outcome: {

@@ -29,7 +29,7 @@
 
 namespace inc::proto::ctl {
 
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;  // 2: Resize (type 12)
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kHelloBytes = 4 + 1 + 1 + kNonceBytes;
 inline constexpr std::size_t kTagBytes = 16;
@@ -108,6 +108,14 @@ struct Outcome {
   std::uint32_t job = 0;
   std::uint8_t reason = 0;
 };
+// controller -> switch: resize a job it admitted, live (docs/CONTROLLER.md "Re-balancing"). The
+// switch answers with an Outcome once the job moved to its new slots (or refused the resize);
+// its next SwitchState carries the size it ended with.
+struct Resize {
+  std::uint64_t req = 0;
+  std::uint32_t job = 0;
+  std::uint32_t slots = 0;  // per lane, 1..65535
+};
 
 // job -> controller: a tree for these ranks (host of each rank, as the fabric names hosts).
 struct TreeRequest {
@@ -158,10 +166,10 @@ struct StatusReply {
 
 enum class MsgType : std::uint8_t {
   switch_state = 1, admit, release, outcome, tree_request, tree_reply, lease_renew, lease_reply,
-  tree_release, status_request, status_reply
+  tree_release, status_request, status_reply, resize
 };
 using Message = std::variant<SwitchState, Admit, Release, Outcome, TreeRequest, TreeReply, LeaseRenew,
-                             LeaseReply, TreeRelease, StatusRequest, StatusReply>;
+                             LeaseReply, TreeRelease, StatusRequest, StatusReply, Resize>;
 
 std::vector<std::byte> encode(const Message& m);
 // nullopt + why for an unknown type, a field out of bounds or bytes left over.

@@ -249,10 +249,15 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       if (h.elem != ElemType::none && h.count == 0) return Reason::length_mismatch;
       return Reason::ok;
     case PacketType::result:
-      if ((r = allow_flags(flag::overflow | flag::elided)) != Reason::ok) return r;
+      if ((r = allow_flags(flag::overflow | flag::elided | flag::resize)) != Reason::ok) return r;
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if ((h.flags & flag::elided) && h.count != 0) return Reason::length_mismatch;
-      if (h.aux & ~kResultResent) return Reason::bad_field;
+      if (h.flags & flag::resize) {
+        if ((h.aux & ((1u << kResizeShift) - 1) & ~kResultResent) || (h.aux >> kResizeShift) == 0)
+          return Reason::bad_field;
+      } else if (h.aux & ~kResultResent) {
+        return Reason::bad_field;
+      }
       return Reason::ok;
     case PacketType::nack:
       if ((r = allow_flags(0)) != Reason::ok) return r;

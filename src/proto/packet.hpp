@@ -130,7 +130,11 @@ inline constexpr std::uint8_t awaiting_parent = 0x10;  // pending: complete here
 inline constexpr std::uint8_t probe = 0x20;
 // any type: a 40-byte authentication trailer follows the payload (src/proto/auth.hpp)
 inline constexpr std::uint8_t auth = 0x40;
-inline constexpr std::uint8_t known = 0x7F;
+// result: the job is being resized (docs/PROTOCOL.md "Live resize"): its current slot mapping
+// ends at lane chunk `chunk + (aux >> 8)`; the member drains up to there and joins again to
+// learn the new one (aux >> 8 is 1..2^24-1; aux bit 0 keeps its meaning, bits 1-7 are 0)
+inline constexpr std::uint8_t resize = 0x80;
+inline constexpr std::uint8_t known = 0xFF;
 }  // namespace flag
 
 // Why a packet was refused. Values are on the wire (NACK) and in metrics: append only.
@@ -176,6 +180,9 @@ inline constexpr std::uint32_t kMissingSpan = 23;
 // that member's retransmission or probe of a chunk completed earlier): the result sent at
 // completion did not reach the member (or has not yet). Other aux bits of a result are refused.
 inline constexpr std::uint32_t kResultResent = 1;
+// Aux of a result with flag `resize`: the distance from its chunk to the chunk where the job's
+// mapping changes, in bits 8..31.
+inline constexpr std::uint32_t kResizeShift = 8;
 
 std::string_view name(PacketType t) noexcept;
 std::string_view name(ElemType t) noexcept;

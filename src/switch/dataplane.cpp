@@ -45,17 +45,20 @@ std::uint32_t SwitchDataPlane::new_epoch() {
   }
 }
 
-void SwitchDataPlane::init_copies(const Job& j) {
+void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
   // Before its first use, each copy looks like it completed chunk (first chunk - 2 x slots),
-  // so the first contribution of its first chunk is accepted as "the next use".
+  // so the first contribution of its first chunk is accepted as "the next use". `first`: the
+  // stream starts there (a live resize), not at 0.
   const std::uint32_t S = j.spec.slots;
-  for (std::uint32_t s = 0; s < S; ++s)
+  for (std::uint32_t s = 0; s < S; ++s) {
+    const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
     for (std::uint32_t c = 0; c < 2; ++c) {
-      Copy& cp = copies_[(j.base + s) * 2 + c];
+      Copy& cp = copies_[j.slot_of[s] * 2 + c];
       cp = Copy{};
-      cp.seq = s + c * S - 2 * S;
+      cp.seq = (((a / S) & 1) == c ? a : a + S) - 2 * S;
       cp.st = kComplete;
     }
+  }
 }
 
 Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
@@ -63,26 +66,12 @@ Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
   if (spec.slots == 0 || spec.slots > 0xFFFF) return Reason::bad_slot;
   if (spec.parent_member != proto::kNoMember && !cfg_.parent.valid()) return Reason::bad_field;
   if (Job* j = find(spec.job)) return j->spec == spec ? Reason::ok : Reason::job_exists;
-  // First fit over the pool.
-  std::uint32_t run = 0, base = 0;
-  bool found = false;
-  for (std::uint32_t s = 0; s < cfg_.slots; ++s) {
-    if (owner_[s] != 0) {
-      run = 0;
-      continue;
-    }
-    if (run == 0) base = s;
-    if (++run == spec.slots) {
-      found = true;
-      break;
-    }
-  }
-  if (!found) return Reason::no_slots;
-  for (std::uint32_t s = base; s < base + spec.slots; ++s) owner_[s] = spec.job + 1;
+  auto where = allocate(spec.slots, spec.job);
+  if (!where) return Reason::no_slots;
   Job& j = jobs_[spec.job];
   j.spec = spec;
   j.dynamic = dynamic;
-  j.base = base;
+  j.slot_of = std::move(*where);
   j.epoch = new_epoch();
   j.members.assign(spec.members, Member{});
   if (spec.key) {
@@ -98,7 +87,7 @@ Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
 bool SwitchDataPlane::release(std::uint32_t job) {
   Job* j = find(job);
   if (!j) return false;
-  for (std::uint32_t s = j->base; s < j->base + j->spec.slots; ++s) owner_[s] = 0;
+  for (std::uint32_t s : j->slot_of) owner_[s] = 0;
   jobs_.erase(job);
   ++c_.jobs_released;
   return true;
@@ -282,6 +271,13 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
                                   bool want, bool resent) {
   Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
   if (resent) h.aux = proto::kResultResent;
+  if (j.resizing) {  // every result says where the mapping ends, until the members moved
+    const std::int32_t d = proto::chunk_distance(j.resize_at, cp.seq);
+    if (d > 0 && d < (1 << (32 - proto::kResizeShift))) {
+      h.flags |= proto::flag::resize;
+      h.aux |= std::uint32_t(d) << proto::kResizeShift;
+    }
+  }
   h.elem = cp.elem;
   h.op = cp.op;
   if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
@@ -492,6 +488,15 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     j->session = h.aux;
   }
   Member& m = j->members[h.member];
+  if (j->resizing && m.joined && !m.left && m.ep == from) {
+    // A live resize: this member drained its stream up to the boundary and asks for the new
+    // mapping. The answer waits for every member (its join is retransmitted meanwhile).
+    m.moved = true;
+    m.join_nonce = h.chunk;
+    if (std::all_of(j->members.begin(), j->members.end(), [](const Member& x) { return x.moved; }))
+      finish_resize(*j);
+    return;
+  }
   m.ep = from;
   m.joined = true;
   m.left = false;
@@ -538,7 +543,8 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
       h, {J.spec.job, J.epoch, J.spec.slots, J.spec.members, slot_bytes()});
   if (r != Reason::ok) {
     drop(j, r);
-    if (r == Reason::stale_epoch) nack(j, from, h, r);
+    // (The epoch before a live resize: a late packet of a member that moved on; no answer.)
+    if (r == Reason::stale_epoch && !(J.prev_epoch && h.epoch == J.prev_epoch)) nack(j, from, h, r);
     return;
   }
   const Member& mem = J.members[h.member];
@@ -551,7 +557,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     return nack(j, from, h, Reason::unsupported);
   }
   const std::uint32_t S = J.spec.slots;
-  const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+  const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / S) & 1);
   Copy& cp = copies_[idx];
   std::int32_t d = proto::chunk_distance(h.chunk, cp.seq);
   if (h.flags & proto::flag::probe) return answer_probe(J, h, from, idx, d);
@@ -672,7 +678,7 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
 
 bool SwitchDataPlane::lacks(const Job& J, std::uint32_t q, std::uint64_t bit) const {
   const std::uint32_t S = J.spec.slots;
-  const Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+  const Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
   if (qc.seq == q) return !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
   return qc.seq == q - 2 * S && (qc.st & kComplete);  // not begun: nobody's packet arrived
 }
@@ -717,7 +723,7 @@ void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::u
   };
   for (std::uint32_t back = 1; back <= back_max; ++back) {  // newest first
     const std::uint32_t q = h.chunk - back;
-    Copy& qc = copies_[(J.base + q % S) * 2 + ((q / S) & 1)];
+    Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
     if ((qc.signalled & bit) || !lacks(J, q, bit)) continue;
     if (open && head - q > proto::kMissingSpan) emit();
     if (!open) {

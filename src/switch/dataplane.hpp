@@ -4,7 +4,8 @@
 // simulator all run this same code (ENGINEERING.md section 1).
 //
 // Aggregator memory is a fixed SlotPool: `slots` slots of `slot_elems` 4-byte cells, each slot
-// with two copies (SwitchML's shadow copy). A job owns a contiguous range of slots. Chunk c of a
+// with two copies (SwitchML's shadow copy). A job owns a set of slots (a contiguous range when
+// one is free; its slot table maps job slot s to a pool slot). Chunk c of a
 // job's stream lives in slot (c mod S) and copy ((c / S) mod 2), where S is the job's slot
 // count. Each copy remembers the chunk it holds, so the switch checks, rather than trusts, the
 // worker discipline; see docs/PROTOCOL.md ("exactly once").
@@ -82,6 +83,7 @@ struct SwitchCounters : TrafficCounters {
   std::array<std::uint64_t, proto::kNumReasons> drops_by_reason{};
   std::uint64_t jobs_admitted = 0, jobs_released = 0, jobs_expired = 0, jobs_failed = 0;
   std::uint64_t job_resets = 0;
+  std::uint64_t job_resizes = 0;  // live resizes completed (every member moved)
 };
 
 struct JobSnapshot {
@@ -89,8 +91,9 @@ struct JobSnapshot {
   bool dynamic = false;
   Nanos last_active = 0;          // time of the job's last packet (driver's clock)
   std::uint32_t epoch = 0;
-  std::uint32_t slot_base = 0;
+  std::uint32_t slot_base = 0;    // its first slot in the pool
   std::uint32_t busy_copies = 0;  // copies holding an aggregation in progress
+  std::uint32_t resize_to = 0;    // a live resize in progress to this many slots (0: none)
   std::uint16_t joined = 0;
   bool parent_joined = false;
   bool failed = false;
@@ -135,6 +138,16 @@ class SwitchDataPlane {
   // Admit a job (from configuration, or from an admit control packet when dynamic).
   proto::Reason admit(const JobSpec& spec, Nanos now, bool dynamic = false);
   bool release(std::uint32_t job);
+  // Live resize of a running job to `slots` (docs/PROTOCOL.md "Live resize"): the job keeps its
+  // slots and mapping until every member drained its chunk stream up to a boundary the switch
+  // announces in its results, then joined again; then the job moves to `slots` (in place, or
+  // elsewhere in the pool; a grow that does not fit keeps the old size) with a new epoch.
+  // Roots of one-lane data planes only (unsupported otherwise). A job nobody joined moves at once.
+  proto::Reason resize(std::uint32_t job, std::uint32_t slots);
+  bool resize_pending(std::uint32_t job) const {
+    auto it = jobs_.find(job);
+    return it != jobs_.end() && it->second.resizing;
+  }
   bool expire(std::uint32_t job);  // release after idling (counted as expired)
   bool has_job(std::uint32_t job) const { return jobs_.count(job) != 0; }
   // Members of `job` joined and not left (0 if the job is unknown).
@@ -169,6 +182,7 @@ class SwitchDataPlane {
     // The chunk after the newest one of its data seen here (its stream starts at 0 with the
     // job's epoch): chunks it skipped are its losses (signal_gaps).
     std::uint32_t next_chunk = 0;
+    bool moved = false;  // a live resize: drained up to its boundary and joined again
   };
   struct Copy {
     std::uint32_t seq = 0;      // chunk held (or last held) by this copy
@@ -199,7 +213,9 @@ class SwitchDataPlane {
     std::uint32_t epoch = 0;
     std::uint32_t session = 0;
     bool session_set = false;
-    std::uint32_t base = 0;
+    // Its slots in the pool: job slot s is pool slot slot_of[s] (a contiguous run when one was
+    // free at admission; any free slots else, as after live resizes).
+    std::vector<std::uint32_t> slot_of;
     std::vector<Member> members;
     bool parent_joined = false;
     std::uint32_t parent_epoch = 0;
@@ -209,6 +225,10 @@ class SwitchDataPlane {
     proto::Reason fail_reason = proto::Reason::ok;
     Nanos last_active = 0;
     TrafficCounters c;
+    // Live resize (resize()): the target, and the lane chunk where the current mapping ends.
+    bool resizing = false;
+    std::uint32_t resize_to = 0, resize_at = 0;
+    std::uint32_t prev_epoch = 0;  // the epoch before the last resize: its packets are late
     bool has_parent() const { return spec.parent_member != proto::kNoMember; }
   };
 
@@ -252,7 +272,12 @@ class SwitchDataPlane {
   void drop(Job* j, proto::Reason r);
   void fail_job(Job& j, proto::Reason r);
   void reset_job(Job& j);
-  void init_copies(const Job& j);
+  // Each copy as if it completed the chunk two uses before its first one at or after `first`.
+  void init_copies(const Job& j, std::uint32_t first = 0);
+  // `n` free pool slots for `job` (marked its own), or nullopt if fewer are free.
+  std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
+  // Every member drained and joined again: move the job to its new slots, answer the joins.
+  void finish_resize(Job& j);
   std::uint32_t new_epoch();
   std::uint32_t slot_bytes() const { return cfg_.slot_elems * 4; }
   std::byte* cells(std::uint32_t idx) {

@@ -1,5 +1,6 @@
 // The switch data plane's packets from above and around the members' data path: leaving, the
-// parent's answers (hierarchy), control packets (admit/release), idle expiry and snapshots.
+// parent's answers (hierarchy), control packets (admit/release), slot allocation and live
+// resizes, idle expiry and snapshots.
 // The per-packet aggregation path is in dataplane.cpp.
 #include <algorithm>
 #include <cstring>
@@ -81,7 +82,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
         return drop(j, Reason::bad_slot);
       if (std::size_t(h.count) * proto::elem_size(h.elem) > slot_bytes())
         return drop(j, Reason::too_large);
-      const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / J.spec.slots) & 1);
+      const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / J.spec.slots) & 1);
       Copy& cp = copies_[idx];
       if (cp.seq != h.chunk) return drop(j, Reason::stale_chunk);
       if (cp.st & kComplete) {
@@ -120,7 +121,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if (h.reason == Reason::missing) {  // our upward packet was lost: send it again
         const std::uint32_t S = J.spec.slots;
         if (h.slot >= S || h.chunk % S != h.slot) return drop(j, Reason::bad_slot);
-        const std::uint32_t idx = (J.base + h.slot) * 2 + ((h.chunk / S) & 1);
+        const std::uint32_t idx = J.slot_of[h.slot] * 2 + ((h.chunk / S) & 1);
         Copy& cp = copies_[idx];
         if (cp.seq == h.chunk && (cp.st & kAwaitParent)) forward_up(J, cp, idx, true);
         return;
@@ -215,6 +216,92 @@ void SwitchDataPlane::on_tick(Nanos now) {
   for (auto id : expired) expire(id);
 }
 
+std::optional<std::vector<std::uint32_t>> SwitchDataPlane::allocate(std::uint32_t n, std::uint32_t job) {
+  // First fit of a contiguous run; else any free slots (a pool fragmented by live resizes:
+  // the free slots, not the longest run, bound what can be admitted).
+  std::vector<std::uint32_t> got;
+  std::uint32_t run = 0, base = 0;
+  for (std::uint32_t s = 0; s < cfg_.slots && run < n; ++s) {
+    if (owner_[s] != 0) {
+      run = 0;
+      continue;
+    }
+    if (run == 0) base = s;
+    ++run;
+  }
+  if (run == n) {
+    for (std::uint32_t s = base; s < base + n; ++s) got.push_back(s);
+  } else {
+    for (std::uint32_t s = 0; s < cfg_.slots && got.size() < n; ++s)
+      if (owner_[s] == 0) got.push_back(s);
+    if (got.size() < n) return std::nullopt;
+  }
+  for (std::uint32_t s : got) owner_[s] = job + 1;
+  return got;
+}
+
+Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
+  Job* j = find(job);
+  if (!j) return Reason::unknown_job;
+  if (slots == 0 || slots > 0xFFFF) return Reason::bad_slot;
+  // Members learn the boundary from the results of this switch; a leaf's results come from
+  // its parent, and the lanes of one job would each need the same boundary.
+  if (j->has_parent() || cfg_.lanes != 1) return Reason::unsupported;
+  if (j->failed) return Reason::job_failed;
+  if (j->resizing) {
+    j->resize_to = slots;  // the boundary stands; the target changes
+    return Reason::ok;
+  }
+  if (slots == j->spec.slots) return Reason::ok;
+  j->resize_to = slots;
+  j->resizing = true;
+  const bool anyone = std::any_of(j->members.begin(), j->members.end(), [](const Member& m) { return m.joined; });
+  if (!anyone) {  // nothing in flight, nobody to tell: the join_acks will carry the new size
+    j->resize_at = 0;
+    finish_resize(*j);
+    return Reason::ok;
+  }
+  // The boundary: no member can have sent a chunk at or beyond it. A member sends chunk c only
+  // once it holds the result of chunk c - S; every chunk that completed had a contribution of
+  // every member, so lies below the newest chunk seen from any member (H); results of chunks
+  // from H on are sent from now on, each with the boundary H + S.
+  std::uint32_t h = j->members[0].next_chunk;
+  for (const auto& m : j->members)
+    if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
+  j->resize_at = h + j->spec.slots;
+  for (auto& m : j->members) m.moved = false;
+  return Reason::ok;
+}
+
+void SwitchDataPlane::finish_resize(Job& j) {
+  // Every member holds every result of the old mapping (it drained before joining again):
+  // nothing in the old slots is needed any more. A shrink keeps the first slots and frees the
+  // rest; a grow keeps them all and adds free slots (any: the job's slot table maps them), or
+  // keeps the old size when too few are free.
+  std::uint32_t n = j.resize_to;
+  if (n < j.spec.slots) {
+    for (std::uint32_t i = n; i < j.spec.slots; ++i) owner_[j.slot_of[i]] = 0;
+    j.slot_of.resize(n);
+  } else if (n > j.spec.slots) {
+    if (auto more = allocate(n - j.spec.slots, j.spec.job))
+      j.slot_of.insert(j.slot_of.end(), more->begin(), more->end());
+    else
+      n = j.spec.slots;
+  }
+  j.spec.slots = n;
+  j.prev_epoch = j.epoch;
+  j.epoch = new_epoch();
+  j.resizing = false;
+  j.resize_to = 0;
+  init_copies(j, j.resize_at);
+  ++c_.job_resizes;
+  for (auto& m : j.members) {
+    m.moved = false;
+    m.next_chunk = j.resize_at;
+    if (m.joined && !m.left) send_join_ack(j, m);
+  }
+}
+
 SwitchSnapshot SwitchDataPlane::snapshot() const {
   SwitchSnapshot s;
   s.counters = c_;
@@ -227,9 +314,11 @@ SwitchSnapshot SwitchDataPlane::snapshot() const {
     js.dynamic = j.dynamic;
     js.last_active = j.last_active;
     js.epoch = j.epoch;
-    js.slot_base = j.base;
-    for (std::uint32_t i = j.base * 2; i < (j.base + j.spec.slots) * 2; ++i)
-      if (!(copies_[i].st & kComplete)) ++js.busy_copies;
+    js.slot_base = j.slot_of.empty() ? 0 : j.slot_of.front();
+    js.resize_to = j.resizing ? j.resize_to : 0;
+    for (std::uint32_t slot : j.slot_of)
+      for (std::uint32_t i = slot * 2; i < slot * 2 + 2; ++i)
+        if (!(copies_[i].st & kComplete)) ++js.busy_copies;
     js.joined = std::uint16_t(std::count_if(j.members.begin(), j.members.end(),
                                             [](const Member& m) { return m.joined && !m.left; }));
     js.parent_joined = j.parent_joined;

@@ -227,6 +227,25 @@ bool SwitchLanes::release_on_every_lane(std::uint32_t job) {
   return res && !res->empty() && res->front();
 }
 
+proto::Reason SwitchLanes::resize_on_every_lane(std::uint32_t job, std::uint32_t slots) {
+  auto res = every_lane<proto::Reason>([job, slots](SwitchDataPlane& dp) { return dp.resize(job, slots); });
+  if (!res || res->empty()) return proto::Reason::unexpected;  // stopping
+  for (auto r : *res)
+    if (r != proto::Reason::ok) return r;
+  return proto::Reason::ok;
+}
+
+std::optional<bool> SwitchLanes::resizing(std::uint32_t job) {
+  auto res = every_lane<int>([job](SwitchDataPlane& dp) { return !dp.has_job(job) ? -1 : dp.resize_pending(job) ? 1 : 0; });
+  if (!res || res->empty()) return std::nullopt;
+  bool any = false;
+  for (int r : *res) {
+    if (r < 0) return std::nullopt;
+    any = any || r > 0;
+  }
+  return any;
+}
+
 void SwitchLanes::expire_idle(Nanos now) {
   const Nanos idle = c_.cfg.idle_timeout;
   if (idle <= 0) return;
@@ -305,6 +324,7 @@ SwitchSnapshot merge_lanes(const std::vector<SwitchSnapshot>& lanes,
     for (std::size_t r = 0; r < t.drops_by_reason.size(); ++r) t.drops_by_reason[r] += c.drops_by_reason[r];
     t.jobs_failed += c.jobs_failed;
     t.job_resets += c.job_resets;
+    t.job_resizes += c.job_resizes;
     if (l == 0) {
       t.jobs_admitted = c.jobs_admitted;
       t.jobs_released = c.jobs_released;

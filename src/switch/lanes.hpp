@@ -74,6 +74,11 @@ class SwitchLanes {
   // rolled back on a refusal. Used by the controller's agent (src/control/switch_agent.cpp).
   proto::Reason admit_on_every_lane(const JobSpec& spec);
   bool release_on_every_lane(std::uint32_t job);
+  // A live resize (SwitchDataPlane::resize); one-lane switches only (unsupported otherwise).
+  proto::Reason resize_on_every_lane(std::uint32_t job, std::uint32_t slots);
+  // Whether a live resize of `job` is still under way on some lane (asked of the lanes now, not
+  // of the last snapshot); nullopt if the job is gone.
+  std::optional<bool> resizing(std::uint32_t job);
 
   // Runs the lanes (one thread each) and the control loop on the calling thread until `stop`.
   void run(const std::atomic<bool>& stop);

@@ -391,6 +391,7 @@ class WorkerProtocol {
   void fail(WorkerErrorKind k, std::string msg, std::string_view label);
   std::string_view label_for_errors() const;
   void begin_join(Nanos now);
+  void note_resize(const proto::Header& h);  // a result announcing a live resize
   bool begin_op(Op& op);  // capability check when the op's first chunk is due
   Op* op_by_id(std::uint64_t id);
   const Op* op_by_id(std::uint64_t id) const;
@@ -498,6 +499,10 @@ class WorkerProtocol {
   std::uint64_t submitted_ = 0;
   std::vector<Entry> ring_;
   std::uint64_t next_chunk_ = 0;  // stream position of the next chunk to issue
+  // A live resize announced by the switch (proto::flag::resize): the stream's current mapping
+  // ends at this chunk; the worker drains up to it, joins again (rejoin_) and carries on there.
+  std::optional<std::uint64_t> resize_at_;
+  bool rejoin_ = false;
   std::uint32_t inflight_ = 0;  // chunks issued and not complete
   // Congestion control and loss recovery.
   RttEstimator rtt_;  // the path's round trip (see on_chunk_result)

@@ -127,7 +127,11 @@ void WorkerProtocol::handle_join_ack(const proto::PacketView& v, std::size_t l, 
   joining_ = false;
   joined_ = true;
   ring_.assign(std::size_t(info_.slots) * L(), Entry{});
-  next_chunk_ = 0;
+  // A fresh stream starts at chunk 0; after a live resize it carries on at the boundary, in
+  // the new mapping (every chunk before it completed).
+  next_chunk_ = rejoin_ && resize_at_ ? *resize_at_ : 0;
+  rejoin_ = false;
+  resize_at_.reset();
   inflight_ = 0;
   clear_recovery();
   win_.configure(ring_size(), cfg_.window, kInitialWindow);
@@ -157,6 +161,8 @@ void WorkerProtocol::join_tick(Nanos now) {
          "no join_ack from switch " + missing + " for job " + std::to_string(cfg_.job) +
              " member " + std::to_string(cfg_.member) + " within " +
              std::to_string(double(cfg_.join_timeout) / 1e9) + " s" +
+             (rejoin_ ? " (a live resize: the switch answers once every member drained up to the boundary)"
+                      : "") +
              (join_refusal_ == Reason::unknown_job ? " (the switch does not know the job)"
               : cfg_.key ? " (no authenticated answer, " + std::to_string(rep_.unauthenticated) +
                                " unauthenticated packet(s) ignored: the switch must have this job's "

@@ -2,6 +2,7 @@
 // rebuild after a restart, with seeded random sequences (the seed is printed on failure).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "src/control/controller.hpp"
@@ -42,11 +43,13 @@ ctl::SwitchState state_of(const sw::Topology& t, const std::string& name, std::u
   return st;
 }
 
+// (Shares at admission only: live re-balancing has its own tests, rebalance_test.cpp.)
 Controller make(const std::string& text, Policy p, Nanos now = 0, std::uint64_t seed = 1) {
   ControllerConfig c;
   c.fabric = fabric(text);
   c.policy = p;
   c.seed = seed;
+  c.rebalance = false;
   Controller ctl(c);
   for (const auto& s : c.fabric.switches) EXPECT_EQ(ctl.switch_state(state_of(c.fabric, s.name), now), "");
   return ctl;
@@ -116,6 +119,7 @@ TEST(Controller, FairShareWithHeadroomLeavesRoomForTheJobsToCome) {
   ControllerConfig cfg;
   cfg.fabric = fabric(kOne);
   cfg.fair_jobs = 4;
+  cfg.rebalance = false;  // (headroom at admission: the fifth job is refused, not made to wait)
   Controller c(cfg);
   ASSERT_EQ(c.switch_state(state_of(cfg.fabric, "s0"), 0), "");
   for (int i = 0; i < 4; ++i) {
@@ -251,7 +255,7 @@ TEST(Controller, LeaseEndsWithoutHeartbeatsAndTheSlotsComeBack) {
   EXPECT_EQ(c.jobs().count(g.job), 0u);
   EXPECT_EQ(c.counters().expired, 1u);
   ASSERT_EQ(c.actions().size(), 1u);
-  EXPECT_FALSE(c.actions()[0].admit);
+  EXPECT_EQ(c.actions()[0].kind, SwitchAction::Kind::release);
   EXPECT_EQ(c.actions()[0].spec.job, g.job);
   c.actions().clear();
   // A heartbeat sent before the switch applied the release still lists the job: not adopted
@@ -262,7 +266,7 @@ TEST(Controller, LeaseEndsWithoutHeartbeatsAndTheSlotsComeBack) {
   EXPECT_EQ(c.jobs().count(g.job), 0u);
   EXPECT_EQ(c.free_slots(c.switches().at("s0")), 64u);
   ASSERT_EQ(c.actions().size(), 1u);
-  EXPECT_FALSE(c.actions()[0].admit);
+  EXPECT_EQ(c.actions()[0].kind, SwitchAction::Kind::release);
   c.switch_state(state_of(c.config().fabric, "s0"), 2 * lease);
   EXPECT_TRUE(c.request_tree(req(hosts(2), 64), 2 * lease).ok);
 }
@@ -340,6 +344,191 @@ TEST(Controller, SeededRandomSequencesKeepReservationsWithinThePools) {
       c.actions().clear();
       check_invariants(c);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// ---- live re-balancing (fair policy; docs/CONTROLLER.md "Re-balancing") --------------------
+
+// A switch as the controller sees it through its messages: it holds jobs, applies resizes when
+// the test says (a shrink always; a grow only if the slots are free then), refuses an admission
+// that does not fit (what the data plane does), and reports its state.
+struct SimSwitch {
+  std::string name;
+  std::uint32_t pool = 64;
+  std::map<std::uint32_t, ctl::SwitchJob> held;
+  std::map<std::uint32_t, std::uint32_t> pending;  // job -> resize target
+  std::uint32_t used() const {
+    std::uint32_t u = 0;
+    for (const auto& [id, j] : held) u += j.slots;
+    return u;
+  }
+  // Takes the controller's actions for this switch; false (and why) if it over-promised.
+  bool take(Controller& c, std::string& why) {
+    auto acts = std::move(c.actions());
+    c.actions().clear();
+    for (const auto& a : acts) {
+      if (a.sw != name) continue;
+      switch (a.kind) {
+        case SwitchAction::Kind::admit:
+          if (used() + a.spec.slots > pool) {
+            why = "admission of job " + std::to_string(a.spec.job) + " (" + std::to_string(a.spec.slots) +
+                  " slots) does not fit: " + std::to_string(used()) + " of " + std::to_string(pool) + " used";
+            return false;
+          }
+          held[a.spec.job] = a.spec;
+          break;
+        case SwitchAction::Kind::release:
+          held.erase(a.spec.job);
+          pending.erase(a.spec.job);
+          break;
+        case SwitchAction::Kind::resize:
+          if (held.count(a.spec.job)) pending[a.spec.job] = a.spec.slots;
+          break;
+      }
+    }
+    return true;
+  }
+  // Applies the pending resize of `job` (its members drained) and tells the controller.
+  void finish(Controller& c, std::uint32_t job, const sw::Topology& fab, Nanos now) {
+    auto p = pending.find(job);
+    if (p == pending.end()) return;
+    auto& j = held.at(job);
+    if (p->second <= j.slots || used() - j.slots + p->second <= pool) j.slots = p->second;
+    pending.erase(p);
+    c.resize_done(job, name, proto::Reason::ok, now);
+    report(c, fab, now);
+  }
+  void report(Controller& c, const sw::Topology& fab, Nanos now) {
+    ctl::SwitchState st = state_of(fab, name);
+    for (const auto& [id, j] : held) st.jobs.push_back(j);
+    EXPECT_EQ(c.switch_state(st, now), "");
+  }
+};
+
+Controller make_rebalancing(const sw::Topology& fab) {
+  ControllerConfig cfg;
+  cfg.fabric = fab;
+  Controller c(cfg);
+  for (const auto& s : fab.switches) EXPECT_EQ(c.switch_state(state_of(fab, s.name), 0), "");
+  return c;
+}
+
+TEST(Rebalance, SharesAreRecomputedAsJobsComeAndGo) {
+  const auto fab = fabric(kOne);
+  Controller c = make_rebalancing(fab);
+  SimSwitch s0{"s0", 64, {}, {}};
+  std::string why;
+  auto slots_of = [&](const Grant& g) { return s0.held.count(g.job) ? s0.held.at(g.job).slots : 0u; };
+  auto a = c.request_tree(req(hosts(4)), 0);  // alone: 32 (wanted) of a share of 64
+  auto b = c.request_tree(req(hosts(4)), 0);  // share 32: 32, free
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  EXPECT_EQ(slots_of(a), 32u);
+  EXPECT_EQ(slots_of(b), 32u);
+  EXPECT_EQ(c.counters().resizes, 0u);
+  // A third job: share 21. The two running jobs are asked to shrink; it waits for their slots.
+  auto d = c.request_tree(req(hosts(4)), 0);
+  ASSERT_TRUE(d.ok) << d.why;
+  EXPECT_EQ(d.slots, 21u);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  EXPECT_EQ(s0.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 21}, {b.job, 21}}));
+  EXPECT_FALSE(s0.held.count(d.job));
+  EXPECT_TRUE(c.jobs().at(d.job).waiting);
+  EXPECT_EQ(c.free_slots(c.switches().at("s0")), 0u);  // nothing before the shrinks are done
+  s0.finish(c, a.job, fab, S);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  EXPECT_FALSE(s0.held.count(d.job));  // 11 free: not yet
+  s0.finish(c, b.job, fab, S);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  EXPECT_EQ(slots_of(d), 21u);
+  EXPECT_FALSE(c.jobs().at(d.job).waiting);
+  // A fourth: share 16 each.
+  auto e = c.request_tree(req(hosts(4)), S);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  for (auto j : {a.job, b.job, d.job}) s0.finish(c, j, fab, 2 * S);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  for (const auto& g : {a, b, d, e}) EXPECT_EQ(slots_of(g), 16u) << g.job;
+  // One leaves: the other three grow back to a share of 21.
+  ASSERT_TRUE(c.release(a.job, a.lease));
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  for (auto j : {b.job, d.job, e.job}) s0.finish(c, j, fab, 3 * S);
+  ASSERT_TRUE(s0.take(c, why)) << why;
+  for (const auto& g : {b, d, e}) EXPECT_EQ(slots_of(g), 21u) << g.job;
+  EXPECT_LE(s0.used(), s0.pool);
+}
+
+TEST(Rebalance, OffSharesAreTakenAtAdmissionOnly) {
+  const auto fab = fabric(kOne);
+  ControllerConfig cfg;
+  cfg.fabric = fab;
+  cfg.rebalance = false;
+  Controller c(cfg);
+  ASSERT_EQ(c.switch_state(state_of(fab, "s0"), 0), "");
+  c.request_tree(req(hosts(4)), 0);
+  c.request_tree(req(hosts(4)), 0);
+  EXPECT_EQ(c.request_tree(req(hosts(4)), 0).refusal, Refusal::no_slots);
+  for (const auto& a : c.actions()) EXPECT_NE(a.kind, SwitchAction::Kind::resize);
+}
+
+// Trees of several switches are not resized (the members learn the boundary from the root's
+// results through the leaves, which the data plane does not do): a newcomer next to one only
+// gets what is free.
+TEST(Rebalance, TreesOfSeveralSwitchesKeepTheirSize) {
+  std::string text = kTwoLevel;
+  for (int i = 0; i < 4; ++i) add_host(text, "h", i, i % 2 ? "leaf1" : "leaf0");
+  const auto fab = fabric(text);
+  Controller c = make_rebalancing(fab);
+  auto a = c.request_tree(req(hosts(4), 64), 0);  // spans both leaves and the spine
+  ASSERT_TRUE(a.ok) << a.why;
+  EXPECT_EQ(a.tree.size(), 3u);
+  c.actions().clear();
+  auto b = c.request_tree(req({"h0", "h2"}, 16), 0);  // leaf0 only: share 32, held by a
+  ASSERT_TRUE(b.ok) << b.why;
+  EXPECT_TRUE(c.jobs().at(b.job).waiting);
+  for (const auto& x : c.actions()) EXPECT_NE(x.kind, SwitchAction::Kind::resize);
+}
+
+// Seeded random arrivals, departures, resizes finishing in any order, heartbeats: the switch
+// never gets an admission that does not fit (no slot promised twice), every waiting job is
+// admitted once the shrinks are done, and the shares converge to the fair ones.
+TEST(Rebalance, SeededRandomSequencesNeverPromiseASlotTwice) {
+  const auto fab = fabric(kOne);
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    std::mt19937_64 rng(seed);
+    Controller c = make_rebalancing(fab);
+    SimSwitch s0{"s0", 64, {}, {}};
+    std::vector<Grant> live;
+    std::string why;
+    Nanos now = 0;
+    for (int step = 0; step < 400; ++step) {
+      now += 10 * sw::kMillisecond;
+      const auto r = rng() % 10;
+      if (r < 3 && live.size() < 8) {
+        auto g = c.request_tree(req(hosts(2), std::uint32_t(4 + rng() % 40)), now);
+        if (g.ok) live.push_back(g);
+      } else if (r < 5 && !live.empty()) {
+        const std::size_t k = rng() % live.size();
+        ASSERT_TRUE(c.release(live[k].job, live[k].lease));
+        live.erase(live.begin() + long(k));
+      } else if (r < 8 && !s0.pending.empty()) {
+        auto it = s0.pending.begin();
+        std::advance(it, long(rng() % s0.pending.size()));
+        s0.finish(c, it->first, fab, now);
+      } else {
+        s0.report(c, fab, now);
+      }
+      ASSERT_TRUE(s0.take(c, why)) << "seed " << seed << " step " << step << ": " << why;
+      for (auto& g : live) ASSERT_TRUE(c.renew({g.job, g.lease, {}}, now));
+    }
+    // Quiet: every resize finishes; then every job is admitted, at its fair share or what it wants.
+    for (int round = 0; round < 4; ++round) {
+      while (!s0.pending.empty()) s0.finish(c, s0.pending.begin()->first, fab, now);
+      ASSERT_TRUE(s0.take(c, why)) << "seed " << seed << ": " << why;
+    }
+    const std::uint32_t share = live.empty() ? 0 : 64 / std::uint32_t(live.size());
+    for (const auto& g : live) {
+      ASSERT_TRUE(s0.held.count(g.job)) << "seed " << seed << ": job " << g.job << " never admitted";
+      EXPECT_EQ(s0.held.at(g.job).slots, std::min(c.jobs().at(g.job).wanted, share)) << "seed " << seed;
     }
   }
 }

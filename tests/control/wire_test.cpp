@@ -48,7 +48,8 @@ std::vector<ctl::Message> samples() {
           ctl::LeaseReply{5, true},
           ctl::TreeRelease{5, 99},
           ctl::StatusRequest{},
-          ctl::StatusReply{"{}"}};
+          ctl::StatusReply{"{}"},
+          ctl::Resize{6, 5, 12}};
 }
 
 TEST(ControlWire, EveryMessageRoundTripsAndEveryTruncationIsRefused) {
@@ -82,6 +83,9 @@ TEST(ControlWire, FieldsOutOfRangeAreRefused) {
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
   r = {1, "", {}};  // no ranks
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0}), why));  // a resize to no slots
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0x10000}), why));
+  EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 0, 4}), why));  // job 0
   std::vector<std::byte> unknown{std::byte{200}};
   EXPECT_FALSE(ctl::decode(unknown, why));
   EXPECT_NE(why.find("unknown message type"), std::string::npos);
@@ -136,6 +140,15 @@ TEST(ControlWire, ForgedAlteredReplayedAndMovedFramesAreRefused) {
     f[8] ^= std::byte{1};
     EXPECT_FALSE(p.s.in(f));
   }
+  // A resize (controller -> switch) altered on the way: the switch's side refuses it.
+  {
+    Pair p;
+    ASSERT_TRUE(p.pump());
+    p.s.send(ctl::Resize{7, 5, 4});
+    auto f = p.s.out();
+    f[9] ^= std::byte{1};
+    EXPECT_FALSE(p.c.in(f));
+  }
   // Replayed within the connection: the counter moved on.
   {
     Pair p;
@@ -164,7 +177,7 @@ TEST(ControlWire, ForgedAlteredReplayedAndMovedFramesAreRefused) {
   // A wrong magic or version in the hello.
   {
     Session s{key(1), false, ctl::Role::job};
-    auto h = ctl::encode_hello({2, ctl::Role::job, {}});
+    auto h = ctl::encode_hello({ctl::kVersion + 1, ctl::Role::job, {}});
     EXPECT_FALSE(s.in(h));
     EXPECT_NE(s.why().find("version"), std::string::npos);
   }

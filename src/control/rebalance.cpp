@@ -1,0 +1,134 @@
+// Live re-balancing of switch memory under the fair policy (docs/CONTROLLER.md "Re-balancing"):
+// as jobs come and go, each switch's fair share is recomputed over the jobs on it and running
+// jobs are resized to it. A resize goes to the switch (Resize), which moves the job without
+// stopping it once its members drained up to a boundary (docs/PROTOCOL.md "Live resize");
+// until the switch says it is done, the job counts with the larger of its two sizes, so slots a
+// shrink gives up are promised to nobody before the job is off them. A newcomer whose share
+// is still held waits for it (admit_waiting).
+#include <algorithm>
+
+#include "src/control/controller.hpp"
+
+namespace inc::control {
+
+using proto::ctl::SwitchJob;
+
+std::uint32_t Controller::jobs_on(const std::string& sw) const {
+  const SwitchRecord& s = switches_.at(sw);
+  std::uint32_t n = std::uint32_t(s.reserved.size());
+  for (const auto& [id, j] : jobs_)
+    if (j.waiting && std::any_of(j.tree.begin(), j.tree.end(), [&](const auto& e) { return e.first == sw; })) ++n;
+  return n;
+}
+
+std::uint32_t Controller::waiting_need(const std::string& sw) const {
+  std::uint32_t need = 0;
+  for (const auto& [id, j] : jobs_)
+    if (j.waiting && std::any_of(j.tree.begin(), j.tree.end(), [&](const auto& e) { return e.first == sw; }))
+      need += j.slots;
+  return need;
+}
+
+// The switch announces the boundary in its results to the members, so only a job whose tree
+// is that one switch, on one lane, can be resized (SwitchDataPlane::resize).
+bool Controller::resizable(const JobRecord& j) const {
+  if (j.waiting || j.adopted || j.fixed_size || j.tree.size() != 1) return false;
+  const auto s = switches_.find(j.tree.front().first);
+  return s != switches_.end() && s->second.state.lanes == 1;
+}
+
+void Controller::admit_on_tree(JobRecord& rec) {
+  rec.waiting = false;
+  for (auto& [name, spec] : rec.tree) {
+    spec.slots = rec.slots;
+    switches_[name].reserved[rec.job] = rec.slots;
+    actions_.push_back({name, SwitchAction::Kind::admit, spec});
+  }
+}
+
+void Controller::admit_waiting() {
+  std::vector<JobRecord*> waiting;
+  for (auto& [id, j] : jobs_)
+    if (j.waiting) waiting.push_back(&j);
+  std::sort(waiting.begin(), waiting.end(), [](const JobRecord* a, const JobRecord* b) { return a->arrival < b->arrival; });
+  for (JobRecord* j : waiting) {
+    const bool fits = std::all_of(j->tree.begin(), j->tree.end(),
+                                  [&](const auto& e) { return free_slots(switches_.at(e.first)) >= j->slots; });
+    if (!fits) return;  // in arrival order: a later job does not overtake an earlier one
+    admit_on_tree(*j);
+  }
+}
+
+void Controller::rebalance(const std::string& sw) {
+  SwitchRecord& s = switches_.at(sw);
+  const std::uint32_t n = jobs_on(sw);
+  if (n == 0) return;
+  const std::uint32_t share = pool(s) / std::max(n, cfg_.fair_jobs);
+  auto resize = [&](JobRecord& j, std::uint32_t to) {
+    s.resizing[j.job] = to;
+    s.resized.erase(j.job);
+    j.slots = to;
+    j.tree.front().second.slots = to;
+    SwitchJob spec = j.tree.front().second;
+    actions_.push_back({sw, SwitchAction::Kind::resize, spec});
+    ++c_.resizes;
+  };
+  auto current = [&](const JobRecord& j) {
+    auto r = s.resizing.find(j.job);
+    return r != s.resizing.end() ? r->second : s.reserved.at(j.job);
+  };
+  auto settling = [&](const JobRecord& j) { return s.resized.count(j.job) != 0; };
+  // Waiting jobs hold nothing yet: they take the share as it is now, and are admitted if
+  // that fits already.
+  for (auto& [id, j] : jobs_)
+    if (j.waiting && std::any_of(j.tree.begin(), j.tree.end(), [&](const auto& e) { return e.first == sw; }))
+    {
+      const std::uint32_t to = std::max(std::min(j.wanted, share), cfg_.min_slots);
+      j.slots = j.tree.size() == 1 ? to : std::min(j.slots, to);  // (other switches' shares may be less)
+    }
+  admit_waiting();
+  std::vector<JobRecord*> mine;
+  for (const auto& [id, slots] : s.reserved) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && resizable(it->second)) mine.push_back(&it->second);
+  }
+  // Shrinks first: above the share (never below min_slots).
+  for (JobRecord* j : mine) {
+    const std::uint32_t to = std::max(std::min(j->wanted, share), cfg_.min_slots);
+    if (!settling(*j) && to < current(*j)) resize(*j, to);
+  }
+  // Grows: towards min(wanted, share), into slots free now that no waiting job needs.
+  for (JobRecord* j : mine) {
+    const std::uint32_t cur = current(*j), goal = std::min(j->wanted, share);
+    if (settling(*j) || goal <= cur) continue;
+    const std::uint32_t F = free_slots(s), need = waiting_need(sw);
+    const std::uint32_t spare = F > need ? F - need : 0;
+    if (spare == 0) continue;
+    resize(*j, std::min(goal, cur + spare));
+  }
+}
+
+void Controller::resize_done(std::uint32_t job, const std::string& sw, proto::Reason r, Nanos) {
+  auto s = switches_.find(sw);
+  if (s == switches_.end()) return;
+  // Done: until its next state says what the job holds now, it counts with the larger of the
+  // two sizes and is not resized again. Refused: it keeps what it holds.
+  if (r == proto::Reason::ok) {
+    if (s->second.resizing.count(job)) s->second.resized.insert(job);
+  } else {
+    s->second.resizing.erase(job);
+    s->second.resized.erase(job);
+  }
+  auto j = jobs_.find(job);
+  if (j != jobs_.end() && r != proto::Reason::ok) {
+    j->second.fixed_size = true;  // refused: keeps what it holds
+    if (auto h = s->second.reserved.find(job); h != s->second.reserved.end()) {
+      j->second.slots = h->second;
+      for (auto& [name, spec] : j->second.tree)
+        if (name == sw) spec.slots = h->second;
+    }
+  }
+  if (rebalancing()) rebalance(sw);  // the waiting jobs, and grows that waited for these slots
+}
+
+}  // namespace inc::control
