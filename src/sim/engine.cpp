@@ -155,11 +155,21 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   J.set_state(recv, J.state(recv) == 1 ? 2 : 4);  // 4: eager, the receive is not posted yet
   const int src = J.op(recv).peer, dst = so.peer;
   const int hs = J.spec.hosts[src], hd = J.spec.hosts[dst];
-  path.clear();
-  if (!topo.route(hs, hd, path, link_load.data()))
-    throw Error(Error::Kind::config,
-                fmt::format("job '{}': no path from rank {} (host {}) to rank {} (host {}) avoids the failed links",
-                            J.spec.name, src, hs, dst, hd));
+  // Static routings give a connection the same route every time: computed once.
+  std::uint32_t* cached = J.route_cache.empty() ? nullptr : &J.route_cache[std::size_t{J.pair_of(send)} * Job::kRouteSlot];
+  if (cached && cached[0] > 0) {
+    path.assign(cached + 1, cached + 1 + cached[0]);
+  } else {
+    path.clear();
+    if (!topo.route(hs, hd, path, link_load.data()))
+      throw Error(Error::Kind::config,
+                  fmt::format("job '{}': no path from rank {} (host {}) to rank {} (host {}) avoids the failed links",
+                              J.spec.name, src, hs, dst, hd));
+    if (cached && path.size() < Job::kRouteSlot) {
+      cached[0] = static_cast<std::uint32_t>(path.size());
+      std::copy(path.begin(), path.end(), cached + 1);
+    }
+  }
   const std::uint32_t xi = new_xfer();
   Xfer& x = xfers[xi];
   x.kind = XKind::p2p;

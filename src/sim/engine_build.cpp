@@ -102,6 +102,7 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   J.pair_q.resize(J.prog.num_pairs);
   J.pair_busy.assign(J.prog.num_pairs, 0);
   J.pair_next.assign(J.prog.num_pairs, 0);
+  init_route_cache(J);
   total_ops += J.num_ops();
   jobs.push_back(std::move(J));
 }
@@ -172,6 +173,7 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
   J.pair_q.resize(J.prog.num_pairs);
   J.pair_busy.assign(J.prog.num_pairs, 0);
   J.pair_next.assign(J.prog.num_pairs, 0);
+  init_route_cache(J);
   if (J.prog.num_inc_groups() > 0) {
     J.tree = topo.build_tree(J.spec.hosts, jobs.size() * 0x51ed27u + 1);
     J.res.tree_switches = J.tree.switch_count();

@@ -140,6 +140,10 @@ struct Simulator::Impl {
     std::vector<std::uint32_t> rank_end, step_end, step_left;
     JobResult res;
     std::uint64_t ops_done = 0;
+    // Static routings (not adaptive): each connection's route, [length, links...] per pair,
+    // filled at its first message (empty: not cached).
+    static constexpr std::size_t kRouteSlot = 8;
+    std::vector<std::uint32_t> route_cache;
 
     // The event loop reads ops through these, whichever the layout.
     std::size_t num_ops() const { return sym ? dyn.size() : E.size(); }
@@ -294,6 +298,11 @@ struct Simulator::Impl {
     }
   }
   void add(JobSpec spec, Program prog);
+  // Sizes the job's route cache (static routings, up to 2^20 connections).
+  void init_route_cache(Job& J) const {
+    if (topo.spec().routing != Routing::adaptive && J.prog.num_pairs <= (1u << 20))
+      J.route_cache.assign(std::size_t{J.prog.num_pairs} * Job::kRouteSlot, 0);
+  }
   // Throws unless spec places p ranks on distinct existing hosts.
   void check_hosts(const JobSpec& spec, int p) const;
   // A rotation-symmetric job from rank 0's schedule (template_program): no per-rank schedules.
