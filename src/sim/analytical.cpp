@@ -557,6 +557,19 @@ void read_net(TableReader& t, NetParams& np) {
 
 void read_net_params(TableReader& t, NetParams& np) { read_net(t, np); }
 
+NetParams read_net_file(const std::string& path) {
+  toml::table root = parse_toml_file(path);
+  TableReader top(root, path, "");
+  const toml::table* t = nullptr;
+  if (!top.sub("network", t)) top.fail("network", "missing table [network]");
+  NetParams np;
+  TableReader tr(*t, path, "network");
+  read_net(tr, np);
+  tr.finish();
+  top.finish();
+  return np;
+}
+
 TrainingConfig parse_training_config(std::string_view text, const std::string& file) {
   toml::table root = parse_toml_text(text, file);
   TrainingConfig c;

@@ -21,6 +21,10 @@ namespace inc::sim {
 class TableReader;
 // Reads the [network] keys of a model or scenario file into `np` (see docs/MODEL.md).
 void read_net_params(TableReader& t, NetParams& np);
+// The [network] table of a TOML file over the defaults (`inc model --net`, `inc sim run --net`:
+// a hand-written file or a calibration such as bench/testbed/calibration.toml); unknown keys or
+// tables are rejected naming file, line and key.
+NetParams read_net_file(const std::string& path);
 
 struct StepCounts {
   double rounds = 0;           // dependent message rounds on the critical path (incl. inc ops)
