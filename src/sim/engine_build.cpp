@@ -79,6 +79,7 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
                                                  J.spec.name, n, p));
   // Static data once (rank 0's), one byte per op for the rest: its state and pending count.
   J.sym = true;
+  J.res.symmetric_layout = true;
   J.T.P = P;
   J.T.npeers = npeers;
   J.T.ops.assign(T.ops.begin(), T.ops.end());
