@@ -254,7 +254,7 @@ def fit_switch(sim, points, theta):
     return (theta[0], theta[1], best[1])
 
 
-def write_net(path, theta, args, fitted, res):
+def write_net(path, theta, args, fitted, res, warning):
     o, g, s = theta
     rms = math.sqrt(sum(x * x for x in res) / len(res))
     lines = [
@@ -268,6 +268,8 @@ def write_net(path, theta, args, fitted, res):
     ]
     for p, r in zip(fitted, res):
         lines.append(f"#   {p['algo']:<13} {human(p['bytes']):>8}  measured {p['time_s'] * 1e3:9.3f} ms  residual {100 * r:+6.1f}%")
+    if warning:
+        lines.append(f"# WARNING: {warning}")
     lines += [
         "[network]",
         f"host_overhead_us = {o:.6g}",
@@ -321,11 +323,13 @@ def calibrate(args, sim, measured):
     worst_loo = max((abs(x) for x in loo if x is not None), default=0.0)
     print(f"# residuals: rms {100 * math.sqrt(sum(x * x for x in res) / len(res)):.1f}%, worst {100 * worst:.1f}%; "
           f"left out (each point predicted by a fit without it): worst {100 * worst_loo:.1f}%")
+    warning = None
     if worst > 0.10 or worst_loo > 0.10:
-        print("# WARNING: the costs do not explain every point within 10% (fitted or left out): noisy "
-              "measurements (a loaded machine) or a cost the simulator does not model; rerun on an idle "
-              "machine before trusting the file", flush=True)
-    write_net(args.net, theta, args, pts, res)
+        warning = ("the costs do not explain every point within 10% (fitted or left out): noisy measurements "
+                   "(a loaded machine) or a cost the simulator does not model; rerun on an idle machine before "
+                   "trusting the file")
+        print(f"# WARNING: {warning}", flush=True)
+    write_net(args.net, theta, args, pts, res, warning)
     print(f"# written: {args.net}")
 
 
