@@ -32,8 +32,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testbed"))
 from claim import bench_rows, human, median, parse_size, rate_text, run  # noqa: E402
+from calibrate_bench import lstsq  # noqa: E402  (same directory)
 
 ALGOS = ("ring", "rabenseifner", "inc")
 
@@ -173,23 +175,6 @@ class Sim:
 
 
 # ---- fitting --------------------------------------------------------------------------------
-
-def lstsq(rows, ys):
-    """Least squares by normal equations (no numpy on the machine); None if singular."""
-    k = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] + [sum(r[i] * y for r, y in zip(rows, ys))]
-         for i in range(k)]
-    for c in range(k):
-        piv = max(range(c, k), key=lambda r: abs(a[r][c]))
-        if abs(a[piv][c]) < 1e-300:
-            return None
-        a[c], a[piv] = a[piv], a[c]
-        for r in range(k):
-            if r != c:
-                f = a[r][c] / a[c][c]
-                a[r] = [x - f * y for x, y in zip(a[r], a[c])]
-    return [a[i][k] / a[i][i] for i in range(k)]
-
 
 def rel_residuals(sim, points, theta):
     return [(sim.time(p, theta=theta) - p["time_s"]) / p["time_s"] for p in points]
