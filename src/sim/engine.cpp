@@ -320,10 +320,23 @@ SimResult Simulator::Impl::run() {
     ++events;
     switch (e.type) {
       case kJobStart: {
+        // Every op without dependencies, handled last op first (the work list is a stack), a
+        // block at a time so that the list never holds most of a large job's ops (the receives
+        // of a ring are all ready: 4 GB of list at 16,384 ranks). An op another released in the
+        // meantime has been posted (state 1-3) and is skipped; one not yet posted (0, or 4-5: an
+        // eager message for it is on its way) is taken: the order is the same as scanning the
+        // whole job first.
         Job& J = jobs[e.a];
-        const auto n = static_cast<std::uint32_t>(J.num_ops());
-        for (std::uint32_t i = 0; i < n; ++i)
-          if (J.ready(i)) work.emplace_back(e.a, i);
+        constexpr std::uint32_t kBlock = 1u << 16;
+        for (auto hi = static_cast<std::uint32_t>(J.num_ops()); hi > 0;) {
+          const std::uint32_t lo = hi > kBlock ? hi - kBlock : 0;
+          for (std::uint32_t i = lo; i < hi; ++i) {
+            const std::uint8_t st = J.state(i);
+            if (J.ready(i) && (st == 0 || st >= 4)) work.emplace_back(e.a, i);
+          }
+          drain();
+          hi = lo;
+        }
         break;
       }
       case kXferStart: {
