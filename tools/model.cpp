@@ -50,15 +50,7 @@ struct NetOptions {
   NetParams resolve(const NetParams& cli, const CLI::App& app) const {
     NetParams np = cli;
     if (!file.empty()) {
-      toml::table root = sim::parse_toml_file(file);
-      sim::TableReader top(root, file, "");
-      const toml::table* t = nullptr;
-      if (!top.sub("network", t)) top.fail("network", "missing table [network]");
-      NetParams from = NetParams{};
-      sim::TableReader tr(*t, file, "network");
-      sim::read_net_params(tr, from);
-      tr.finish();
-      top.finish();
+      const NetParams from = sim::read_net_file(file);
       auto given = [&](const char* opt) { return app.count(opt) > 0; };
       NetParams out = from;
       if (given("--link-gbps")) out.link_gbps = cli.link_gbps;

@@ -31,7 +31,22 @@ namespace {
 using json = nlohmann::json;
 using namespace inc::sim;
 
-
+// `inc sim run --net FILE`: the file's [network] values (sim::read_net_file) replace the defaults;
+// flags given explicitly win. path_hops and inc_tree_levels are the model's: the topology has them.
+void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) {
+  const NetParams f = read_net_file(path);
+  auto given = [&](const char* flag) { return run.count(flag) > 0; };
+  NetParams& n = sc.opt.np;
+  if (!given("--overhead-us")) n.host_overhead_us = f.host_overhead_us;
+  if (!given("--nic-overhead-us")) n.nic_overhead_us = f.nic_overhead_us;
+  if (!given("--reduce-GBps")) n.reduce_GBps = f.reduce_GBps;
+  if (!given("--host-mem-GBps")) n.host_mem_GBps = f.host_mem_GBps;
+  if (!given("--switch-reduce-GBps")) n.switch_reduce_GBps = f.switch_reduce_GBps;
+  if (!given("--switch-memory")) n.switch_memory_bytes = f.switch_memory_bytes;
+  if (!given("--inc-chunk")) n.inc_chunk_bytes = f.inc_chunk_bytes;
+  if (!given("--link-gbps")) n.link_gbps = sc.topo.link_gbps = f.link_gbps;
+  if (!given("--hop-latency-us")) n.hop_latency_us = sc.topo.hop_latency_us = f.hop_latency_us;
+}
 
 // The analytical model's prediction for a job, with alpha from the job's own placement and,
 // when `contended_bw_s` (the per-step most-loaded link, sim/contention.hpp) exceeds the closed
@@ -278,6 +293,10 @@ int cmd_sim(int argc, char** argv) {
       ->check(CLI::IsMember({"dataflow", "rendezvous", "eager"}))
       ->capture_default_str();
   run->add_option("--eager-threshold", eager_thr, "largest eager message (--matching eager)")->capture_default_str();
+  std::string net_file;
+  run->add_option("--net", net_file,
+                  "TOML file with a [network] table (as inc model --net; e.g. a testbed calibration): its values "
+                  "replace the defaults, flags given explicitly win");
   run->add_option("--overhead-us", np.host_overhead_us, "host per-message overhead, us")->capture_default_str();
   run->add_option("--nic-overhead-us", np.nic_overhead_us, "Edge-INC per-message overhead, us")->capture_default_str();
   run->add_option("--reduce-GBps", np.reduce_GBps, "endpoint reduction rate GB/s (0 = free)")->capture_default_str();
@@ -319,6 +338,8 @@ int cmd_sim(int argc, char** argv) {
     if (*links) return run_links(lf, lranks, lplacement, lseed, root, lsize);
     Scenario sc;
     if (!file.empty()) {
+      if (!net_file.empty())
+        throw Error(Error::Kind::invalid_argument, "--net and a scenario file: put the parameters in its [network] table");
       sc = load_scenario(file);
     } else {
       sc.topo = tf.spec();
@@ -327,6 +348,7 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.np.hop_latency_us = tf.hop_us;
       sc.opt.np.switch_memory_bytes = static_cast<double>(parse_size(switch_mem));
       if (!inc_chunk.empty()) sc.opt.np.inc_chunk_bytes = static_cast<double>(parse_size(inc_chunk));
+      if (!net_file.empty()) apply_net_file(net_file, *run, sc);
       sc.opt.max_inc_chunks = max_inc_chunks;
       sc.opt.max_inc_ops = max_inc_ops;
       sc.opt.rtt_weighted = rtt;

@@ -40,6 +40,7 @@ bool is_inc(OpKind k) {
 
 StepCounts schedule_counts(const Program& P) {
   StepCounts out;
+  out.inc_members = P.nranks;
   const std::size_t N = P.num_ops();
   // Per-rank totals.
   for (int r = 0; r < P.nranks; ++r) {
@@ -208,6 +209,7 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
   StepCounts s;
   if (p < 1) throw Error(Error::Kind::invalid_argument, "model: ranks must be >= 1");
   if (p == 1) return s;
+  s.inc_members = p;
   const double P = p, f = (P - 1) / P;
   const bool pow2 = (p & (p - 1)) == 0;
   const int lg = floor_log2(p);
@@ -319,7 +321,7 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
 
 // ---- Costs ---------------------------------------------------------------------------------
 
-Cost inc_pass_cost(double bytes, const NetParams& np) {
+Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in) {
   Cost c;
   const int h = np.inc_tree_levels;  // links from a host up to the root switch
   const double beta = np.beta();
@@ -327,7 +329,7 @@ Cost inc_pass_cost(double bytes, const NetParams& np) {
   // Latency: overhead, up and down the tree, and store-and-forward of one chunk per switch.
   c.latency_s = np.host_overhead_us * 1e-6 + 2 * h * np.hop_s() + (2 * h - 1) * chunk * beta;
   double rate = 1.0 / beta;
-  if (np.switch_reduce_GBps > 0) rate = std::min(rate, np.switch_reduce_GBps * 1e9);
+  if (np.switch_reduce_GBps > 0) rate = std::min(rate, np.switch_reduce_GBps * 1e9 / std::max(1.0, fan_in));
   // Slot window: at most W chunks per tree in flight, each held for one round trip.
   const double W = std::max(1.0, std::floor(np.switch_memory_bytes / np.inc_chunk_bytes));
   const double rtt = 2 * h * np.hop_s() + 2 * h * chunk * beta;
@@ -353,7 +355,10 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
   c.bandwidth_s = bw;
   c.reduce_s = s.bytes_reduced * np.gamma();
   if (s.inc_rounds > 0) {
-    const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np);
+    // A balanced tree of inc_tree_levels switch levels over the members: fan-in members^(1/levels).
+    const double fan_in =
+        s.inc_members > 1 ? std::ceil(std::pow(s.inc_members, 1.0 / std::max(1, np.inc_tree_levels)) - 1e-9) : 1;
+    const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np, fan_in);
     c.latency_s += s.inc_rounds * one.latency_s;
     double bw_inc = s.inc_rounds * one.bandwidth_s;
     // The NIC reads the contribution from host memory and writes the result back.
@@ -556,6 +561,19 @@ void read_net(TableReader& t, NetParams& np) {
 }  // namespace
 
 void read_net_params(TableReader& t, NetParams& np) { read_net(t, np); }
+
+NetParams read_net_file(const std::string& path) {
+  toml::table root = parse_toml_file(path);
+  TableReader top(root, path, "");
+  const toml::table* t = nullptr;
+  if (!top.sub("network", t)) top.fail("network", "missing table [network]");
+  NetParams np;
+  TableReader tr(*t, path, "network");
+  read_net(tr, np);
+  tr.finish();
+  top.finish();
+  return np;
+}
 
 TrainingConfig parse_training_config(std::string_view text, const std::string& file) {
   toml::table root = parse_toml_text(text, file);

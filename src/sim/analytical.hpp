@@ -21,6 +21,10 @@ namespace inc::sim {
 class TableReader;
 // Reads the [network] keys of a model or scenario file into `np` (see docs/MODEL.md).
 void read_net_params(TableReader& t, NetParams& np);
+// The [network] table of a TOML file over the defaults (`inc model --net`, `inc sim run --net`:
+// a hand-written file or a calibration such as bench/testbed/calibration.toml); unknown keys or
+// tables are rejected naming file, line and key.
+NetParams read_net_file(const std::string& path);
 
 struct StepCounts {
   double rounds = 0;           // dependent message rounds on the critical path (incl. inc ops)
@@ -31,6 +35,7 @@ struct StepCounts {
   double bytes_reduced = 0;    // max over ranks, endpoint reduction input (recv_reduce + reduce)
   double bytes_forwarded = 0;  // max over ranks: sent bytes that arrived by an earlier receive
   double inc_bytes = 0;        // max over ranks: bytes contributed to or received from switch trees
+  double inc_members = 0;      // ranks in the switch trees (their switches' fan-in, see cost())
 };
 
 // Counts derived from the schedules of all p ranks (builds them; p up to a few thousand).
@@ -52,7 +57,9 @@ enum class Offload { host, edge };  // who drives host algorithms: host software
 
 Cost cost(const StepCounts& c, const NetParams& np, Offload off = Offload::host);
 // Time of one Core-INC tree pass of `bytes` (latency + pipelined bandwidth with slot window).
-Cost inc_pass_cost(double bytes, const NetParams& np);
+// `fan_in`: children per switch; a switch's ALU (switch_reduce_GBps, input bytes/s as in the
+// simulator) aggregates every child's chunk, so it passes switch_reduce_GBps / fan_in per tree.
+Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in = 1);
 
 // Convenience: closed-form time of one collective.
 Cost collective_cost(Collective c, coll::Algorithm a, int p, double n, const NetParams& np,

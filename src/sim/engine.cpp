@@ -60,25 +60,26 @@ bool parse_matching(std::string_view s, Matching& out) {
 
 void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
   Job& J = jobs[ji];
-  EngOp& eo = J.E[op];
-  const SimOp& o = eo.op;
-  const std::uint8_t prior = eo.state;
-  eo.state = 1;
+  const SimOp o = J.op(op);
+  const std::uint8_t prior = J.state(op);
+  J.set_state(op, 1);
   switch (o.kind) {
     case OpKind::send: {
       // An eager message leaves without waiting for its receive.
-      if (eager(o.bytes) || J.E[eo.match].state == 1) start_p2p(ji, op, eo.match);
+      const std::uint32_t m = J.match(op);
+      if (eager(o.bytes) || J.state(m) == 1) start_p2p(ji, op, m);
       break;
     }
     case OpKind::recv:
     case OpKind::recv_reduce: {
       if (prior == 4) {  // eager data on its way: done when it arrives
-        eo.state = 2;
+        J.set_state(op, 2);
       } else if (prior == 5) {  // eager data already here
-        eo.state = 2;
+        J.set_state(op, 2);
         finish_recv(ji, op);
-      } else if (J.E[eo.match].state == 1) {
-        start_p2p(ji, eo.match, op);
+      } else {
+        const std::uint32_t m = J.match(op);
+        if (J.state(m) == 1) start_p2p(ji, m, op);
       }
       break;
     }
@@ -107,33 +108,34 @@ void Simulator::Impl::compute(std::uint32_t ji, std::uint32_t op, double dur) {
     op_done(ji, op);
     return;
   }
-  const int r = J.E[op].rank;
+  const int r = J.rank(op);
   const double t0 = std::max(now, J.rank_busy[r]);
   J.rank_busy[r] = t0 + dur;
-  J.E[op].state = 2;
+  J.set_state(op, 2);
   push(t0 + dur, kOpDone, ji, op);
 }
 
 void Simulator::Impl::op_done(std::uint32_t ji, std::uint32_t op) {
   Job& J = jobs[ji];
-  EngOp& eo = J.E[op];
-  eo.state = 3;
+  J.set_state(op, 3);
   ++J.ops_done;
   ++done_ops;
   J.res.end_s = std::max(J.res.end_s, now);
-  for (std::uint32_t s = eo.succ_begin; s < eo.succ_end; ++s) {
-    const std::uint32_t j = J.succ[s];
-    if (--J.E[j].pending == 0) work.emplace_back(ji, j);
-  }
+  J.for_succ(op, [&](std::uint32_t j) {
+    if (J.release(j)) work.emplace_back(ji, j);
+  });
   // Only ops of a rank's open step can be done: the last one opens the next step.
-  if (!J.step_left.empty() && --J.step_left[eo.rank] == 0)
-    open_step(J, eo.rank, J.step_end[eo.rank], true);
+  if (!J.step_left.empty()) {
+    const std::int32_t r = J.rank(op);
+    if (--J.step_left[r] == 0) open_step(J, r, J.step_end[r], true);
+  }
 }
 
 void Simulator::Impl::finish_recv(std::uint32_t ji, std::uint32_t recv) {
   Job& J = jobs[ji];
-  if (J.E[recv].op.kind == OpKind::recv_reduce)
-    compute(ji, recv, J.E[recv].op.bytes * opt.np.gamma());
+  const SimOp o = J.op(recv);
+  if (o.kind == OpKind::recv_reduce)
+    compute(ji, recv, o.bytes * opt.np.gamma());
   else
     op_done(ji, recv);
 }
@@ -148,29 +150,39 @@ void Simulator::Impl::drain() {
 
 void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint32_t recv) {
   Job& J = jobs[ji];
-  EngOp& es = J.E[send];
-  es.state = 2;
-  J.E[recv].state = J.E[recv].state == 1 ? 2 : 4;  // 4: eager, the receive is not posted yet
-  const int src = J.E[recv].op.peer, dst = es.op.peer;
+  const SimOp so = J.op(send);
+  J.set_state(send, 2);
+  J.set_state(recv, J.state(recv) == 1 ? 2 : 4);  // 4: eager, the receive is not posted yet
+  const int src = J.op(recv).peer, dst = so.peer;
   const int hs = J.spec.hosts[src], hd = J.spec.hosts[dst];
-  path.clear();
-  if (!topo.route(hs, hd, path, link_load.data()))
-    throw Error(Error::Kind::config,
-                fmt::format("job '{}': no path from rank {} (host {}) to rank {} (host {}) avoids the failed links",
-                            J.spec.name, src, hs, dst, hd));
+  // Static routings give a connection the same route every time: computed once.
+  std::uint32_t* cached = J.route_cache.empty() ? nullptr : &J.route_cache[std::size_t{J.pair_of(send)} * Job::kRouteSlot];
+  if (cached && cached[0] > 0) {
+    path.assign(cached + 1, cached + 1 + cached[0]);
+  } else {
+    path.clear();
+    if (!topo.route(hs, hd, path, link_load.data()))
+      throw Error(Error::Kind::config,
+                  fmt::format("job '{}': no path from rank {} (host {}) to rank {} (host {}) avoids the failed links",
+                              J.spec.name, src, hs, dst, hd));
+    if (cached && path.size() < Job::kRouteSlot) {
+      cached[0] = static_cast<std::uint32_t>(path.size());
+      std::copy(path.begin(), path.end(), cached + 1);
+    }
+  }
   const std::uint32_t xi = new_xfer();
   Xfer& x = xfers[xi];
   x.kind = XKind::p2p;
   x.job = ji;
   x.a = send;
   x.b = recv;
-  x.bytes = static_cast<double>(es.op.bytes);
+  x.bytes = static_cast<double>(so.bytes);
   x.cap = FlowNet::kNoCap;
   x.nres = 0;
   for (auto l : path) x.res[x.nres++] = l;
   count_route(path);
   if (mem_on()) {
-    if (!(J.spec.edge_offload && es.op.forwards)) x.res[x.nres++] = mem_res(hs);
+    if (!(J.spec.edge_offload && so.forwards)) x.res[x.nres++] = mem_res(hs);
     x.res[x.nres++] = mem_res(hd);
   }
   ++J.res.messages;
@@ -205,10 +217,9 @@ void Simulator::Impl::xfer_start(std::uint32_t xi) {
   Xfer& x = xfers[xi];
   if (x.kind == XKind::p2p) {
     Job& J = jobs[x.job];
-    const EngOp& es = J.E[x.a];
-    const std::uint32_t pr = es.pair_of;
-    if (J.pair_busy[pr] || es.pair_seq != J.pair_next[pr]) {
-      J.pair_q[pr].v.emplace_back(xi, es.pair_seq);  // waits for its turn
+    const std::uint32_t pr = J.pair_of(x.a), sq = J.pair_seq(x.a);
+    if (J.pair_busy[pr] || sq != J.pair_next[pr]) {
+      J.pair_q[pr].v.emplace_back(xi, sq);  // waits for its turn
       return;
     }
     J.pair_busy[pr] = 1;
@@ -262,7 +273,7 @@ void Simulator::Impl::xfer_done(std::uint32_t xi) {
     case XKind::p2p: {
       Job& J = jobs[x.job];
       // The connection delivers messages in program order: start the next one if it waits.
-      const std::uint32_t pr = J.E[x.a].pair_of;
+      const std::uint32_t pr = J.pair_of(x.a);
       J.pair_busy[pr] = 0;
       ++J.pair_next[pr];
       auto& w = J.pair_q[pr].v;
@@ -276,8 +287,8 @@ void Simulator::Impl::xfer_done(std::uint32_t xi) {
           break;
         }
       op_done(x.job, x.a);
-      if (J.E[x.b].state == 4)
-        J.E[x.b].state = 5;  // eager: arrived before its receive was posted
+      if (J.state(x.b) == 4)
+        J.set_state(x.b, 5);  // eager: arrived before its receive was posted
       else
         finish_recv(x.job, x.b);
       break;
@@ -301,6 +312,7 @@ SimResult Simulator::Impl::run() {
   }
   const bool bar = opt.progress;
   auto last_print = wall0;
+  std::uint64_t next_bar = 0x4000;
   while (!heap.empty()) {
     const Event e = heap.top();
     heap.pop();
@@ -308,31 +320,48 @@ SimResult Simulator::Impl::run() {
     ++events;
     switch (e.type) {
       case kJobStart: {
+        // Every op without dependencies, handled last op first (the work list is a stack), a
+        // block at a time so that the list never holds most of a large job's ops (the receives
+        // of a ring are all ready: 4 GB of list at 16,384 ranks). An op another released in the
+        // meantime has been posted (state 1-3) and is skipped; one not yet posted (0, or 4-5: an
+        // eager message for it is on its way) is taken: the order is the same as scanning the
+        // whole job first.
         Job& J = jobs[e.a];
-        for (std::uint32_t i = 0; i < J.E.size(); ++i)
-          if (J.E[i].pending == 0) work.emplace_back(e.a, i);
+        constexpr std::uint32_t kBlock = 1u << 16;
+        for (auto hi = static_cast<std::uint32_t>(J.num_ops()); hi > 0;) {
+          const std::uint32_t lo = hi > kBlock ? hi - kBlock : 0;
+          for (std::uint32_t i = lo; i < hi; ++i) {
+            const std::uint8_t st = J.state(i);
+            if (J.ready(i) && (st == 0 || st >= 4)) work.emplace_back(e.a, i);
+          }
+          drain();
+          hi = lo;
+        }
         break;
       }
-      case kXferStart:
+      case kXferStart: {
         // Every message and chunk that enters the network at this instant, then one refill.
-        xfer_start(e.a);
+        const auto start = [&](std::uint32_t xi, std::uint32_t) { xfer_start(xi); };
+        run_bucket(e.a, start);
         while (!heap.empty() && heap.top().t == now && heap.top().type == kXferStart) {
-          const std::uint32_t xi = heap.top().a;
+          const std::uint32_t id = heap.top().a;
           heap.pop();
           ++events;
-          xfer_start(xi);
+          run_bucket(id, start);
         }
         commit();
         break;
+      }
       case kFlowDone: {
         // Every flow that completes at this instant, one refill, then their consequences.
         finished.clear();
-        flow_done(e.a, e.b, finished);
+        const auto done = [&](std::uint32_t f, std::uint32_t version) { flow_done(f, version, finished); };
+        run_bucket(e.a, done);
         while (!heap.empty() && heap.top().t == now && heap.top().type == kFlowDone) {
-          const Event x = heap.top();
+          const std::uint32_t id = heap.top().a;
           heap.pop();
           ++events;
-          flow_done(x.a, x.b, finished);
+          run_bucket(id, done);
         }
         commit();
         for (std::uint32_t xi : finished) xfer_done(xi);
@@ -350,7 +379,8 @@ SimResult Simulator::Impl::run() {
         break;
     }
     drain();
-    if (bar && (events & 0x3fff) == 0) {
+    if (bar && events >= next_bar) {
+      next_bar = events + 0x4000;
       const auto t = std::chrono::steady_clock::now();
       if (t - last_print > std::chrono::milliseconds(200)) {
         last_print = t;
@@ -366,10 +396,10 @@ SimResult Simulator::Impl::run() {
   if (bar) std::fprintf(stderr, "\r%*s\r", 90, "");
   SimResult out;
   for (auto& J : jobs) {
-    if (J.ops_done != J.E.size())
+    if (J.ops_done != J.num_ops())
       throw Error(Error::Kind::mismatch,
-                  fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.E.size() - J.ops_done,
-                              J.E.size()));
+                  fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.num_ops() - J.ops_done,
+                              J.num_ops()));
     J.res.ops = J.ops_done;
     out.makespan_s = std::max(out.makespan_s, J.res.end_s);
   }
@@ -415,8 +445,12 @@ void Simulator::add_job(JobSpec job) {
   // of rendezvous and eager read a whole program).
   coll::RankSchedule s0;
   if (impl_->opt.symmetric_schedules && impl_->opt.matching == Matching::dataflow && symmetric_template(p, s0)) {
-    impl_->add_symmetric(std::move(job), p.nranks, template_program(s0));
-    return;
+    Program T = template_program(s0);
+    // An op's state and pending count share one byte in the symmetric layout.
+    if (std::all_of(T.ndeps.begin(), T.ndeps.end(), [](std::uint32_t d) { return d <= Impl::Job::kMaxPending; })) {
+      impl_->add_symmetric(std::move(job), p.nranks, std::move(T));
+      return;
+    }
   }
   Program prog = build_program(p);
   impl_->add(std::move(job), std::move(prog));

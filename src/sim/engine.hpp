@@ -89,6 +89,7 @@ struct JobResult {
   // most-loaded link's bytes / bandwidth, summed; 0 for jobs without point-to-point messages.
   double contended_bandwidth_s = 0;
   double worst_step_share = 0;  // most of this job's messages on one link in one step
+  bool symmetric_layout = false;  // built from rank 0's schedule alone (SimOptions::symmetric_schedules)
 };
 
 struct SimResult {

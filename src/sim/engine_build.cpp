@@ -74,34 +74,37 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
     J.res.worst_step_share = c.worst_step_share;
   }
   const auto P = static_cast<std::uint32_t>(p);
-  J.E.resize(static_cast<std::size_t>(n) * P);
-  J.succ.resize(T.succ.size() * P);
-  std::size_t sp = 0;
+  if (static_cast<std::uint64_t>(n) * P >= ~0u)
+    throw Error(Error::Kind::config, fmt::format("job '{}': {} ops per rank x {} ranks exceed the simulator's 2^32 ops",
+                                                 J.spec.name, n, p));
+  // Static data once (rank 0's), one byte per op for the rest: its state and pending count.
+  J.sym = true;
+  J.res.symmetric_layout = true;
+  J.T.P = P;
+  J.T.npeers = npeers;
+  J.T.ops.assign(T.ops.begin(), T.ops.end());
+  J.T.match = std::move(mt);
+  J.T.seq.assign(n, ~0u);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (J.T.match[i] != ~0u) J.T.seq[i] = seq[i];
+  J.T.conn = std::move(conn);
+  J.T.succ_begin.assign(T.succ_begin.begin(), T.succ_begin.end());
+  J.T.succ.assign(T.succ.begin(), T.succ.end());
+  J.dyn.resize(static_cast<std::size_t>(n) * P);
   for (std::uint32_t i = 0; i < n; ++i) {
-    const SimOp& o = T.ops[i];
-    const bool send = o.kind == OpKind::send, recv = o.kind == OpKind::recv || o.kind == OpKind::recv_reduce;
-    for (std::uint32_t r = 0; r < P; ++r) {
-      EngOp& x = J.E[static_cast<std::size_t>(i) * P + r];
-      x.op = o;
-      if (o.peer >= 0) x.op.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + r) % P);
-      if (send || recv) {
-        x.match = mt[i] * P + static_cast<std::uint32_t>(x.op.peer);
-        x.pair_seq = seq[i];
-      }
-      if (send) x.pair_of = r * npeers + conn[i];
-      x.succ_begin = static_cast<std::uint32_t>(sp);
-      for (std::uint32_t s2 = T.succ_begin[i]; s2 < T.succ_begin[i + 1]; ++s2) J.succ[sp++] = T.succ[s2] * P + r;
-      x.succ_end = static_cast<std::uint32_t>(sp);
-      x.pending = T.ndeps[i];
-      x.rank = static_cast<std::int32_t>(r);
-    }
+    if (T.ndeps[i] > Job::kMaxPending)
+      throw Error(Error::Kind::internal, fmt::format("job '{}': template op {} has {} dependencies (at most {})",
+                                                     J.spec.name, i, T.ndeps[i], Job::kMaxPending));
+    std::fill_n(J.dyn.begin() + static_cast<std::ptrdiff_t>(i) * P, P,
+                static_cast<std::uint8_t>(T.ndeps[i] << Job::kPendShift));
   }
   J.prog.nranks = p;
   J.prog.num_pairs = P * npeers;
   J.pair_q.resize(J.prog.num_pairs);
   J.pair_busy.assign(J.prog.num_pairs, 0);
   J.pair_next.assign(J.prog.num_pairs, 0);
-  total_ops += J.E.size();
+  init_route_cache(J);
+  total_ops += J.num_ops();
   jobs.push_back(std::move(J));
 }
 
@@ -171,6 +174,7 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
   J.pair_q.resize(J.prog.num_pairs);
   J.pair_busy.assign(J.prog.num_pairs, 0);
   J.pair_next.assign(J.prog.num_pairs, 0);
+  init_route_cache(J);
   if (J.prog.num_inc_groups() > 0) {
     J.tree = topo.build_tree(J.spec.hosts, jobs.size() * 0x51ed27u + 1);
     J.res.tree_switches = J.tree.switch_count();

@@ -108,6 +108,20 @@ struct Simulator::Impl {
     Program prog;
     BigVec<EngOp> E;              // ops in step-major order (see add)
     BigVec<std::uint32_t> succ;   // successors, in E's numbering
+    // Rotation-symmetric jobs (add_symmetric) keep no EngOp records: op i of rank r (event-loop
+    // index i P + r) is template op i with peers shifted by r, and its state and pending count
+    // share one byte (`dyn`), so 4,096 ranks need 67 MB instead of 3.7 GB.
+    struct Sym {
+      std::uint32_t P = 0, npeers = 0;
+      std::vector<SimOp> ops;  // rank 0's
+      std::vector<std::uint32_t> match, seq, conn;  // matching template op, message index, connection
+      std::vector<std::uint32_t> succ_begin, succ;  // template numbering
+    };
+    bool sym = false;
+    Sym T;
+    BigVec<std::uint8_t> dyn;  // sym: state | pending << kPendShift
+    static constexpr int kPendShift = 3;
+    static constexpr std::uint32_t kMaxPending = 0xffu >> kPendShift;
     std::vector<double> rank_busy;    // endpoint compute engine
     AggTree tree;
     std::vector<std::int32_t> runs;          // group -> run id (-1 none)
@@ -126,6 +140,57 @@ struct Simulator::Impl {
     std::vector<std::uint32_t> rank_end, step_end, step_left;
     JobResult res;
     std::uint64_t ops_done = 0;
+    // Static routings (not adaptive): each connection's route, [length, links...] per pair,
+    // filled at its first message (empty: not cached).
+    static constexpr std::size_t kRouteSlot = 8;
+    std::vector<std::uint32_t> route_cache;
+
+    // The event loop reads ops through these, whichever the layout.
+    std::size_t num_ops() const { return sym ? dyn.size() : E.size(); }
+    SimOp op(std::uint32_t i) const {
+      if (!sym) return E[i].op;
+      SimOp o = T.ops[i / T.P];
+      if (o.peer >= 0) o.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + i % T.P) % T.P);
+      return o;
+    }
+    std::uint32_t match(std::uint32_t i) const {
+      if (!sym) return E[i].match;
+      const std::uint32_t t = i / T.P, m = T.match[t];
+      if (m == ~0u) return m;
+      return m * T.P + (static_cast<std::uint32_t>(T.ops[t].peer) + i % T.P) % T.P;
+    }
+    std::uint32_t pair_of(std::uint32_t i) const {
+      if (!sym) return E[i].pair_of;
+      const std::uint32_t c = T.conn[i / T.P];
+      return c == ~0u ? c : (i % T.P) * T.npeers + c;
+    }
+    std::uint32_t pair_seq(std::uint32_t i) const { return sym ? T.seq[i / T.P] : E[i].pair_seq; }
+    std::int32_t rank(std::uint32_t i) const { return sym ? static_cast<std::int32_t>(i % T.P) : E[i].rank; }
+    std::uint8_t state(std::uint32_t i) const {
+      return sym ? static_cast<std::uint8_t>(dyn[i] & ((1u << kPendShift) - 1)) : E[i].state;
+    }
+    void set_state(std::uint32_t i, std::uint8_t s) {
+      if (sym)
+        dyn[i] = static_cast<std::uint8_t>((dyn[i] & ~((1u << kPendShift) - 1)) | s);
+      else
+        E[i].state = s;
+    }
+    bool ready(std::uint32_t i) const { return sym ? (dyn[i] >> kPendShift) == 0 : E[i].pending == 0; }
+    // One dependency of op i is done; true when it was the last.
+    bool release(std::uint32_t i) {
+      if (!sym) return --E[i].pending == 0;
+      dyn[i] = static_cast<std::uint8_t>(dyn[i] - (1u << kPendShift));
+      return (dyn[i] >> kPendShift) == 0;
+    }
+    template <class F>
+    void for_succ(std::uint32_t i, F&& f) const {
+      if (!sym) {
+        for (std::uint32_t s = E[i].succ_begin; s < E[i].succ_end; ++s) f(succ[s]);
+        return;
+      }
+      const std::uint32_t t = i / T.P, r = i % T.P;
+      for (std::uint32_t s = T.succ_begin[t]; s < T.succ_begin[t + 1]; ++s) f(T.succ[s] * T.P + r);
+    }
   };
   std::vector<Job> jobs;
   std::vector<IncRun> runs;
@@ -167,8 +232,52 @@ struct Simulator::Impl {
       c.push_back(o.np.host_mem_GBps > 0 ? o.np.host_mem_GBps * 1e9 : FlowNet::kNoCap);
     return c;
   }
+  // Consecutive pushes of one batched type (kXferStart, kFlowDone: the loop handles every such
+  // event of an instant together) at the same time share one heap entry, a bucket of their (a, b):
+  // their seqs are consecutive, so nothing could pop between them and the order is the same. A
+  // symmetric collective starts and finishes thousands of messages at one instant.
   void push(double t, EvType type, std::uint32_t a, std::uint32_t b = 0, std::uint32_t c = 0) {
-    heap.push(Event{t, seq++, type, a, b, c});
+    if (type != kXferStart && type != kFlowDone) {
+      heap.push(Event{t, seq++, type, a, b, c});
+      return;
+    }
+    if (open_bucket != ~0u && open_seq == seq && open_t == t && open_type == type) {
+      buckets[open_bucket].emplace_back(a, b);
+      open_seq = ++seq;
+      return;
+    }
+    std::uint32_t id;
+    if (!free_buckets.empty()) {
+      id = free_buckets.back();
+      free_buckets.pop_back();
+    } else {
+      id = static_cast<std::uint32_t>(buckets.size());
+      buckets.emplace_back();
+    }
+    buckets[id].emplace_back(a, b);
+    heap.push(Event{t, seq++, type, id, 0, 0});
+    open_bucket = id;
+    open_seq = seq;
+    open_t = t;
+    open_type = type;
+  }
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> buckets;
+  std::vector<std::uint32_t> free_buckets;
+  std::uint32_t open_bucket = ~0u;
+  std::uint64_t open_seq = 0;
+  double open_t = 0;
+  EvType open_type = kFlowDone;
+  // Runs f(a, b) on every event of bucket `id` (popped), then frees it; counts the events.
+  template <class F>
+  void run_bucket(std::uint32_t id, F&& f) {
+    if (open_bucket == id) open_bucket = ~0u;
+    for (std::size_t k = 0; k < buckets[id].size(); ++k) {
+      const auto [a, b] = buckets[id][k];
+      f(a, b);
+    }
+    events += buckets[id].size() - 1;  // the loop counted the heap entry
+    buckets[id].clear();
+    free_buckets.push_back(id);
   }
   std::uint32_t new_xfer() {
     if (!free_xfers.empty()) {
@@ -189,6 +298,11 @@ struct Simulator::Impl {
     }
   }
   void add(JobSpec spec, Program prog);
+  // Sizes the job's route cache (static routings, up to 2^20 connections).
+  void init_route_cache(Job& J) const {
+    if (topo.spec().routing != Routing::adaptive && J.prog.num_pairs <= (1u << 20))
+      J.route_cache.assign(std::size_t{J.prog.num_pairs} * Job::kRouteSlot, 0);
+  }
   // Throws unless spec places p ranks on distinct existing hosts.
   void check_hosts(const JobSpec& spec, int p) const;
   // A rotation-symmetric job from rank 0's schedule (template_program): no per-rank schedules.

@@ -114,29 +114,36 @@ void FlowNet::refill(double now) {
   changed_.clear();
   ++refills_;
   ++stamp_;
-  comp_res_.clear();
-  comp_flows_.clear();
-  for (std::uint32_t r : seed_res_)
-    if (res_[r].stamp != stamp_) {
-      res_[r].stamp = stamp_;
-      comp_res_.push_back(r);
-    }
-  for (std::size_t i = 0; i < comp_res_.size(); ++i) {
-    const std::uint32_t r = comp_res_[i];
-    for (std::uint32_t f : res_[r].flows) {
-      if (flow_stamp_[f] == stamp_) continue;
-      flow_stamp_[f] = stamp_;
-      comp_flows_.push_back(f);
-      const Flow& x = flows_[f];
-      for (std::uint32_t k = 0; k < x.nres; ++k) {
-        const std::uint32_t r2 = res_pool_[x.res_begin + k];
-        if (res_[r2].stamp != stamp_) {
-          res_[r2].stamp = stamp_;
-          comp_res_.push_back(r2);
+  // Each component of the seeds apart: max-min rates of disjoint components are independent, and
+  // a batch of flows that start or end at one instant is mostly components of one flow each.
+  for (std::uint32_t seed : seed_res_) {
+    if (res_[seed].stamp == stamp_) continue;
+    res_[seed].stamp = stamp_;
+    comp_res_.clear();
+    comp_flows_.clear();
+    comp_res_.push_back(seed);
+    for (std::size_t i = 0; i < comp_res_.size(); ++i) {
+      const std::uint32_t r = comp_res_[i];
+      for (std::uint32_t f : res_[r].flows) {
+        if (flow_stamp_[f] == stamp_) continue;
+        flow_stamp_[f] = stamp_;
+        comp_flows_.push_back(f);
+        const Flow& x = flows_[f];
+        for (std::uint32_t k = 0; k < x.nres; ++k) {
+          const std::uint32_t r2 = res_pool_[x.res_begin + k];
+          if (res_[r2].stamp != stamp_) {
+            res_[r2].stamp = stamp_;
+            comp_res_.push_back(r2);
+          }
         }
       }
     }
+    fill_component(now);
   }
+}
+
+// Progressive filling of comp_flows_ over comp_res_ (one connected component).
+void FlowNet::fill_component(double now) {
   refill_flows_ += comp_flows_.size();
   if (comp_flows_.empty()) return;
   for (std::uint32_t f : comp_flows_) {
@@ -176,13 +183,8 @@ void FlowNet::refill(double now) {
     fix(f, rate);
     return;
   }
-  struct Entry {
-    double share;
-    std::uint32_t id;
-    bool is_flow;
-    bool operator>(const Entry& o) const { return share > o.share; }
-  };
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto& heap = fill_heap_;  // reused: no allocation per refill
+  heap.clear();
   // Fill level lambda: an unfixed flow runs at lambda / weight; a resource saturates at
   // lambda = rem / sum(1 / weight); a capped flow stops at lambda = cap x weight.
   auto level = [&](const Resource& R) { return R.inv_w > 0 ? R.rem / R.inv_w : kNoCap; };
@@ -192,7 +194,7 @@ void FlowNet::refill(double now) {
     if (flows_[f].cap < kNoCap) heap.push({flows_[f].cap * flows_[f].weight, f, true});
   std::size_t left = comp_flows_.size();
   while (left && !heap.empty()) {
-    const Entry e = heap.top();
+    const FillEntry e = heap.top();
     heap.pop();
     if (e.is_flow) {
       if (!fixed_[e.id]) {

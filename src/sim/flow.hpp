@@ -7,7 +7,9 @@
 // else keeps its rate and its scheduled completion.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -76,7 +78,8 @@ class FlowNet {
     std::uint32_t stamp = 0;
   };
 
-  void refill(double now);  // component of seed_res_ / seed_flows_
+  void refill(double now);  // components of seed_res_
+  void fill_component(double now);  // comp_flows_ over comp_res_
   void advance(std::uint32_t f, double now);
 
   std::vector<Flow> flows_;
@@ -87,6 +90,28 @@ class FlowNet {
   std::vector<std::uint32_t> seed_res_;
   std::vector<std::uint32_t> comp_res_, comp_flows_;
   std::vector<std::uint32_t> flow_stamp_;
+  // Progressive filling's min-heap of levels (std::priority_queue's algorithm on a reused vector).
+  struct FillEntry {
+    double share;
+    std::uint32_t id;
+    bool is_flow;
+    bool operator>(const FillEntry& o) const { return share > o.share; }
+  };
+  struct FillHeap {
+    std::vector<FillEntry> v;
+    void clear() { v.clear(); }
+    bool empty() const { return v.empty(); }
+    const FillEntry& top() const { return v.front(); }
+    void push(const FillEntry& e) {
+      v.push_back(e);
+      std::push_heap(v.begin(), v.end(), std::greater<FillEntry>());
+    }
+    void pop() {
+      std::pop_heap(v.begin(), v.end(), std::greater<FillEntry>());
+      v.pop_back();
+    }
+  };
+  FillHeap fill_heap_;
   std::vector<std::uint8_t> fixed_;
   std::uint32_t stamp_ = 0;
   std::size_t active_count_ = 0;

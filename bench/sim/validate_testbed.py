@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""`inc sim` against the emulated testbed (`inc testbed`, docs/TESTBED.md): measured against
+simulated Allreduce times per size and algorithm (ring, Rabenseifner, Core-INC), on one switch
+and on a two-level tree, with host and switch costs calibrated once and kept in one file.
+
+  # 1. calibrate: measure a few points on one switch, fit the costs, write the [network] file
+  python3 bench/sim/validate_testbed.py --inc build/tools/inc calibrate --net bench/testbed/calibration.toml
+  # 2. validate: measure every shape, algorithm and size; simulate each with that file
+  python3 bench/sim/validate_testbed.py --inc build/tools/inc validate --net bench/testbed/calibration.toml
+
+The file is the [network] table that `inc sim run --net` and `inc model --net` read (docs/MODEL.md,
+"Calibration against the testbed"); the link rate is given per run and wins over the file. The
+calibration fits, by least squares on relative errors with `inc sim` as the model:
+  host_overhead_us    per message (software, TCP, veth, bridge: LogP's o), host algorithms
+  reduce_GBps         per byte reduced on the host CPU (gamma = 1 / rate), host algorithms
+  switch_reduce_GBps  the software switch's cost per byte aggregated (one 8 KiB slot per
+                      datagram, so inc_chunk / rate is its cost per chunk), Core-INC
+and prints the fit's residuals: a point the fit cannot explain (noise of a loaded machine, or a
+term the simulator lacks) shows there, it is not absorbed silently. `--measured FILE` reads
+measurements saved by an earlier run (`--save FILE`) instead of running the testbed.
+
+Needs root for the testbed (network namespaces). Times are medians of the bench's per-call times
+(and of `--repeat` testbed runs).
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testbed"))
+from claim import bench_rows, human, median, parse_size, rate_text, run  # noqa: E402
+from calibrate_bench import lstsq  # noqa: E402  (same directory)
+
+ALGOS = ("ring", "rabenseifner", "inc")
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+
+def parse_shape(s):
+    """'1x8': 8 hosts on one switch; '2x8': 8 hosts under 2 leaves and a spine."""
+    try:
+        leaves, hosts = (int(x) for x in s.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"validate_testbed.py: shape '{s}' is not LEAVESxHOSTS (e.g. 1x8, 2x8)")
+    if leaves < 1 or hosts < 2 or hosts % leaves:
+        raise SystemExit(f"validate_testbed.py: shape '{s}': hosts must be >= 2 and a multiple of the leaves")
+    return leaves, hosts
+
+
+def testbed_flags(shape, args):
+    leaves, hosts = shape
+    f = ["--hosts", str(hosts), "--link", rate_text(args.rate)]
+    if leaves > 1:
+        f += ["--leaves", str(leaves), "--oversubscription", f"{args.oversubscription:g}"]
+    return f
+
+
+def sim_flags(shape, args):
+    """The same shape in `inc sim`: one switch, or a 2-level fat tree whose leaves have as many up
+    links as the testbed's uplink carries host links (D-mod-k routing spreads a leaf's flows over
+    them as one fat uplink would)."""
+    leaves, hosts = shape
+    if leaves == 1:
+        return ["--topology", "single_switch", "--hosts", str(hosts)]
+    d = hosts // leaves
+    u = d / args.oversubscription
+    if u != int(u) or u < 1:
+        raise SystemExit(f"validate_testbed.py: {d} hosts per leaf at {args.oversubscription:g}:1 is not a "
+                         f"whole number of up links in inc sim")
+    return ["--topology", "fat_tree2", "--hosts", str(hosts), "--radix", str(d + int(u)),
+            "--oversubscription", f"{args.oversubscription:g}", "--routing", "dmodk"]
+
+
+def shape_name(shape):
+    leaves, hosts = shape
+    return f"{hosts} hosts, one switch" if leaves == 1 else f"{hosts} hosts, {leaves} leaves + spine"
+
+
+# ---- measuring ------------------------------------------------------------------------------
+
+def geometric(sizes):
+    sizes = sorted(sizes)
+    if len(sizes) == 1:
+        return sizes[0], sizes[0], 2
+    f = sizes[1] / sizes[0]
+    for a, b in zip(sizes, sizes[1:]):
+        if b != a * f:
+            raise SystemExit("validate_testbed.py: sizes must be a geometric series (inc bench -b/-e/-f), "
+                             f"e.g. 1M,4M,16M,64M; got {','.join(human(s) for s in sizes)}")
+    return sizes[0], sizes[-1], f
+
+
+def measure(args, shapes, sizes):
+    """[{shape, algo, bytes, rate_gbps, time_s, runs}] from `inc bench` on the testbed."""
+    lo, hi, f = geometric(sizes)
+    out = []
+    for shape in shapes:
+        per = {}
+        for _ in range(args.repeat):
+            cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
+                "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
+                "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
+                "--no-progress", "--interleave"]
+            print("# running:", " ".join(cmd), file=sys.stderr, flush=True)
+            rows = bench_rows(run(cmd, "inc testbed", args.timeout))
+            if not rows:
+                raise SystemExit("validate_testbed.py: no bench rows in the testbed output")
+            for r in rows:
+                if r.get("correct") not in ("1", "-1"):
+                    raise SystemExit(f"validate_testbed.py: WRONG result: {r}")
+                if r["algo"] == "inc" and r["in_network"] != "1":
+                    raise SystemExit(f"validate_testbed.py: the 'inc' row ran on the hosts: {r}")
+                per.setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
+        for (algo, size), runs in sorted(per.items()):
+            out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
+                        "time_s": median(runs), "runs": runs})
+    return out
+
+
+def load_measured(path, shapes, sizes, algos):
+    with open(path) as f:
+        rows = json.load(f)
+    keep = [r for r in rows if tuple(r["shape"]) in shapes and r["bytes"] in sizes and r["algo"] in algos]
+    if not keep:
+        raise SystemExit(f"validate_testbed.py: {path} holds no measurement of these shapes, sizes and algorithms")
+    return keep
+
+
+# ---- simulating -----------------------------------------------------------------------------
+
+class Sim:
+    """`inc sim run` for one point, with the costs either from a [network] file or given."""
+
+    def __init__(self, args):
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="inc-validate-")
+        self.runs = 0
+
+    def time(self, point, net=None, theta=None):
+        a = self.args
+        path = os.path.join(self.work, "sim.csv")
+        cmd = [a.inc, "sim", "run", "-c", "allreduce", "-a", point["algo"], "-b", f"{point['bytes']}B",
+               "--link-gbps", f"{point['rate_gbps']:g}", "--no-progress", "--csv", path] + \
+            sim_flags(tuple(point["shape"]), a)
+        if net:
+            cmd += ["--net", net]
+        if theta is not None:
+            o, g, s = theta
+            cmd += ["--overhead-us", f"{o:.9g}", "--reduce-GBps", f"{1 / g if g > 0 else 0:.9g}",
+                    "--switch-reduce-GBps", f"{1 / s if s > 0 else 0:.9g}",
+                    "--inc-chunk", a.inc_chunk, "--switch-memory", a.switch_memory]
+        run(cmd, "inc sim", 600)
+        self.runs += 1
+        with open(path) as f:
+            return float(next(csv.DictReader(f))["time_s"])
+
+    def model(self, point, net):
+        """`inc model cost` for the same point with the same file (hops and tree levels of the shape)."""
+        leaves, hosts = point["shape"]
+        path = os.path.join(self.work, "model.csv")
+        run([self.args.inc, "model", "cost", "-c", "allreduce", "-n", str(hosts), "-b", f"{point['bytes']}B",
+             "--link-gbps", f"{point['rate_gbps']:g}", "--net", net, "--hops", "2" if leaves == 1 else "4",
+             "--tree-levels", "1" if leaves == 1 else "2", "--csv", path], "inc model", 120)
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r["algorithm"] == point["algo"]:
+                    return float(r["total_s"])
+        return float("nan")
+
+
+# ---- fitting --------------------------------------------------------------------------------
+
+def rel_residuals(sim, points, theta):
+    return [(sim.time(p, theta=theta) - p["time_s"]) / p["time_s"] for p in points]
+
+
+def fit_host(sim, points, theta):
+    """o (us) and g (ns/B) on the host-algorithm points: the simulated time is (piecewise) linear
+    in both, so Gauss-Newton with finite differences converges in a few steps; a term that
+    comes out negative is pinned at 0 and the other refitted."""
+    steps = (1.0, 0.05)  # us, ns/B
+    free = [0, 1]
+    for _ in range(4):
+        r0 = rel_residuals(sim, points, theta)
+        cols = []
+        for k in free:
+            t = list(theta)
+            t[k] += steps[k]
+            rk = rel_residuals(sim, points, t)
+            cols.append([(b - a) / steps[k] for a, b in zip(r0, rk)])
+        rows = [[c[i] for c in cols] for i in range(len(points))]
+        delta = lstsq(rows, [-x for x in r0]) if rows and rows[0] else None
+        if delta is None:
+            break
+        new = list(theta)
+        for k, d in zip(free, delta):
+            new[k] = theta[k] + d
+        neg = [k for k in free if new[k] < 0]
+        if neg:
+            for k in neg:
+                new[k] = 0.0
+                free.remove(k)
+        moved = max(abs(a - b) / s for a, b, s in zip(new[:2], theta[:2], steps))
+        theta = new
+        if not free or moved < 1e-3:
+            break
+    return theta
+
+
+def fit_switch(sim, points, theta):
+    """s (ns/B) on the Core-INC points: the time does not fall as s grows (a slower switch), and is
+    flat while the links are the bottleneck, so a 1-D search: a geometric grid, then golden section."""
+    def cost(s):
+        t = (theta[0], theta[1], s)
+        return sum(x * x for x in rel_residuals(sim, points, t))
+    grid = [0.0] + [0.01 * 2 ** i for i in range(16)]  # up to ~330 ns/B (3 MB/s)
+    costs = [cost(s) for s in grid]
+    i = min(range(len(grid)), key=lambda j: costs[j])
+    lo, hi = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = cost(a), cost(b)
+    for _ in range(20):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = cost(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = cost(b)
+    best = min([(costs[i], grid[i]), (fa, a), (fb, b)])
+    return (theta[0], theta[1], best[1])
+
+
+def write_net(path, theta, args, fitted, res, warning):
+    o, g, s = theta
+    rms = math.sqrt(sum(x * x for x in res) / len(res))
+    lines = [
+        "# Host and switch costs of the emulated testbed (inc testbed), fitted by",
+        "# bench/sim/validate_testbed.py calibrate with inc sim as the model (docs/MODEL.md,",
+        "# \"Calibration against the testbed\"). Read by `inc sim run --net` and `inc model --net`;",
+        "# the link rate is given per run (--link-gbps wins over the file).",
+        f"# fitted {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {len(fitted)} points "
+        f"({', '.join(sorted({shape_name(tuple(p['shape'])) for p in fitted}))}, {args.rate:g} Gb/s);",
+        f"# relative residuals: rms {100 * rms:.1f}%, worst {100 * max(abs(x) for x in res):.1f}%",
+    ]
+    for p, r in zip(fitted, res):
+        lines.append(f"#   {p['algo']:<13} {human(p['bytes']):>8}  measured {p['time_s'] * 1e3:9.3f} ms  residual {100 * r:+6.1f}%")
+    if warning:
+        lines.append(f"# WARNING: {warning}")
+    lines += [
+        "[network]",
+        f"host_overhead_us = {o:.6g}",
+        f"reduce_GBps = {1 / g:.6g}   # gamma {g:.4g} ns/B" if g > 0 else
+        "reduce_GBps = 0   # free: the fit found no per-byte reduce cost",
+        f"switch_reduce_GBps = {1 / s:.6g}   # {s:.4g} ns/B: {parse_size(args.inc_chunk) * s * 1e-3:.3g} us "
+        f"per {args.inc_chunk} chunk" if s > 0 else "switch_reduce_GBps = 0   # line rate: no switch cost found",
+        f"inc_chunk = \"{args.inc_chunk}\"",
+        f"switch_memory = \"{args.switch_memory}\"",
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def leave_one_out(sim, host, inc, theta):
+    """Each point's residual when the costs are fitted without it: a point that only fits because
+    the fit bent the costs towards it (noise absorbed) shows here, far from its fitted residual."""
+    out = []
+    for i, p in enumerate(host):
+        rest = host[:i] + host[i + 1:]
+        out.append(rel_residuals(sim, [p], fit_host(sim, rest, (10.0, 0.0, 0.0)))[0] if len(rest) >= 2 else None)
+    for i, p in enumerate(inc):
+        rest = inc[:i] + inc[i + 1:]
+        out.append(rel_residuals(sim, [p], fit_switch(sim, rest, theta))[0] if rest else None)
+    return out
+
+
+def calibrate(args, sim, measured):
+    host = [p for p in measured if p["algo"] != "inc"]
+    inc = [p for p in measured if p["algo"] == "inc"]
+    if len(host) < 2:
+        raise SystemExit("validate_testbed.py: the calibration needs at least two host-algorithm points")
+    theta = fit_host(sim, host, (10.0, 0.0, 0.0))
+    if inc:
+        theta = fit_switch(sim, inc, theta)
+    pts = host + inc
+    res = rel_residuals(sim, pts, theta)
+    loo = leave_one_out(sim, host, inc, theta)
+    o, g, s = theta
+    print(f"# fitted on {len(pts)} points ({sim.runs} inc sim runs): host_overhead_us = {o:.2f}, "
+          f"reduce_GBps = {1 / g if g > 0 else 0:.3g} (gamma {g:.3f} ns/B), "
+          f"switch_reduce_GBps = {1 / s if s > 0 else 0:.3g} ({s:.3f} ns/B)")
+    print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'fitted sim':>12} {'residual':>9} "
+          f"{'left out':>9}")
+    for p, r, lo in zip(pts, res, loo):
+        lo_txt = f"{100 * lo:+8.1f}%" if lo is not None else f"{'-':>9}"
+        print(f"  {shape_name(tuple(p['shape'])):<28} {p['algo']:<13} {human(p['bytes']):>8} "
+              f"{p['time_s'] * 1e3:>10.3f}ms {p['time_s'] * (1 + r) * 1e3:>10.3f}ms {100 * r:>+8.1f}% {lo_txt}")
+    worst = max(abs(x) for x in res)
+    worst_loo = max((abs(x) for x in loo if x is not None), default=0.0)
+    print(f"# residuals: rms {100 * math.sqrt(sum(x * x for x in res) / len(res)):.1f}%, worst {100 * worst:.1f}%; "
+          f"left out (each point predicted by a fit without it): worst {100 * worst_loo:.1f}%")
+    warning = None
+    if worst > 0.10 or worst_loo > 0.10:
+        warning = ("the costs do not explain every point within 10% (fitted or left out): noisy measurements "
+                   "(a loaded machine) or a cost the simulator does not model; rerun on an idle machine before "
+                   "trusting the file")
+        print(f"# WARNING: {warning}", flush=True)
+    write_net(args.net, theta, args, pts, res, warning)
+    print(f"# written: {args.net}")
+
+
+def validate(args, sim, measured):
+    if not os.path.exists(args.net):
+        raise SystemExit(f"validate_testbed.py: {args.net} does not exist (run the calibrate step first)")
+    print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; error = sim / measured - 1")
+    print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
+          f"{'inc model':>12} {'error':>8}")
+    rows, errs = [], []
+    for p in sorted(measured, key=lambda p: (p["shape"], ALGOS.index(p["algo"]) if p["algo"] in ALGOS else 9, p["bytes"])):
+        t_sim = sim.time(p, net=args.net)
+        t_mod = sim.model(p, args.net)
+        e_sim, e_mod = t_sim / p["time_s"] - 1, t_mod / p["time_s"] - 1
+        rows.append(dict(p, sim_s=t_sim, model_s=t_mod, sim_error=e_sim, model_error=e_mod))
+        if p["bytes"] >= 1 << 20:
+            errs.append((abs(e_sim), p))
+        print(f"  {shape_name(tuple(p['shape'])):<28} {p['algo']:<13} {human(p['bytes']):>8} {p['time_s'] * 1e3:>10.3f}ms "
+              f"{t_sim * 1e3:>10.3f}ms {100 * e_sim:>+7.1f}% {t_mod * 1e3:>10.3f}ms {100 * e_mod:>+7.1f}%", flush=True)
+    if errs:
+        within = sum(1 for e, _ in errs if e <= 0.10)
+        e, p = max(errs, key=lambda x: x[0])
+        print(f"# from 1 MiB up: {within} of {len(errs)} points within 10% of the measurement (goal: all); "
+              f"worst {100 * e:.1f}% ({shape_name(tuple(p['shape']))}, {p['algo']}, {human(p['bytes'])})")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+        print(f"# written: {args.out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["calibrate", "validate", "measure"],
+                    help="calibrate: fit and write --net; validate: compare with --net; measure: only --save")
+    ap.add_argument("--inc", default="build/tools/inc", help="the inc binary")
+    ap.add_argument("--net", default="bench/testbed/calibration.toml", help="the [network] file written / read")
+    ap.add_argument("--shapes", default=None,
+                    help="LEAVESxHOSTS list [calibrate: 1x8; validate and measure: 1x8,2x8]")
+    ap.add_argument("--oversubscription", type=float, default=1.0, help="two levels: uplink oversubscription")
+    ap.add_argument("--rate", type=float, default=1.0, help="host link rate, Gb/s")
+    ap.add_argument("--sizes", default=None, help="geometric list [calibrate: 1M,4M,16M; validate: 1M,4M,16M,64M]")
+    ap.add_argument("--algos", default=",".join(ALGOS))
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="testbed runs per shape (median of their medians)")
+    ap.add_argument("--testbed-args", default="", help="extra inc testbed flags")
+    ap.add_argument("--auth", choices=["on", "off"], default="off", help="key the switch job (as claim.py)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per testbed run")
+    ap.add_argument("--inc-chunk", default="8KiB", help="switch slot payload (MTU 9000: 2048 x f32)")
+    ap.add_argument("--switch-memory", default="512KiB", help="the job's switch memory (slots x lanes x chunk)")
+    ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
+    ap.add_argument("--save", help="write the measurements to this JSON")
+    ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
+    args = ap.parse_args()
+    args.inc = os.path.abspath(args.inc)
+    args.algos = [a for a in args.algos.split(",") if a]
+    bad = [a for a in args.algos if a not in ALGOS]
+    if bad:
+        raise SystemExit(f"validate_testbed.py: unknown algorithm(s) {bad}; choose from {ALGOS}")
+    shapes = [parse_shape(s) for s in (args.shapes or ("1x8" if args.step == "calibrate" else "1x8,2x8")).split(",")]
+    sizes = [parse_size(s) for s in (args.sizes or ("1M,4M,16M" if args.step == "calibrate" else "1M,4M,16M,64M")).split(",")]
+    args.extra = (["--no-auth"] if args.auth == "off" else []) + (args.testbed_args.split() if args.testbed_args else [])
+    if args.measured:
+        measured = load_measured(args.measured, set(shapes), set(sizes), set(args.algos))
+    else:
+        measured = measure(args, shapes, sizes)
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump(measured, f, indent=1)
+        print(f"# measurements written: {args.save}")
+    sim = Sim(args)
+    if args.step == "calibrate":
+        calibrate(args, sim, measured)
+    elif args.step == "validate":
+        validate(args, sim, measured)
+
+
+if __name__ == "__main__":
+    main()

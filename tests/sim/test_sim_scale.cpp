@@ -1,0 +1,230 @@
+// Tests of the simulator's scale work and of the testbed calibration's one place (issue 12):
+// the one-byte-per-op layout of rotation-symmetric jobs gives the same run as the full build
+// under every routing, reduction cost and sharing of the fabric; the [network] file that
+// `inc sim run --net` and `inc model --net` read; the model's switch ALU shared by a tree's
+// children as the simulator shares it. Small sizes; no timing assertions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "sim/analytical.hpp"
+#include "sim/engine.hpp"
+#include "sim/flow.hpp"
+#include "sim/topology.hpp"
+
+namespace inc::sim {
+namespace {
+
+JobSpec ring_job(const std::string& name, Collective c, std::vector<int> hosts, std::uint64_t segment) {
+  JobSpec j;
+  j.name = name;
+  j.params.coll = c;
+  j.params.algo = coll::Algorithm::ring;
+  j.params.count = hosts.size() * 4096;
+  j.params.segment_bytes = segment;
+  j.hosts = std::move(hosts);
+  return j;
+}
+
+TEST(Simulator, SymmetricLayoutMatchesFullBuildUnderEveryChoice) {
+  // A symmetric ring (one byte per op, template ops, route cache) next to a Rabenseifner job
+  // (full records) on one oversubscribed fat tree: every routing (the adaptive one reads link
+  // loads, so no route cache), with and without a reduction cost (recv_reduce completions as
+  // events of their own), several messages per connection (segments), a host overhead. The run
+  // must be the same as when every rank is built.
+  TopoSpec ts;
+  ts.kind = TopoKind::fat_tree2;
+  ts.hosts = 24;
+  ts.radix = 6;
+  ts.oversubscription = 2;
+  const std::vector<int> ring_hosts = {3, 9, 14, 0, 6, 11, 1, 12, 5, 8, 15, 2, 20, 17};
+  const std::vector<int> other_hosts = {4, 7, 10, 13, 16, 18, 19, 21};
+  for (Routing routing : {Routing::ecmp, Routing::dmodk, Routing::adaptive})
+    for (double reduce_GBps : {0.0, 5.0}) {
+      ts.routing = routing;
+      const Topology topo(ts);
+      SimResult r[2];
+      for (int sym = 0; sym < 2; ++sym) {
+        SimOptions opt;
+        opt.symmetric_schedules = sym == 1;
+        opt.np.reduce_GBps = reduce_GBps;
+        opt.np.host_overhead_us = 1.5;
+        Simulator sim(topo, opt);
+        sim.add_job(ring_job("ring", Collective::allreduce, ring_hosts, 8 << 10));
+        JobSpec rb = ring_job("rab", Collective::allreduce, other_hosts, 0);
+        rb.params.algo = coll::Algorithm::rabenseifner;
+        sim.add_job(rb);
+        r[sym] = sim.run();
+      }
+      const std::string what = std::string(name(routing)) + (reduce_GBps > 0 ? " with reduce cost" : "");
+      EXPECT_EQ(r[0].events, r[1].events) << what;
+      EXPECT_EQ(r[0].flows, r[1].flows) << what;
+      EXPECT_EQ(r[0].makespan_s, r[1].makespan_s) << what;
+      EXPECT_EQ(r[0].link_bytes, r[1].link_bytes) << what;
+      EXPECT_EQ(r[0].collided_flows, r[1].collided_flows) << what;
+      EXPECT_EQ(r[0].max_link_flows, r[1].max_link_flows) << what;
+      ASSERT_EQ(r[0].jobs.size(), 2u);
+      for (int j = 0; j < 2; ++j) {
+        EXPECT_EQ(r[0].jobs[j].end_s, r[1].jobs[j].end_s) << what << " job " << j;
+        EXPECT_EQ(r[0].jobs[j].ops, r[1].jobs[j].ops) << what << " job " << j;
+        EXPECT_EQ(r[0].jobs[j].messages, r[1].jobs[j].messages) << what << " job " << j;
+      }
+      // The ring sends 2 segments of 8 KiB per step of 16 KiB, 2(p-1) steps of 14 ranks.
+      EXPECT_EQ(r[1].jobs[0].messages, 14u * 2 * 13 * 2) << what;
+      // Only the ring is rotation-symmetric, and only when asked.
+      EXPECT_FALSE(r[0].jobs[0].symmetric_layout);
+      EXPECT_TRUE(r[1].jobs[0].symmetric_layout);
+      EXPECT_FALSE(r[1].jobs[1].symmetric_layout);
+    }
+}
+
+TEST(Simulator, RingInLockstepMatchesItsClosedFormInTheSymmetricLayout) {
+  // One switch, no overhead: every step of a p-rank ring Allreduce is one hop pair plus n/p
+  // bytes at link rate, 2(p-1) steps, whatever the layout: 2(p-1)(2 hops + n/p B).
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = 12;
+  const Topology topo(ts);
+  SimOptions opt;
+  opt.np.host_overhead_us = 0;
+  Simulator sim(topo, opt);
+  std::vector<int> hosts;
+  for (int h = 0; h < 12; ++h) hosts.push_back(h);
+  JobSpec j = ring_job("ring", Collective::allreduce, hosts, 0);
+  const std::uint64_t n = j.params.count * 4;
+  j.params.segment_bytes = n;
+  sim.add_job(j);
+  const SimResult r = sim.run();
+  const double B = ts.link_gbps * 1e9 / 8, hop = ts.hop_latency_us * 1e-6;
+  EXPECT_NEAR(r.makespan_s, 2 * 11 * (2 * hop + n / 12.0 / B), 1e-12);
+  EXPECT_EQ(r.jobs[0].messages, 12u * 2 * 11);
+  EXPECT_TRUE(r.jobs[0].symmetric_layout);
+}
+
+TEST(FlowNet, BatchedStartsAndFinishesRefillEveryComponent) {
+  // Batches of starts and finishes at one instant, one commit each (as the event loop does):
+  // the rates must equal those of a second network given the same flows one at a time (one
+  // component per refill, FlowNet.IncrementalRefillMatchesFullRecomputation). 24 resources and
+  // short paths make each batch touch several disjoint components.
+  std::mt19937 rng(11);
+  const int R = 24;
+  std::vector<double> cap(R);
+  for (auto& c : cap) c = 1 + rng() % 20;
+  FlowNet batched(cap), single(cap);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ids;  // (batched, single)
+  int components_seen = 0;
+  for (int step = 0; step < 200; ++step) {
+    const int starts = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < starts; ++k) {
+      std::vector<std::uint32_t> p;
+      const int n = 1 + static_cast<int>(rng() % 2);
+      while (static_cast<int>(p.size()) < n) {
+        const std::uint32_t r = rng() % R;
+        if (std::find(p.begin(), p.end(), r) == p.end()) p.push_back(r);
+      }
+      ids.emplace_back(batched.add(p.data(), p.size(), 1e9, step), single.start(p.data(), p.size(), 1e9, step));
+    }
+    const int finishes = ids.empty() ? 0 : static_cast<int>(rng() % std::min<std::size_t>(ids.size(), 4));
+    for (int k = 0; k < finishes; ++k) {
+      const std::size_t i = rng() % ids.size();
+      batched.remove(ids[i].first);
+      single.finish(ids[i].second, step);
+      ids.erase(ids.begin() + static_cast<long>(i));
+    }
+    const std::uint64_t before = batched.refill_flows();
+    batched.commit(step);
+    components_seen += batched.refill_flows() - before > 1;
+    for (const auto& [b, s1] : ids)
+      ASSERT_NEAR(batched.rate(b), single.rate(s1), 1e-9 * single.rate(s1)) << "step " << step;
+  }
+  EXPECT_GT(components_seen, 100);
+}
+
+std::string write_temp(const std::string& text) {
+  char name[] = "/tmp/inc-net-XXXXXX";
+  const int fd = mkstemp(name);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+  std::ofstream(name) << text;
+  return name;
+}
+
+TEST(Config, NetFileIsReadByModelAndSimulatorAlike) {
+  const std::string ok = write_temp(
+      "# a calibration\n[network]\nhost_overhead_us = 37.5\nreduce_GBps = 2\nswitch_reduce_GBps = 0.25\n"
+      "inc_chunk = \"8KiB\"\nswitch_memory = \"512KiB\"\n");
+  const NetParams np = read_net_file(ok);
+  EXPECT_DOUBLE_EQ(np.host_overhead_us, 37.5);
+  EXPECT_DOUBLE_EQ(np.reduce_GBps, 2);
+  EXPECT_DOUBLE_EQ(np.switch_reduce_GBps, 0.25);
+  EXPECT_DOUBLE_EQ(np.inc_chunk_bytes, 8192);
+  EXPECT_DOUBLE_EQ(np.switch_memory_bytes, 512 << 10);
+  EXPECT_DOUBLE_EQ(np.link_gbps, NetParams{}.link_gbps);  // what the file leaves out keeps its default
+  std::remove(ok.c_str());
+  auto error_of = [](const std::string& text) {
+    const std::string f = write_temp(text);
+    std::string what = "(no error)";
+    try {
+      read_net_file(f);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::config);
+      what = e.what();
+    }
+    std::remove(f.c_str());
+    return what;
+  };
+  const std::string unknown = error_of("[network]\nhost_overhead_us = 3\nhost_overhead = 5\n");
+  EXPECT_NE(unknown.find(":3: key 'network.host_overhead'"), std::string::npos) << unknown;
+  const std::string missing = error_of("[calibration]\nhost_overhead_us = 3\n");
+  EXPECT_NE(missing.find("network"), std::string::npos) << missing;
+  const std::string negative = error_of("[network]\nreduce_GBps = -1\n");
+  EXPECT_NE(negative.find("reduce_GBps"), std::string::npos) << negative;
+  EXPECT_NE(error_of("").find("network"), std::string::npos);
+}
+
+TEST(Model, SwitchAluIsSharedByTheChildrenOfItsTree) {
+  // One switch of 8 children whose ALU aggregates 0.2 GB/s of input: a tree pass moves
+  // 0.2 / 8 GB/s of each host's data, below the 1 Gb/s links. The model's bandwidth term is
+  // n x 8 / 0.2 GB/s, and the simulator (which charges every child's chunk to the ALU) agrees.
+  NetParams np;
+  np.link_gbps = 1;
+  np.switch_reduce_GBps = 0.2;
+  np.inc_tree_levels = 1;
+  np.path_hops = 2;
+  np.inc_chunk_bytes = 8192;
+  np.switch_memory_bytes = 512 << 10;
+  const double n = 4 << 20;
+  const Cost c = collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, n, np);
+  EXPECT_NEAR(c.bandwidth_s, n * 8 / 0.2e9, 1e-9);
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = 8;
+  ts.link_gbps = 1;
+  const Topology topo(ts);
+  SimOptions opt;
+  opt.np = np;
+  Simulator sim(topo, opt);
+  JobSpec j;
+  j.name = "inc";
+  j.params.coll = Collective::allreduce;
+  j.params.algo = coll::Algorithm::inc;
+  j.params.count = static_cast<std::uint64_t>(n / 4);
+  for (int h = 0; h < 8; ++h) j.hosts.push_back(h);
+  sim.add_job(j);
+  const double t = sim.run().makespan_s;
+  EXPECT_NEAR(c.total_s / t, 1.0, 0.01) << "model " << c.total_s << " s, sim " << t << " s";
+  // Without an ALU limit the links set the pace (n at 1 Gb/s), as before.
+  np.switch_reduce_GBps = 0;
+  EXPECT_NEAR(collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, n, np).bandwidth_s, n * 8 / 1e9, 1e-9);
+}
+
+}  // namespace
+}  // namespace inc::sim

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# bench/sim/validate_testbed.py without a testbed: "measurements" made by `inc sim` itself with
+# known costs (host overhead 40 us, reduction 2 GB/s, switch 0.2 GB/s) must be calibrated back
+# to those costs, written to the [network] file, and validated with every point within 10%;
+# a disturbed point must show in the fit's residuals with a warning, not vanish in the fit.
+# And `inc sim run --net FILE` applies the file with explicit flags winning. (Issue 12.)
+set -euo pipefail
+inc=$1
+src=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+script="$src/bench/sim/validate_testbed.py"
+
+python3 - "$inc" "$tmp/measured.json" <<'PY'
+import csv, json, subprocess, sys
+inc, out = sys.argv[1:]
+rows = []
+for shape in ([1, 8], [2, 8]):
+    topo = (["--topology", "single_switch"] if shape[0] == 1 else
+            ["--topology", "fat_tree2", "--radix", "8", "--oversubscription", "1", "--routing", "dmodk"])
+    for algo in ("ring", "rabenseifner", "inc"):
+        for size in (1 << 20, 4 << 20, 16 << 20):
+            subprocess.run([inc, "sim", "run", "-c", "allreduce", "-a", algo, "-b", f"{size}B", "--hosts", "8",
+                            "--link-gbps", "1", "--overhead-us", "40", "--reduce-GBps", "2",
+                            "--switch-reduce-GBps", "0.2", "--inc-chunk", "8KiB", "--switch-memory", "512KiB",
+                            "--no-progress", "--csv", out + ".csv"] + topo, check=True, stdout=subprocess.DEVNULL)
+            t = float(next(csv.DictReader(open(out + ".csv")))["time_s"])
+            rows.append({"shape": shape, "algo": algo, "bytes": size, "rate_gbps": 1.0, "time_s": t, "runs": [t]})
+json.dump(rows, open(out, "w"))
+PY
+
+out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/measured.json" --net "$tmp/cal.toml") ||
+  fail "calibrate exited $?"$'\n'"$out"
+grep -q "^# residuals: rms 0.0%, worst 0.0%; left out .*: worst 0.0%" <<<"$out" || fail "residuals of an exact fit are not 0"$'\n'"$out"
+grep -q WARNING <<<"$out" && fail "warning on an exact fit"$'\n'"$out"
+python3 - "$tmp/cal.toml" <<'PY' || exit 1
+import sys, tomllib
+n = tomllib.load(open(sys.argv[1], "rb"))["network"]
+for key, want in (("host_overhead_us", 40), ("reduce_GBps", 2), ("switch_reduce_GBps", 0.2)):
+    if abs(n[key] / want - 1) > 0.02:
+        sys.exit(f"FAIL: calibrated {key} = {n[key]}, the measurements were made with {want}")
+print(f"calibrated: {n}")
+PY
+
+out=$(python3 "$script" --inc "$inc" validate --measured "$tmp/measured.json" --net "$tmp/cal.toml" \
+      --sizes 1M,4M,16M -o "$tmp/rows.json") || fail "validate exited $?"$'\n'"$out"
+grep -q '^# from 1 MiB up: 18 of 18 points within 10%' <<<"$out" || fail "validation"$'\n'"$out"
+
+# A disturbed point (ring, 1 MiB, one switch, 30% slower) shows in the residuals.
+python3 - "$tmp/measured.json" "$tmp/noisy.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+for r in rows:
+    if r["shape"] == [1, 8] and r["algo"] == "ring" and r["bytes"] == 1 << 20:
+        r["time_s"] *= 1.3
+json.dump(rows, open(sys.argv[2], "w"))
+PY
+out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/noisy.json" --net "$tmp/noisy.toml") ||
+  fail "calibrate (noisy) exited $?"$'\n'"$out"
+grep -q WARNING <<<"$out" || fail "no warning for a point 30% off"$'\n'"$out"
+grep -Eq 'one switch +ring +1 MiB .* [+-][1-9][0-9]\.[0-9]%$' <<<"$out" ||
+  fail "the disturbed point's left-out residual is not shown"$'\n'"$out"
+
+# inc sim run --net: the file's costs, explicit flags win; refused beside a scenario file.
+sim() { "$inc" sim run --topology single_switch --hosts 8 -a ring -b 1MiB --link-gbps 1 --no-progress "$@" |
+        awk '$1 == "job" && $2 == "allreduce" {print $7, $8}'; }
+[ "$(sim --net "$tmp/cal.toml")" = "$(sim --overhead-us 40 --reduce-GBps 2)" ] || fail "--net differs from the flags"
+[ "$(sim --net "$tmp/cal.toml" --overhead-us 0)" = "$(sim --overhead-us 0 --reduce-GBps 2)" ] ||
+  fail "an explicit flag does not win over --net"
+[ "$(sim --net "$tmp/cal.toml")" != "$(sim)" ] || fail "--net changed nothing"
+if "$inc" sim run -f "$src/examples/sim/fsdp-streams.toml" --net "$tmp/cal.toml" >/dev/null 2>"$tmp/err"; then
+  fail "--net beside a scenario file accepted"
+fi
+grep -q "scenario" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
+echo "validate_testbed: calibration, validation, residuals and --net checked"
