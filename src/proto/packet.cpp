@@ -203,8 +203,10 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
         return r;
       if (h.flags & flag::probe) {  // a question, never a contribution: a bare header
         if (!(h.flags & flag::retransmit) || (h.flags & flag::overflow)) return Reason::bad_flags;
+        if (h.aux != 0) return Reason::bad_field;
         return check_empty(h);
       }
+      if (h.aux & 0xFF) return Reason::bad_field;  // aux: events << 8 only
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if (h.elem != ElemType::none && h.count == 0) return Reason::length_mismatch;
       return Reason::ok;
@@ -212,7 +214,7 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       if ((r = allow_flags(flag::overflow | flag::elided)) != Reason::ok) return r;
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if ((h.flags & flag::elided) && h.count != 0) return Reason::length_mismatch;
-      if (h.aux & ~kResultResent) return Reason::bad_field;
+      if (h.aux & 0xFE) return Reason::bad_field;  // aux: resent | events << 8
       return Reason::ok;
     case PacketType::nack:
       if ((r = allow_flags(0)) != Reason::ok) return r;

@@ -144,6 +144,18 @@ inline constexpr std::uint32_t kMissingSpan = 23;
 // that member's retransmission or probe of a chunk completed earlier): the result sent at
 // completion did not reach the member (or has not yet). Other aux bits of a result are refused.
 inline constexpr std::uint32_t kResultResent = 1;
+// Numeric events (src/numerics/events.hpp: elements of this chunk whose sum wrapped or
+// overflowed to infinity) in aux bits 8..31 of data and result: a data packet carries its
+// sender's subtree's count (0 from a host), a result the whole tree's. Saturating at
+// kMaxEvents; announced by cap::events. Aux bits 1..7 of a result and 0..7 of data are refused.
+inline constexpr std::uint32_t kMaxEvents = 0xFFFFFF;
+constexpr std::uint32_t events_aux(std::uint32_t events) noexcept {
+  return (events > kMaxEvents ? kMaxEvents : events) << 8;
+}
+constexpr std::uint32_t aux_events(std::uint32_t aux) noexcept { return aux >> 8; }
+constexpr std::uint32_t add_events(std::uint32_t a, std::uint64_t b) noexcept {
+  return a + b > kMaxEvents ? kMaxEvents : static_cast<std::uint32_t>(a + b);
+}
 
 std::string_view name(PacketType t) noexcept;
 std::string_view name(ElemType t) noexcept;
@@ -217,7 +229,10 @@ inline constexpr std::uint32_t h16_minmax = 0x40;  // f16/bf16 min/max (exact)
 inline constexpr std::uint32_t h16_widen = 0x80;   // f16/bf16 sum_widen (f32 accumulators)
 inline constexpr std::uint32_t i8_sum = 0x100;     // i8/u8 sum and sum_widen (wrap, overflow flag)
 inline constexpr std::uint32_t i8_minmax = 0x200;  // i8/u8 min/max
-inline constexpr std::uint32_t all = 0x3FF;
+// Counts numeric events per chunk in aux (kMaxEvents above); the top bit, clear of the
+// element-type bits that grow from the bottom.
+inline constexpr std::uint32_t events = 0x80000000u;
+inline constexpr std::uint32_t all = 0x3FF | events;
 }  // namespace cap
 // The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;

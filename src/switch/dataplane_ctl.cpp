@@ -100,6 +100,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
         cp.st |= kHasData;
       }
       if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
+      cp.events = proto::aux_events(h.aux);  // the whole tree's (ours included)
       cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
       ++c_.results;
       ++J.c.results;

@@ -494,6 +494,10 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     rep_.overflow = true;
     op.rep.overflow = true;
   }
+  if (!c.exponent) {  // (an exponent round is a max: no events)
+    rep_.events += proto::aux_events(h.aux);
+    op.rep.events += proto::aux_events(h.aux);
+  }
   if (kind == NumKind::fx32 && !c.exponent && !c.sync) {
     auto it = op.groups.find(c.group);
     if (it != op.groups.end() && --it->second.outstanding == 0) op.groups.erase(it);

@@ -1,0 +1,182 @@
+// Overflow counts of sums (events.hpp). Plain loops over typed elements; the counters are
+// per block so that GCC vectorises the compare-and-add.
+#include "numerics/events.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+#include "numerics/fp8.hpp"
+#include "numerics/half.hpp"
+#include "numerics/int4.hpp"
+#include "numerics/reduce.hpp"
+
+namespace inc::numerics {
+
+namespace {
+
+template <class T>
+std::uint64_t int_overflows(const void* pa, const void* pb, std::size_t n) noexcept {
+  using U = std::make_unsigned_t<T>;
+  const auto* a = static_cast<const unsigned char*>(pa);  // may be unaligned (packet payloads)
+  const auto* b = static_cast<const unsigned char*>(pb);
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    U x, y;
+    std::memcpy(&x, a + sizeof(U) * i, sizeof(U));
+    std::memcpy(&y, b + sizeof(U) * i, sizeof(U));
+    const U r = static_cast<U>(x + y);
+    if constexpr (std::is_signed_v<T>) {
+      // a and b share a sign that r does not
+      ev += static_cast<U>((x ^ r) & (y ^ r)) >> (8 * sizeof(U) - 1);
+    } else {
+      ev += r < x;
+    }
+  }
+  return ev;
+}
+
+template <class F>
+std::uint64_t float_overflows(const void* pa, const void* pb, std::size_t n) noexcept {
+  const auto* a = static_cast<const unsigned char*>(pa);
+  const auto* b = static_cast<const unsigned char*>(pb);
+  constexpr F kMax = sizeof(F) == 8 ? F(1.7976931348623157e308) : F(3.40282347e38f);
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    F x, y;
+    std::memcpy(&x, a + sizeof(F) * i, sizeof(F));
+    std::memcpy(&y, b + sizeof(F) * i, sizeof(F));
+    const F r = x + y;
+    // |x|, |y| <= max (finite, not NaN) and |r| > max (infinite)
+    const F ax = x < 0 ? -x : x, ay = y < 0 ? -y : y, ar = r < 0 ? -r : r;
+    ev += (ax <= kMax) & (ay <= kMax) & (ar > kMax);
+  }
+  return ev;
+}
+
+// 16-bit floats: the hosts' step (widen, add in f32, round once) and its overflow.
+template <bool kF16>
+std::uint64_t half_overflows(const void* pa, const void* pb, std::size_t n) noexcept {
+  const auto* a = static_cast<const unsigned char*>(pa);
+  const auto* b = static_cast<const unsigned char*>(pb);
+  constexpr std::uint32_t kInf = kF16 ? 0x7c00u : 0x7f80u;
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t x, y;
+    std::memcpy(&x, a + 2 * i, 2);
+    std::memcpy(&y, b + 2 * i, 2);
+    const float s = kF16 ? f16_to_f32(x) + f16_to_f32(y) : bf16_to_f32(x) + bf16_to_f32(y);
+    const std::uint32_t r = kF16 ? f32_to_f16(s) : f32_to_bf16(s);
+    ev += ((x & 0x7fffu) < kInf) & ((y & 0x7fffu) < kInf) & ((r & 0x7fffu) >= kInf);
+  }
+  return ev;
+}
+
+template <bool kE4M3>
+std::uint64_t fp8_overflows(const void* pa, const void* pb, std::size_t n) noexcept {
+  const auto* a = static_cast<const std::uint8_t*>(pa);
+  const auto* b = static_cast<const std::uint8_t*>(pb);
+  // Non-finite patterns: e4m3 has only NaN (0x7f); e5m2 infinities and NaNs (>= 0x7c).
+  constexpr unsigned kFirst = kE4M3 ? 0x7fu : 0x7cu;
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float s = kE4M3 ? e4m3_to_f32(a[i]) + e4m3_to_f32(b[i]) : e5m2_to_f32(a[i]) + e5m2_to_f32(b[i]);
+    const unsigned r = kE4M3 ? f32_to_e4m3(s) : f32_to_e5m2(s);
+    ev += ((a[i] & 0x7fu) < kFirst) & ((b[i] & 0x7fu) < kFirst) & ((r & 0x7fu) >= kFirst);
+  }
+  return ev;
+}
+
+std::uint64_t i4_overflows(const void* pa, const void* pb, std::size_t n) noexcept {
+  const auto* a = static_cast<const std::uint8_t*>(pa);
+  const auto* b = static_cast<const std::uint8_t*>(pb);
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (unsigned h = 0; h < 2; ++h) {
+      const int s = i4_get(a[i], h) + i4_get(b[i], h);
+      ev += (s < -8) | (s > 7);
+    }
+  return ev;
+}
+
+}  // namespace
+
+std::uint64_t sum_overflows(DataType t, const void* a, const void* b, std::size_t n) noexcept {
+  switch (t) {
+    case DataType::f64: return float_overflows<double>(a, b, n);
+    case DataType::f32: return float_overflows<float>(a, b, n);
+    case DataType::f16: return half_overflows<true>(a, b, n);
+    case DataType::bf16: return half_overflows<false>(a, b, n);
+    case DataType::i8: return int_overflows<std::int8_t>(a, b, n);
+    case DataType::u8: return int_overflows<std::uint8_t>(a, b, n);
+    case DataType::i32: return int_overflows<std::int32_t>(a, b, n);
+    case DataType::u32: return int_overflows<std::uint32_t>(a, b, n);
+    case DataType::i64: return int_overflows<std::int64_t>(a, b, n);
+    case DataType::u64: return int_overflows<std::uint64_t>(a, b, n);
+    case DataType::e4m3: return fp8_overflows<true>(a, b, n);
+    case DataType::e5m2: return fp8_overflows<false>(a, b, n);
+    case DataType::i4: return i4_overflows(a, b, n);
+  }
+  return 0;
+}
+
+std::uint64_t reduce_counted(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
+                             std::size_t count) noexcept {
+  if (!counts_events(op)) {
+    reduce(t, op, dst, a, b, count);
+    return 0;
+  }
+  // Count a block, then add it, so that the operands are still in cache for the add (and are
+  // read before dst, which may alias them, is written).
+  constexpr std::size_t kStep = 2048;
+  const std::size_t esz = size_of(t);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < count; i += kStep) {
+    const std::size_t m = count - i < kStep ? count - i : kStep;
+    ev += sum_overflows(t, x + i * esz, y + i * esz, m);
+    reduce(t, op, d + i * esz, x + i * esz, y + i * esz, m);
+  }
+  return ev;
+}
+
+std::uint64_t count_nonfinite(DataType t, const void* x, std::size_t n) noexcept {
+  const auto* p = static_cast<const unsigned char*>(x);
+  std::uint64_t c = 0;
+  switch (t) {
+    case DataType::f64:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint64_t v;
+        std::memcpy(&v, p + 8 * i, 8);
+        c += (v & 0x7fffffffffffffffull) >= 0x7ff0000000000000ull;
+      }
+      return c;
+    case DataType::f32:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        c += (v & 0x7fffffffu) >= 0x7f800000u;
+      }
+      return c;
+    case DataType::f16:
+    case DataType::bf16: {
+      const unsigned inf = t == DataType::f16 ? 0x7c00u : 0x7f80u;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        c += (v & 0x7fffu) >= inf;
+      }
+      return c;
+    }
+    case DataType::e4m3:
+    case DataType::e5m2: {
+      const unsigned first = t == DataType::e4m3 ? 0x7fu : 0x7cu;
+      for (std::size_t i = 0; i < n; ++i) c += (p[i] & 0x7fu) >= first;
+      return c;
+    }
+    default: return 0;
+  }
+}
+
+}  // namespace inc::numerics
