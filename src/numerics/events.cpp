@@ -98,9 +98,49 @@ std::uint64_t i4_overflows(const void* pa, const void* pb, std::size_t n) noexce
   return ev;
 }
 
+// A cheap screen first (a read of the operands' bit patterns, vectorised): an add can only
+// overflow where an operand is near the top of the range, i.e. has (bits & mask) >= thr:
+// floats: |x| >= half the overflow threshold (or inf/NaN); signed integers: |x| >= 2^(bits-2)
+// (the top two bits differ: mask/thr pick that); unsigned: the top bit set. Operands below it
+// cannot overflow, so the exact count (above) runs only where the screen fires.
+template <class U, bool kSigned>
+bool may_overflow(const void* pa, const void* pb, std::size_t n, U mask, U thr) noexcept {
+  const auto* a = static_cast<const unsigned char*>(pa);
+  const auto* b = static_cast<const unsigned char*>(pb);
+  U any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    U x, y;
+    std::memcpy(&x, a + sizeof(U) * i, sizeof(U));
+    std::memcpy(&y, b + sizeof(U) * i, sizeof(U));
+    if constexpr (kSigned) {  // top two bits differ
+      x = static_cast<U>(x ^ static_cast<U>(x << 1));
+      y = static_cast<U>(y ^ static_cast<U>(y << 1));
+    }
+    any |= static_cast<U>(static_cast<U>((x & mask) >= thr) | static_cast<U>((y & mask) >= thr));
+  }
+  return any != 0;
+}
+
+bool screen(DataType t, const void* a, const void* b, std::size_t n) noexcept {
+  switch (t) {
+    case DataType::f64: return may_overflow<std::uint64_t, false>(a, b, n, 0x7fffffffffffffffull, 0x7fe0000000000000ull);
+    case DataType::f32: return may_overflow<std::uint32_t, false>(a, b, n, 0x7fffffffu, 0x7f000000u);  // 2^127
+    case DataType::f16: return may_overflow<std::uint16_t, false>(a, b, n, 0x7fff, 0x7800);  // 32768
+    case DataType::bf16: return may_overflow<std::uint16_t, false>(a, b, n, 0x7fff, 0x7f00);  // 2^127
+    case DataType::i8: return may_overflow<std::uint8_t, true>(a, b, n, 0x80, 0x80);
+    case DataType::u8: return may_overflow<std::uint8_t, false>(a, b, n, 0x80, 0x80);
+    case DataType::i32: return may_overflow<std::uint32_t, true>(a, b, n, 0x80000000u, 0x80000000u);
+    case DataType::u32: return may_overflow<std::uint32_t, false>(a, b, n, 0x80000000u, 0x80000000u);
+    case DataType::i64: return may_overflow<std::uint64_t, true>(a, b, n, 1ull << 63, 1ull << 63);
+    case DataType::u64: return may_overflow<std::uint64_t, false>(a, b, n, 1ull << 63, 1ull << 63);
+    default: return true;  // fp8, i4: always the exact count
+  }
+}
+
 }  // namespace
 
 std::uint64_t sum_overflows(DataType t, const void* a, const void* b, std::size_t n) noexcept {
+  if (!screen(t, a, b, n)) return 0;
   switch (t) {
     case DataType::f64: return float_overflows<double>(a, b, n);
     case DataType::f32: return float_overflows<float>(a, b, n);
