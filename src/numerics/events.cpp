@@ -181,40 +181,29 @@ std::uint64_t reduce_counted(DataType t, ReduceOp op, void* dst, const void* a, 
   return ev;
 }
 
-std::uint64_t count_nonfinite(DataType t, const void* x, std::size_t n) noexcept {
+namespace {
+// Elements whose bits & mask reach `first` (the first non-finite pattern).
+template <class U>
+std::uint64_t count_at_least(const void* x, std::size_t n, U mask, U first) noexcept {
   const auto* p = static_cast<const unsigned char*>(x);
   std::uint64_t c = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    U v;
+    std::memcpy(&v, p + sizeof(U) * i, sizeof(U));
+    c += static_cast<U>(v & mask) >= first;
+  }
+  return c;
+}
+}  // namespace
+
+std::uint64_t count_nonfinite(DataType t, const void* x, std::size_t n) noexcept {
   switch (t) {
-    case DataType::f64:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint64_t v;
-        std::memcpy(&v, p + 8 * i, 8);
-        c += (v & 0x7fffffffffffffffull) >= 0x7ff0000000000000ull;
-      }
-      return c;
-    case DataType::f32:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t v;
-        std::memcpy(&v, p + 4 * i, 4);
-        c += (v & 0x7fffffffu) >= 0x7f800000u;
-      }
-      return c;
-    case DataType::f16:
-    case DataType::bf16: {
-      const unsigned inf = t == DataType::f16 ? 0x7c00u : 0x7f80u;
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t v;
-        std::memcpy(&v, p + 2 * i, 2);
-        c += (v & 0x7fffu) >= inf;
-      }
-      return c;
-    }
-    case DataType::e4m3:
-    case DataType::e5m2: {
-      const unsigned first = t == DataType::e4m3 ? 0x7fu : 0x7cu;
-      for (std::size_t i = 0; i < n; ++i) c += (p[i] & 0x7fu) >= first;
-      return c;
-    }
+    case DataType::f64: return count_at_least<std::uint64_t>(x, n, 0x7fffffffffffffffull, 0x7ff0000000000000ull);
+    case DataType::f32: return count_at_least<std::uint32_t>(x, n, 0x7fffffffu, 0x7f800000u);
+    case DataType::f16: return count_at_least<std::uint16_t>(x, n, 0x7fff, 0x7c00);
+    case DataType::bf16: return count_at_least<std::uint16_t>(x, n, 0x7fff, 0x7f80);
+    case DataType::e4m3: return count_at_least<std::uint8_t>(x, n, 0x7f, 0x7f);  // NaN only
+    case DataType::e5m2: return count_at_least<std::uint8_t>(x, n, 0x7f, 0x7c);
     default: return 0;
   }
 }
