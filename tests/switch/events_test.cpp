@@ -18,9 +18,7 @@ namespace inc::sw::testing {
 namespace {
 
 Topo make(const std::vector<std::uint16_t>& leaves, std::uint64_t seed, const SimFaults& f) {
-  std::uint16_t n = 0;
-  for (auto m : leaves) n += m;
-  return leaves.size() == 1 ? flat(seed, f, n, 4, 16) : two_level(seed, f, leaves, 4, 16);
+  return one_or_two_levels(seed, f, leaves, 4, 16);
 }
 
 struct KindCase {
