@@ -8,6 +8,7 @@
 //   inc_kernels_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -16,7 +17,9 @@
 
 #include "inc/types.hpp"
 #include "numerics/kernel_isa.hpp"
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
+#include "numerics/repro.hpp"
 
 namespace {
 
@@ -115,6 +118,40 @@ void BM_divide(benchmark::State& state, DataType t) {
                           static_cast<std::int64_t>(bytes));
 }
 
+// reduce_counted(): the sum and its overflow count (every host reduction step runs it).
+void BM_reduce_counted(benchmark::State& state, DataType t) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        inc::numerics::reduce_counted(t, ReduceOp::sum, buf.dst.data(), buf.a.data(), buf.b.data(), n));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+// The reproducible mode's three host passes over one rank's input (scan, encode at the scanned
+// exponents, decode of the limbs), on one kernel variant; bytes = the input's.
+void BM_repro_passes(benchmark::State& state, KernelIsa isa, DataType t) {
+  namespace rp = inc::numerics::repro;
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t);
+  std::vector<std::int32_t> exps(2 * rp::blocks(n)), limbs(2 * n);
+  for (auto _ : state) {
+    std::fill(exps.begin(), exps.end(), rp::kZero);
+    rp::detail::scan_with(isa, t, buf.a.data(), n, 0, exps.data());
+    rp::detail::encode_with(isa, t, buf.a.data(), n, 0, exps.data(), 8, limbs.data());
+    rp::detail::decode_with(isa, t, limbs.data(), n, 0, exps.data(), 8, buf.dst.data());
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
 void apply_sizes(benchmark::internal::Benchmark* b) {
   for (auto s : kSizes) b->Arg(s);
 }
@@ -154,6 +191,21 @@ int register_all() {
   for (DataType t : {DataType::f32, DataType::f16, DataType::i32}) {
     const std::string n(inc::name(t));
     benchmark::RegisterBenchmark(("divide/" + n).c_str(), BM_divide, t)->Arg(256 << 10);
+  }
+  // Overflow counting (docs/NUMERICS.md "Overflow and saturation counts"), beside reduce_sum.
+  for (DataType t : {DataType::f32, DataType::f16, DataType::bf16, DataType::i8, DataType::i32}) {
+    const std::string n(inc::name(t));
+    benchmark::RegisterBenchmark(("reduce_sum_counted/" + n).c_str(), BM_reduce_counted, t)->Apply(apply_sizes);
+  }
+  // Reproducible sums' host passes, scalar and AVX2 (docs/NUMERICS.md "Vectorised reproducible passes").
+  for (KernelIsa isa : inc::numerics::detail::kAllKernelIsas) {
+    if (!inc::numerics::detail::kernel_isa_available(isa)) continue;
+    for (DataType t : {DataType::f32, DataType::f16, DataType::bf16}) {
+      const std::string n = std::string(inc::numerics::detail::name(isa)) + "/" + std::string(inc::name(t));
+      benchmark::RegisterBenchmark(("repro_passes/" + n).c_str(), BM_repro_passes, isa, t)
+          ->Arg(256 << 10)
+          ->Arg(8 << 20);
+    }
   }
   return 0;
 }

@@ -54,6 +54,25 @@ std::string human_bytes(std::uint64_t b) {
 
 const char* check_text(int c) { return c == 1 ? "OK" : c == 0 ? "WRONG" : "-"; }
 
+// `--report`: the numerics lines under a row (reductions only).
+std::string numerics_text(const BenchResult& r) {
+  if (r.hops.empty()) return "";
+  std::string s = fmt::format("#   numerics: overflow events {}{}, non-finite inputs (rank 0) {}\n", r.overflow_events,
+                              r.events_counted ? "" : " (not counted on this path)", r.nonfinite_inputs);
+  for (const auto& h : r.hops)
+    s += fmt::format("#     {:<16} {:>2}-bit {:>4g} B/element  {}\n", h.hop, h.accumulator_bits, h.bytes_per_element,
+                     h.carries);
+  return s;
+}
+
+nlohmann::json hops_json(const std::vector<NumericsHop>& hops) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& h : hops)
+    j.push_back({{"hop", h.hop}, {"accumulator_bits", h.accumulator_bits},
+                 {"bytes_per_element", h.bytes_per_element}, {"carries", h.carries}});
+  return j;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -71,7 +90,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<std::string> coll_names{"allreduce"}, algo_names{"auto"};
   std::string dtype_name = "f32", op_name = "sum", min_s = "8", max_s = "64M";
   int check = 1;
-  bool no_progress = false, interleave = false;
+  bool no_progress = false, interleave = false, show_report = false;
   app.add_option("-c,--coll", coll_names,
                  "allreduce | reduce_scatter | allgather | broadcast | alltoall | all (comma list)")
       ->delimiter(',')
@@ -101,6 +120,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--csv", csv_path, "also write CSV to FILE");
   app.add_option("--json", json_path, "also write JSON to FILE");
   app.add_flag("--no-progress", no_progress, "no progress line on stderr");
+  app.add_flag("--report", show_report,
+               "after each row, the numerics of rank 0's report of its last call: overflow events "
+               "and, per hop, accumulator width and bytes per element (docs/NUMERICS.md)");
   app.add_flag("--interleave", interleave,
                "per size, every algorithm in turn (default: per algorithm, every size): a slow "
                "spell of a shared machine then hits every path of a size alike");
@@ -220,6 +242,7 @@ int cmd_bench(int argc, char** argv) {
                           : "-",
                       (r.algorithm + (r.in_network ? "*" : "")).c_str(), r.time_us, r.algbw,
                       r.busbw, check_text(r.correct));
+          if (show_report) std::printf("%s", numerics_text(r).c_str());
           std::fflush(stdout);
         }
       }
@@ -249,7 +272,9 @@ int cmd_bench(int argc, char** argv) {
                      {"wrong_elements", r.wrong_elements}, {"reason", r.reason},
                      {"bytes_sent", r.bytes_sent}, {"messages_sent", r.messages_sent},
                      {"switch_operations", r.switch_operations}, {"iters", r.c.iters},
-                     {"warmup", r.c.warmup}});
+                     {"warmup", r.c.warmup}, {"overflow_events", r.overflow_events},
+                     {"events_counted", r.events_counted}, {"nonfinite_inputs", r.nonfinite_inputs},
+                     {"hops", hops_json(r.hops)}});
       return j.dump(2);
     };
     if (format == "csv") csv(stdout);

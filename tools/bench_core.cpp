@@ -185,6 +185,10 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   res.messages_sent = rep.messages_sent;
   res.switch_operations = rep.switch_operations;
   res.in_network = rep.in_network;
+  res.overflow_events = rep.overflow_events;
+  res.events_counted = rep.events_counted;
+  res.nonfinite_inputs = rep.nonfinite_inputs;
+  res.hops = rep.hops;
   res.time_us = slowest;
   double seconds = slowest * 1e-6;
   // nccl-tests' size: the larger buffer, as actually used (count rounded down).

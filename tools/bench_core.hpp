@@ -38,6 +38,12 @@ struct BenchResult {
   std::uint64_t messages_sent = 0;      // its point-to-point messages in one run (its report)
   std::uint64_t switch_operations = 0;  // its switch operations in one run (its report)
   std::uint64_t wrong_elements = 0;
+  // The numerics of its report (rank 0's; `--report`): overflow events, whether they were
+  // counted, this rank's non-finite inputs, and per hop width and bytes per element.
+  std::uint64_t overflow_events = 0;
+  bool events_counted = true;
+  std::uint64_t nonfinite_inputs = 0;
+  std::vector<NumericsHop> hops;
 };
 
 // nccl-tests' bus-bandwidth factor for a collective on n ranks.

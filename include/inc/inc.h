@@ -132,6 +132,9 @@ typedef struct {
   uint32_t link_bytes_per_element; /* on this rank's link to the switch (0: host path) */
   uint64_t inexact_blocks;   /* reproducible sums: blocks beyond the exact window (rounded) */
   uint64_t nonfinite_blocks; /* reproducible sums: blocks with NaN/inf (NaN results) */
+  uint64_t overflow_events;  /* sums: elements of adds that wrapped / overflowed (inc::Report) */
+  int events_counted;        /* 0: a path that ran could not count them */
+  uint64_t nonfinite_inputs; /* this rank's input elements that were NaN or infinite */
 } inc_report_t;
 
 /* This request's own report (complete once the request completed). */

@@ -85,6 +85,18 @@ struct Report {
   // NaN or an infinity on some rank (every element of such a block is NaN).
   std::uint64_t inexact_blocks = 0;
   std::uint64_t nonfinite_blocks = 0;
+  // Numeric events of this call's sums (docs/NUMERICS.md, "Overflow and saturation counts"):
+  // elements of adds whose exact result did not fit the type (an integer wrapped, a float
+  // overflowed to infinity). In the network: every hop's adds in the whole tree (the same count
+  // on every rank); on the hosts: the adds this rank computed (the ranks' counts sum to the
+  // call's). `events_counted` is false when a path that ran cannot count (a switch without the
+  // capability, u32 sums in the switch's i32 cells, the Edge-INC engine).
+  std::uint64_t overflow_events = 0;
+  bool events_counted = true;
+  std::uint64_t nonfinite_inputs = 0;  // elements of this rank's input that were NaN or infinite
+  // Sums: per hop, the width of what it carries and its bytes per element, from the policy
+  // and the tree (docs/NUMERICS.md, "Per-hop numerics"); empty for other collectives/ops.
+  std::vector<NumericsHop> hops;
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
   // The segmentation this call actually used: point-to-point messages this rank sent, and
   // switch operations it took part in; each carries at most the segment size

@@ -114,6 +114,16 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept;
 std::optional<Collective> parse_collective(std::string_view s) noexcept;
 std::optional<Accumulate> parse_accumulate(std::string_view s) noexcept;  // the names above
 
+// One hop of a reduction's data path, for Report::hops (docs/NUMERICS.md, "Per-hop numerics"):
+// in order, host -> first switch, switch -> parent, ..., root -> hosts (or "host->host" for
+// the host algorithms' steps).
+struct NumericsHop {
+  std::string hop;                     // "host->leaf", "leaf->spine", "spine->hosts", ...
+  std::uint32_t accumulator_bits = 0;  // width of what the hop carries: inputs, partial sums or the result
+  double bytes_per_element = 0;        // payload bytes per element on the hop's links
+  std::string carries;                 // "f16 inputs", "f32 partial sums", "f16 result", ...
+};
+
 // Every failure the library reports is an inc::Error with a category and a message that
 // names the collective, the step, the peer and what was expected.
 class Error : public std::runtime_error {

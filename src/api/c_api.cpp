@@ -104,6 +104,9 @@ void fill_report(const inc::Report& r, inc_report_t& out) {
   out.link_bytes_per_element = r.link_bytes_per_element;
   out.inexact_blocks = r.inexact_blocks;
   out.nonfinite_blocks = r.nonfinite_blocks;
+  out.overflow_events = r.overflow_events;
+  out.events_counted = r.events_counted ? 1 : 0;
+  out.nonfinite_inputs = r.nonfinite_inputs;
 }
 
 inc::Request start_request(const inc_call_t& c, inc_comm_t comm, const char* fn) {

@@ -105,6 +105,7 @@ struct RequestState {
       report.bytes_sent = r.bytes_sent;
       report.bytes_received = r.bytes_received;
       report.messages_sent = r.messages_sent;
+      report.events_counted = false;  // (the engine's reply carries no counts)
       report.seconds = r.seconds;
     } else {
       const auto& info = op->info();
@@ -123,6 +124,10 @@ struct RequestState {
       report.link_bytes_per_element = info.link_bytes_per_element;
       report.inexact_blocks = info.inexact_blocks;
       report.nonfinite_blocks = info.nonfinite_blocks;
+      report.overflow_events = info.overflow_events;
+      report.events_counted = info.events_counted;
+      report.nonfinite_inputs = info.nonfinite_inputs;
+      report.hops = info.hops;
       report.seconds = info.seconds;
     }
     report.predicted_us = predicted_us;

@@ -150,6 +150,13 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
     const auto& a = plan->ranks.at(static_cast<std::size_t>(rank));
     cfg.switch_ep = a.addr;
     cfg.member = a.member;
+    // The members of each switch on the way to the root, for the report's hops.
+    for (const sw::TopoSwitch* s = topo->find(a.sw); s != nullptr && att.path_members.size() <= topo->switches.size();
+         s = s->parent.empty() ? nullptr : topo->find(s->parent)) {
+      auto it = plan->specs.find(s->name);
+      if (it == plan->specs.end()) break;
+      att.path_members.push_back(it->second.members);
+    }
     where = fmt::format("switch {} ({}), job {}, member {}, tree root {}", a.sw, a.addr.str(), job,
                         a.member, plan->root);
   } else {
@@ -163,6 +170,7 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
                               proto::kMaxMembers, nranks));
     cfg.switch_ep = *ep;
     cfg.member = static_cast<std::uint16_t>(rank);
+    att.path_members = {static_cast<std::uint32_t>(nranks)};  // (one switch, as far as we know)
     where = fmt::format("switch {}, job {}, member {}", ep->str(), job, rank);
   }
   cfg.job = job;

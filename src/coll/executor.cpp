@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "coll/executor_inc.hpp"
+#include "coll/numerics_hops.hpp"
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::coll {
@@ -129,6 +131,12 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
   op->info_.seq = comm.next_seq++;
   op->info_.algo = params.algo;
   op->info_.selection = std::move(selection);
+  if ((params.coll == Collective::allreduce || params.coll == Collective::reduce_scatter) &&
+      numerics::counts_events(params.op) && input != nullptr) {
+    const std::uint64_t elems =
+        params.coll == Collective::reduce_scatter ? params.count * static_cast<std::uint64_t>(params.nranks) : params.count;
+    op->info_.nonfinite_inputs = numerics::count_nonfinite(params.dtype, input, elems);
+  }
   op->input = static_cast<const std::byte*>(input);
   op->output = static_cast<std::byte*>(output);
   op->start = clock::now();
@@ -170,6 +178,8 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
     op->link = lit == links_.end() ? nullptr : lit->second.get();
     check_inc_call(*op);  // throws before anything is registered
     op->info_.in_network = true;
+  } else if (params.coll == Collective::allreduce || params.coll == Collective::reduce_scatter) {
+    op->info_.hops = host_hops(params.dtype, params.op, params.accumulate);
   }
   for (std::uint32_t i = 0; i < n; ++i) count[i + 1] += count[i];
   op->dependents_begin = count;
@@ -315,8 +325,8 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
             if (o.dst.bytes) std::memcpy(dst, pit->second.data(), o.dst.bytes);
           } else {
             const auto a = arithmetic(o, op.params.dtype, op.params.op);
-            numerics::reduce(a.dtype, a.op, dst, region_ptr(op, o.src), pit->second.data(),
-                             o.dst.bytes / size_of(a.dtype));
+            op.info_.overflow_events += numerics::reduce_counted(
+                a.dtype, a.op, dst, region_ptr(op, o.src), pit->second.data(), o.dst.bytes / size_of(a.dtype));
           }
           op.parked.erase(pit);
           complete(op, i);
@@ -336,7 +346,8 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
     case OpKind::reduce: {
       std::byte* dst = region_ptr(op, o.dst);
       const auto a = arithmetic(o, op.params.dtype, op.params.op);
-      numerics::reduce(a.dtype, a.op, dst, dst, region_ptr(op, o.src), o.dst.bytes / size_of(a.dtype));
+      op.info_.overflow_events +=
+          numerics::reduce_counted(a.dtype, a.op, dst, dst, region_ptr(op, o.src), o.dst.bytes / size_of(a.dtype));
       complete(op, i);
       return;
     }
@@ -489,6 +500,7 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
         const auto a = arithmetic(o, op.params.dtype, op.params.op);
         t.dtype = a.dtype;
         t.op = a.op;
+        t.events = &op.info_.overflow_events;
       }
     } else {
       in.mode = Incoming::Mode::parked;

@@ -45,6 +45,14 @@ struct RunInfo {
   std::uint64_t messages_sent = 0;
   std::uint64_t switch_operations = 0;
   bool overflow = false;              // in the network: an i32 partial sum wrapped around
+  // Numeric events of the call's sums (numerics/events.hpp): in the network the whole tree's,
+  // on the hosts this rank's own adds; `events_counted` false when a path that ran cannot
+  // count them (a switch without cap::events, u32 sums in the switch's i32 cells). And the
+  // elements of this rank's input that were NaN or infinite (float sums).
+  std::uint64_t overflow_events = 0;
+  bool events_counted = true;
+  std::uint64_t nonfinite_inputs = 0;
+  std::vector<NumericsHop> hops;  // sums: per hop of the path (numerics_hops.cpp)
   // In the network, f16/bf16 sums: the accumulator policy that ran; and the bytes per element
   // on this rank's link to the switch (0 on the host path).
   Accumulate accumulate = Accumulate::automatic;
@@ -64,6 +72,10 @@ struct SwitchAttachment {
   sw::WorkerConfig worker;   // job, member id, switch endpoint, session, timers and deadlines
   sw::FaultConfig faults;    // injected into outgoing datagrams (tests on real sockets)
   std::string where;         // "switch 127.0.0.1:7710, job 1, member 3", for reports and errors
+  // Members of the job at each switch from this rank's up to the root, when the tree is known
+  // here (INC_TOPOLOGY; INC_SWITCH: one switch); empty: only the first switch's, from its join.
+  // For the report's hops (numerics_hops.hpp).
+  std::vector<std::uint32_t> path_members;
 };
 
 struct StartOptions {

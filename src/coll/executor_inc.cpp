@@ -14,10 +14,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "coll/numerics_hops.hpp"
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 #include "numerics/repro.hpp"
 
@@ -299,6 +302,18 @@ void Engine::service_links() {
                                 op.params.dtype == DataType::u8 || op.params.dtype == DataType::i4 ||
                                 op.params.dtype == DataType::e4m3 || op.params.dtype == DataType::e5m2))
         op.info_.overflow = true;
+      // The switch counts in its cells' type: i32 events are signed overflows, not u32 carries.
+      if (!(l.worker.join_info().caps & proto::cap::events) || op.params.dtype == DataType::u32)
+        op.info_.events_counted = false;
+      op.info_.overflow_events += c.report.events;
+      if (op.info_.hops.empty() &&
+          (op.params.coll == Collective::allreduce || op.params.coll == Collective::reduce_scatter)) {
+        std::vector<std::uint32_t> members = l.cfg.path_members;
+        const bool known = !members.empty();
+        if (members.empty()) members.push_back(l.worker.join_info().members);
+        else members[0] = l.worker.join_info().members;  // what the join said
+        op.info_.hops = switch_hops(op.params.dtype, op.params.op, op.info_.accumulate, members, known);
+      }
       ++op.inc_completed;
       if (auto s = op.staged_out.find(i); s != op.staged_out.end()) {
         const Op& o = op.sched.ops[i];
@@ -307,10 +322,15 @@ void Engine::service_links() {
       if (auto s = op.widened_out.find(i); s != op.widened_out.end()) {  // one rounding, f32 -> 16/8 bits
         const Op& o = op.sched.ops[i];
         const auto& wide = op.staging[s->second];
-        for (std::uint64_t k = 0; k < o.dst.bytes / size_of(op.params.dtype); ++k) {
+        std::byte* dst = region_ptr(op, o.dst);
+        const std::uint64_t esz = size_of(op.params.dtype);
+        for (std::uint64_t k = 0; k < o.dst.bytes / esz; ++k) {
           float x;
           std::memcpy(&x, wide.data() + 4 * k, 4);
-          numerics::store_from_double(op.params.dtype, region_ptr(op, o.dst), k, x);
+          numerics::store_from_double(op.params.dtype, dst, k, x);
+          // the hosts' rounding is this path's last hop: a finite total rounded to infinity
+          op.info_.overflow_events +=
+              std::isfinite(x) && numerics::count_nonfinite(op.params.dtype, dst + esz * k, 1) != 0;
         }
       }
       complete(op, i);  // may finish (and free) the collective

@@ -49,7 +49,7 @@ int limb_bits(int nranks) noexcept {
   return 31 - h;
 }
 
-void scan(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::int32_t* out) noexcept {
+void detail::scan_generic(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::int32_t* out) noexcept {
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t b = (elem0 + i) / kBlock;
     Parts p;
@@ -67,8 +67,8 @@ void scan(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::
   }
 }
 
-void encode(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, const std::int32_t* exps,
-            int nranks, std::int32_t* limbs) noexcept {
+void detail::encode_generic(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0,
+                            const std::int32_t* exps, int nranks, std::int32_t* limbs) noexcept {
   const int L = limb_bits(nranks);
   const std::uint64_t lo_mask = (std::uint64_t{1} << L) - 1;
   for (std::uint64_t i = 0; i < n; ++i) {
@@ -95,8 +95,8 @@ void encode(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, con
   }
 }
 
-void decode(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
-            const std::int32_t* exps, int nranks, void* y) noexcept {
+void detail::decode_generic(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+                            const std::int32_t* exps, int nranks, void* y) noexcept {
   const int L = limb_bits(nranks);
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::int32_t e = exps[2 * ((elem0 + i) / kBlock)];
@@ -120,6 +120,58 @@ void decode(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_
     }
     store_from_double(t, y, i, d);
   }
+}
+
+namespace detail {
+#if defined(INC_NUMERICS_X86_64_V3)
+void scan_x86_64_v3(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::int32_t* out) noexcept;
+void encode_x86_64_v3(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, const std::int32_t* exps,
+                      int nranks, std::int32_t* limbs) noexcept;
+void decode_x86_64_v3(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+                      const std::int32_t* exps, int nranks, void* y) noexcept;
+#endif
+namespace {
+bool use_v3(KernelIsa isa) noexcept {
+  return isa == KernelIsa::x86_64_v3 && numerics::detail::kernel_isa_available(isa);
+}
+}  // namespace
+
+void scan_with(KernelIsa isa, DataType t, const void* x, std::uint64_t n, std::uint64_t elem0,
+               std::int32_t* out) noexcept {
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) return scan_x86_64_v3(t, x, n, elem0, out);
+#endif
+  (void)isa;
+  scan_generic(t, x, n, elem0, out);
+}
+void encode_with(KernelIsa isa, DataType t, const void* x, std::uint64_t n, std::uint64_t elem0,
+                 const std::int32_t* exps, int nranks, std::int32_t* limbs) noexcept {
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) return encode_x86_64_v3(t, x, n, elem0, exps, nranks, limbs);
+#endif
+  (void)isa;
+  encode_generic(t, x, n, elem0, exps, nranks, limbs);
+}
+void decode_with(KernelIsa isa, DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+                 const std::int32_t* exps, int nranks, void* y) noexcept {
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) return decode_x86_64_v3(t, limbs, n, elem0, exps, nranks, y);
+#endif
+  (void)isa;
+  decode_generic(t, limbs, n, elem0, exps, nranks, y);
+}
+}  // namespace detail
+
+void scan(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::int32_t* out) noexcept {
+  detail::scan_with(numerics::detail::selected_kernel_isa(), t, x, n, elem0, out);
+}
+void encode(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, const std::int32_t* exps,
+            int nranks, std::int32_t* limbs) noexcept {
+  detail::encode_with(numerics::detail::selected_kernel_isa(), t, x, n, elem0, exps, nranks, limbs);
+}
+void decode(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+            const std::int32_t* exps, int nranks, void* y) noexcept {
+  detail::decode_with(numerics::detail::selected_kernel_isa(), t, limbs, n, elem0, exps, nranks, y);
 }
 
 BlockStats block_stats(const std::int32_t* exps, std::uint64_t nblocks, int nranks) noexcept {

@@ -21,8 +21,11 @@
 #include <cstdint>
 
 #include "inc/types.hpp"
+#include "numerics/kernel_isa.hpp"
 
 namespace inc::numerics::repro {
+
+using numerics::detail::KernelIsa;
 
 inline constexpr std::uint64_t kBlock = 256;        // elements per shared exponent
 inline constexpr std::uint64_t kLimbs = 2;          // i32 limbs per element on the wire
@@ -48,6 +51,24 @@ void encode(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, con
 // y[i] (type t) = the limb sums of element elem0 + i, rounded once.
 void decode(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
             const std::int32_t* exps, int nranks, void* y) noexcept;
+
+namespace detail {
+// The passes above on an explicit kernel variant (kernel_isa.hpp; tests and benchmarks): the
+// scalar ones (generic) and the AVX2 ones (repro_x86_64_v3.cpp), bit-identical; an
+// unavailable variant falls back to generic. scan/encode/decode use the selected variant.
+void scan_with(KernelIsa isa, DataType t, const void* x, std::uint64_t n, std::uint64_t elem0,
+               std::int32_t* out) noexcept;
+void encode_with(KernelIsa isa, DataType t, const void* x, std::uint64_t n, std::uint64_t elem0,
+                 const std::int32_t* exps, int nranks, std::int32_t* limbs) noexcept;
+void decode_with(KernelIsa isa, DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+                 const std::int32_t* exps, int nranks, void* y) noexcept;
+// The scalar passes (also the AVX2 ones' tails and constant blocks).
+void scan_generic(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, std::int32_t* out) noexcept;
+void encode_generic(DataType t, const void* x, std::uint64_t n, std::uint64_t elem0, const std::int32_t* exps,
+                    int nranks, std::int32_t* limbs) noexcept;
+void decode_generic(DataType t, const std::int32_t* limbs, std::uint64_t n, std::uint64_t elem0,
+                    const std::int32_t* exps, int nranks, void* y) noexcept;
+}  // namespace detail
 
 struct BlockStats {
   std::uint64_t inexact = 0;    // blocks whose values span more than the 2L-bit window

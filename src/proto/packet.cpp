@@ -243,8 +243,10 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
         return r;
       if (h.flags & flag::probe) {  // a question, never a contribution: a bare header
         if (!(h.flags & flag::retransmit) || (h.flags & flag::overflow)) return Reason::bad_flags;
+        if (h.aux != 0) return Reason::bad_field;
         return check_empty(h);
       }
+      if (h.aux & 0xFF) return Reason::bad_field;  // aux: events << 8 only
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if (h.elem != ElemType::none && h.count == 0) return Reason::length_mismatch;
       return Reason::ok;
@@ -252,12 +254,8 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       if ((r = allow_flags(flag::overflow | flag::elided | flag::resize)) != Reason::ok) return r;
       if ((r = check_elem_op(h.elem, h.op)) != Reason::ok) return r;
       if ((h.flags & flag::elided) && h.count != 0) return Reason::length_mismatch;
-      if (h.flags & flag::resize) {
-        if ((h.aux & ((1u << kResizeShift) - 1) & ~kResultResent) || (h.aux >> kResizeShift) == 0)
-          return Reason::bad_field;
-      } else if (h.aux & ~kResultResent) {
-        return Reason::bad_field;
-      }
+      if (h.aux & 0xFE) return Reason::bad_field;  // aux: resent | events << 8 (| distance, resize)
+      if ((h.flags & flag::resize) && resize_distance(h.aux) == 0) return Reason::bad_field;
       return Reason::ok;
     case PacketType::nack:
       if ((r = allow_flags(0)) != Reason::ok) return r;

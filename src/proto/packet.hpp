@@ -180,9 +180,32 @@ inline constexpr std::uint32_t kMissingSpan = 23;
 // that member's retransmission or probe of a chunk completed earlier): the result sent at
 // completion did not reach the member (or has not yet). Other aux bits of a result are refused.
 inline constexpr std::uint32_t kResultResent = 1;
-// Aux of a result with flag `resize`: the distance from its chunk to the chunk where the job's
-// mapping changes, in bits 8..31.
+// Numeric events (src/numerics/events.hpp: elements of this chunk whose sum wrapped or
+// overflowed to infinity) in aux bits 8..31 of data and result: a data packet carries its
+// sender's subtree's count (0 from a host), a result the whole tree's. Saturating at
+// kMaxEvents; announced by cap::events. Aux bits 1..7 of a result and 0..7 of data are refused.
+inline constexpr std::uint32_t kMaxEvents = 0xFFFFFF;
+constexpr std::uint32_t events_aux(std::uint32_t events) noexcept {
+  return (events > kMaxEvents ? kMaxEvents : events) << 8;
+}
+constexpr std::uint32_t aux_events(std::uint32_t aux) noexcept { return aux >> 8; }
+constexpr std::uint32_t add_events(std::uint32_t a, std::uint64_t b) noexcept {
+  return a + b > kMaxEvents ? kMaxEvents : static_cast<std::uint32_t>(a + b);
+}
+// A result with flag `resize` shares aux bits 8..31 between the distance from its chunk to the
+// chunk where the job's mapping changes (bits 8..19: 1..kMaxResizeDistance, so only jobs of at
+// most that many slots resize) and its events (bits 20..31, saturating at kMaxResizeEvents).
 inline constexpr std::uint32_t kResizeShift = 8;
+inline constexpr std::uint32_t kMaxResizeDistance = 0xFFF;
+inline constexpr std::uint32_t kResizeEventsShift = 20;
+inline constexpr std::uint32_t kMaxResizeEvents = 0xFFF;
+constexpr std::uint32_t resize_aux(std::uint32_t distance, std::uint32_t events) noexcept {
+  return (distance & kMaxResizeDistance) << kResizeShift |
+         (events > kMaxResizeEvents ? kMaxResizeEvents : events) << kResizeEventsShift;
+}
+constexpr std::uint32_t resize_distance(std::uint32_t aux) noexcept {
+  return (aux >> kResizeShift) & kMaxResizeDistance;
+}
 
 std::string_view name(PacketType t) noexcept;
 std::string_view name(ElemType t) noexcept;
@@ -237,6 +260,11 @@ struct Header {
   std::uint32_t aux = 0;       // type-specific (see PROTOCOL.md)
 };
 
+// The events a data packet or result carries, whichever form its aux takes.
+constexpr std::uint32_t header_events(const Header& h) noexcept {
+  return (h.flags & flag::resize) ? h.aux >> kResizeEventsShift : aux_events(h.aux);
+}
+
 struct PacketView {
   Header h;
   std::span<const std::byte> payload;
@@ -275,7 +303,10 @@ inline constexpr std::uint32_t fp8_minmax = 0x800;  // e4m3/e5m2 min/max
 inline constexpr std::uint32_t i4_sum = 0x1000;    // i4 sum and sum_widen (wrap, overflow flag)
 inline constexpr std::uint32_t i4_minmax = 0x2000;  // i4 min/max
 inline constexpr std::uint32_t mx_sum = 0x4000;    // MX blocks: sum and sum_widen
-inline constexpr std::uint32_t all = 0x7FFF;
+// Counts numeric events per chunk in aux (kMaxEvents above); the top bit, clear of the
+// element-type bits that grow from the bottom.
+inline constexpr std::uint32_t events = 0x80000000u;
+inline constexpr std::uint32_t all = 0x7FFF | events;
 }  // namespace cap
 // The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;

@@ -6,33 +6,37 @@
 #include <cstring>
 
 #include "src/numerics/fp8.hpp"
+#include "src/numerics/events.hpp"
 #include "src/numerics/half.hpp"
 #include "src/numerics/int4.hpp"
 #include "src/numerics/reduce.hpp"
 
 namespace inc::sw {
 
-bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept {
+std::uint32_t add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept {
   // Overflow of a + b = r happened iff a and b share a sign that r does not: the sign bit of
   // (a ^ r) & (b ^ r). Branch-free so that GCC vectorises the loop.
-  std::uint32_t ov = 0;
+  std::uint32_t ev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t a = static_cast<std::uint32_t>(acc[i]);
     std::uint32_t b;
     std::memcpy(&b, src + 4 * i, 4);
     std::uint32_t r = a + b;
-    ov |= (a ^ r) & (b ^ r);
+    ev += ((a ^ r) & (b ^ r)) >> 31;
     acc[i] = static_cast<std::int32_t>(r);
   }
-  return (ov >> 31) != 0;
+  return ev;
 }
 
-void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept {
+std::uint32_t add_f32(float* acc, const std::byte* src, std::size_t n) noexcept {
+  // The hosts' count (events.hpp), then the add.
+  const auto ev = static_cast<std::uint32_t>(numerics::sum_overflows(DataType::f32, acc, src, n));
   for (std::size_t i = 0; i < n; ++i) {
     float b;
     std::memcpy(&b, src + 4 * i, 4);
     acc[i] += b;
   }
+  return ev;
 }
 
 namespace {
@@ -59,8 +63,8 @@ float ieee_minimum(float x, float y) noexcept {
 }
 }  // namespace
 
-bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
-             std::size_t count) noexcept {
+std::uint32_t combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+                      std::size_t count) noexcept {
   using proto::ElemType;
   using proto::WireOp;
   if (t == ElemType::i32) {
@@ -68,52 +72,55 @@ bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* sr
     if (op == WireOp::sum) return add_i32_wrap(a, src, count);
     if (op == WireOp::max) elementwise(a, src, count, [](auto x, auto y) { return x < y ? y : x; });
     if (op == WireOp::min) elementwise(a, src, count, [](auto x, auto y) { return y < x ? y : x; });
-    return false;
+    return 0;
   }
   if (t == ElemType::f32) {
     auto* a = static_cast<float*>(acc);
-    if (op == WireOp::sum) add_f32(a, src, count);
+    if (op == WireOp::sum) return add_f32(a, src, count);
     // IEEE 754-2019 maximum/minimum, as on the hosts (src/numerics/kernels.hpp): a NaN
     // operand gives a quiet NaN, and -0 < +0, so the result does not depend on which member's
     // packet arrived first.
     if (op == WireOp::max) elementwise(a, src, count, ieee_maximum);
     if (op == WireOp::min) elementwise(a, src, count, ieee_minimum);
   }
-  return false;
+  return 0;
 }
 
 namespace {
 // The hosts' f16/bf16 kernel (widen, combine in f32, round once; F16C where the CPU has it),
-// so a narrow sum in the switch rounds exactly as a host step would. It reads the payload as
-// 16/32-bit words: an odd address (never from our receive paths) takes the portable loop.
-void combine_h16(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
-                 std::size_t n) noexcept {
+// so a narrow sum in the switch rounds exactly as a host step would, and counts its events
+// as the hosts do (reduce_counted). It reads the payload as 16/32-bit words: an odd address
+// (never from our receive paths) takes the portable loop.
+std::uint32_t combine_h16(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+                          std::size_t n) noexcept {
   const DataType dt = t == proto::ElemType::f16 ? DataType::f16 : DataType::bf16;
   const ReduceOp rop = op == proto::WireOp::max   ? ReduceOp::max
                        : op == proto::WireOp::min ? ReduceOp::min
                                                   : ReduceOp::sum;
   if (reinterpret_cast<std::uintptr_t>(src) % 4 == 0 && reinterpret_cast<std::uintptr_t>(acc) % 4 == 0)
-    return numerics::reduce(dt, rop, acc, acc, src, n);
+    return static_cast<std::uint32_t>(numerics::reduce_counted(dt, rop, acc, acc, src, n));
   auto* a = static_cast<std::uint16_t*>(acc);
+  std::uint32_t ev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t b;
     std::memcpy(&b, src + 2 * i, 2);
-    numerics::reduce(dt, rop, &a[i], &a[i], &b, 1);
+    ev += static_cast<std::uint32_t>(numerics::reduce_counted(dt, rop, &a[i], &a[i], &b, 1));
   }
+  return ev;
 }
 }  // namespace
 
 namespace {
-// 8-bit sums wrap; the flag says whether any partial sum left the range (signed overflow of
+// 8-bit sums wrap; counted where a partial sum left the range (signed overflow of
 // a + b = r: a and b share a sign that r does not; unsigned: a carry out of bit 7).
-bool add_8_wrap(bool is_signed, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
-  unsigned ov = 0;
+std::uint32_t add_8_wrap(bool is_signed, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+  std::uint32_t ev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const unsigned x = a[i], y = std::to_integer<unsigned>(src[i]), r = (x + y) & 0xFF;
-    ov |= is_signed ? ((x ^ r) & (y ^ r)) >> 7 : (x + y) >> 8;
+    ev += (is_signed ? ((x ^ r) & (y ^ r)) >> 7 : (x + y) >> 8) & 1;
     a[i] = static_cast<std::uint8_t>(r);
   }
-  return (ov & 1) != 0;
+  return ev;
 }
 template <class T>
 void minmax_8(proto::WireOp op, void* acc, const std::byte* src, std::size_t n) noexcept {
@@ -163,16 +170,16 @@ const PairTable& pair_table(proto::ElemType t) {
   static const PairTable e4m3(0), e5m2(1), i4(2);
   return t == proto::ElemType::e4m3 ? e4m3 : t == proto::ElemType::e5m2 ? e5m2 : i4;
 }
-// acc[i] = acc[i] + src[i] by table; true when some add overflowed.
-bool add_by_table(proto::ElemType t, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
+// acc[i] = acc[i] + src[i] by table; returns the adds that overflowed (events).
+std::uint32_t add_by_table(proto::ElemType t, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
   const std::uint16_t* tab = pair_table(t).t;
-  unsigned ov = 0;
+  std::uint32_t ev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint16_t r = tab[unsigned(a[i]) << 8 | std::to_integer<unsigned>(src[i])];
-    ov |= r;
+    ev += r >> 8;
     a[i] = std::uint8_t(r);
   }
-  return (ov & 0x100) != 0;
+  return ev;
 }
 // fp8 code -> f32 (exact), by table.
 struct Fp8Values {
@@ -198,21 +205,21 @@ void minmax_lowp(proto::ElemType t, proto::WireOp op, void* acc, const std::byte
 }
 }  // namespace
 
-bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
-             const std::byte* src, std::size_t count) noexcept {
+std::uint32_t combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
+                      const std::byte* src, std::size_t count) noexcept {
   using proto::ElemType;
   if (acc_t == ElemType::i8 || acc_t == ElemType::u8) {  // src_t is the same (narrow)
     if (op == proto::WireOp::max || op == proto::WireOp::min) {
       if (acc_t == ElemType::i8) minmax_8<std::int8_t>(op, acc, src, count);
       else minmax_8<std::uint8_t>(op, acc, src, count);
-      return false;
+      return 0;
     }
     return add_8_wrap(acc_t == ElemType::i8, static_cast<std::uint8_t*>(acc), src, count);
   }
   if (acc_t == ElemType::e4m3 || acc_t == ElemType::e5m2 || acc_t == ElemType::i4) {  // narrow
     if (op == proto::WireOp::max || op == proto::WireOp::min) {
       minmax_lowp(acc_t, op, acc, src, count);
-      return false;
+      return 0;
     }
     return add_by_table(acc_t, static_cast<std::uint8_t*>(acc), src, count);
   }
@@ -224,7 +231,7 @@ bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, voi
       const float* v = fp8_values(src_t);
       for (std::size_t i = 0; i < count; ++i) a[i] += v[std::to_integer<unsigned>(src[i])];
     }
-    return false;
+    return 0;
   }
   if (acc_t == ElemType::i4w) {  // two i16 per byte of i4 (wrapping; exact below 4096 members)
     auto* a = static_cast<std::uint16_t*>(acc);
@@ -241,50 +248,51 @@ bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, voi
         a[2 * i + 1] = static_cast<std::uint16_t>(a[2 * i + 1] + numerics::i4_get(b, 1));
       }
     }
-    return false;
+    return 0;
   }
   if (proto::is_mx(proto::narrow_of(acc_t))) {
     add_mx_blocks(acc_t, src_t, static_cast<float*>(acc), src, count);
-    return false;
+    return 0;
   }
   if (acc_t == ElemType::i8w || acc_t == ElemType::u8w) {  // i32 accumulators: exact
     auto* a = static_cast<std::int32_t*>(acc);
     if (src_t == acc_t) {
-      add_i32_wrap(a, src, count);  // (cannot wrap: |total| < 2^8 x 64 members per hop x depth)
+      return add_i32_wrap(a, src, count);  // (cannot wrap: |total| < 2^8 x 64 members per hop x depth)
     } else if (src_t == ElemType::i8) {
       for (std::size_t i = 0; i < count; ++i) a[i] += static_cast<std::int8_t>(std::to_integer<unsigned>(src[i]));
     } else {
       for (std::size_t i = 0; i < count; ++i) a[i] += static_cast<std::int32_t>(std::to_integer<unsigned>(src[i]));
     }
-    return false;
+    return 0;
   }
   if (acc_t == src_t) {
-    if (acc_t == ElemType::f16 || acc_t == ElemType::bf16) {
-      combine_h16(acc_t, op, acc, src, count);
-      return false;
-    }
-    if (acc_t == ElemType::f16w || acc_t == ElemType::bf16w) {
-      add_f32(static_cast<float*>(acc), src, count);
-      return false;
-    }
+    if (acc_t == ElemType::f16 || acc_t == ElemType::bf16) return combine_h16(acc_t, op, acc, src, count);
+    if (acc_t == ElemType::f16w || acc_t == ElemType::bf16w) return add_f32(static_cast<float*>(acc), src, count);
     return combine(acc_t, op, acc, src, count);
   }
-  // A narrow input into a widened accumulator: acc += (f32) src.
+  // A narrow input into a widened accumulator: acc += (f32) src (an f32 overflow would count
+  // as in add_f32; with 16-bit inputs it needs ~2^100 members).
   auto* a = static_cast<float*>(acc);
+  std::uint32_t ev = 0;
+  constexpr float kMax = 3.40282347e38f;
   if (src_t == ElemType::f16) {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t b;
       std::memcpy(&b, src + 2 * i, 2);
-      a[i] += numerics::f16_to_f32(b);
+      const float x = a[i], y = numerics::f16_to_f32(b), r = x + y;
+      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
+      a[i] = r;
     }
   } else if (src_t == ElemType::bf16) {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t b;
       std::memcpy(&b, src + 2 * i, 2);
-      a[i] += numerics::bf16_to_f32(b);
+      const float x = a[i], y = numerics::bf16_to_f32(b), r = x + y;
+      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
+      a[i] = r;
     }
   }
-  return false;
+  return ev;
 }
 
 namespace {
@@ -297,14 +305,18 @@ void widen_loop(float* acc, const std::byte* src, std::size_t n) noexcept {
     acc[i] = Widen(b);
   }
 }
+// Counts the finite accumulators that round to infinity (`inf`: the narrow type's exponent mask).
 template <std::uint16_t (*Narrow)(float)>
-void narrow_loop(std::byte* p, std::size_t n) noexcept {
+std::uint32_t narrow_loop(std::byte* p, std::size_t n, std::uint16_t inf) noexcept {
+  std::uint32_t ev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     float x;
     std::memcpy(&x, p + 4 * i, 4);
     const std::uint16_t h = Narrow(x);
+    ev += (std::fabs(x) <= 3.40282347e38f) & ((h & 0x7fffu) >= inf);
     std::memcpy(p + 2 * i, &h, 2);
   }
+  return ev;
 }
 }  // namespace
 
@@ -341,14 +353,14 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
 }
 
 proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
-                                bool& overflow) noexcept {
+                                std::uint32_t& events) noexcept {
   if (wide_t == proto::ElemType::i8w || wide_t == proto::ElemType::u8w) {
     auto* p = static_cast<std::byte*>(cells);
     const std::int32_t lo = wide_t == proto::ElemType::i8w ? -128 : 0, hi = lo + 255;
     for (std::size_t i = 0; i < n; ++i) {  // byte i lands below its own i32 at 4i
       std::int32_t x;
       std::memcpy(&x, p + 4 * i, 4);
-      overflow |= x < lo || x > hi;
+      events += (x < lo) | (x > hi);
       p[i] = static_cast<std::byte>(static_cast<std::uint32_t>(x) & 0xFF);
     }
     return proto::narrow_of(wide_t);
@@ -360,7 +372,7 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
       float x;
       std::memcpy(&x, p + 4 * i, 4);
       p[i] = e4m3 ? numerics::f32_to_e4m3(x) : numerics::f32_to_e5m2(x);  // IEEE overflow
-      overflow |= std::isfinite(x) && fp8_nonfinite(e4m3, p[i]);
+      events += std::isfinite(x) && fp8_nonfinite(e4m3, p[i]);
     }
     return proto::narrow_of(wide_t);
   }
@@ -370,7 +382,7 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
       std::int16_t lo, hi;
       std::memcpy(&lo, p + 4 * i, 2);
       std::memcpy(&hi, p + 4 * i + 2, 2);
-      overflow |= lo < -8 || lo > 7 || hi < -8 || hi > 7;
+      events += (lo < -8 || lo > 7) + (hi < -8 || hi > 7);
       p[i] = numerics::i4_set(numerics::i4_set(0, 0, lo), 1, hi);
     }
     return proto::narrow_of(wide_t);
@@ -382,8 +394,8 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
   // Element i's 2 bytes land at 2i, below its own f32 at 4i (and past every f32 read before it).
   // (In place and in order, so the loop must stay scalar: GCC sees the overlap.)
   auto* p = static_cast<std::byte*>(cells);
-  if (wide_t == proto::ElemType::f16w) narrow_loop<numerics::f32_to_f16>(p, n);
-  else narrow_loop<numerics::f32_to_bf16>(p, n);
+  if (wide_t == proto::ElemType::f16w) events += narrow_loop<numerics::f32_to_f16>(p, n, 0x7c00);
+  else events += narrow_loop<numerics::f32_to_bf16>(p, n, 0x7f80);
   return proto::narrow_of(wide_t);
 }
 

@@ -45,22 +45,24 @@
 
 namespace inc::sw {
 
-// acc[i] = acc[i] (op) src[i]; `src` may be unaligned (packet payload). Returns true if an i32
-// sum wrapped. For raw/copy, does nothing (replication never combines).
-bool combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
+// acc[i] = acc[i] (op) src[i]; `src` may be unaligned (packet payload). Returns the add's
+// numeric events (src/numerics/events.hpp: elements whose sum wrapped or overflowed to
+// infinity; 0 for min/max). For raw/copy, does nothing (replication never combines).
+std::uint32_t combine(proto::ElemType t, proto::WireOp op, void* acc, const std::byte* src,
              std::size_t count) noexcept;
 // The same where the cells hold `acc_t` and the payload `src_t`: equal, or acc_t is the widened
 // accumulator of src_t (sum_widen: a narrow input from a member that did not aggregate).
-bool combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
+std::uint32_t combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireOp op, void* acc,
              const std::byte* src, std::size_t count) noexcept;
 // sum_widen's first aggregating hop: acc[i] = src[i] widened (exact): to f32 for f16/bf16, to
 // i32 for i8/u8 (`acc` then holds i32).
 void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::size_t n) noexcept;
 // The root of a sum_widen: the accumulators in `cells` narrowed into the narrow type, packed at
-// the start of `cells`: f16w/bf16w rounded once to nearest-even; i8w/u8w wrapped modulo 2^8,
-// setting `overflow` if some total does not fit. Returns the narrow type.
+// the start of `cells`: f16w/bf16w rounded once to nearest-even; i8w/u8w wrapped modulo 2^8.
+// Adds to `events` the totals that do not fit (i8w/u8w out of range; f16w/bf16w finite but
+// rounded to infinity). Returns the narrow type.
 proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
-                                bool& overflow) noexcept;
+                                std::uint32_t& events) noexcept;
 
 // MX blocks (arith_mx.cpp): acc (f32, 32 per block, of the widened type acc_t) += the blocks
 // of src (acc_t itself: f32 partial sums; or its narrow MX type: decoded exactly).
@@ -71,8 +73,20 @@ void add_mx_blocks(proto::ElemType acc_t, proto::ElemType src_t, float* acc, con
 // saturating; a block with NaN or infinity gets the NaN scale).
 void narrow_mx_blocks(proto::ElemType wide_t, void* cells, std::size_t blocks) noexcept;
 
-bool add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept;
-void add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;
+// Both return their events (elements whose add wrapped / overflowed to infinity).
+std::uint32_t add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept;
+std::uint32_t add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;
+// The element types whose events also raise the `overflow` flag: the integers (wrap) and OCP
+// fp8 (a finite pair giving a non-finite sum, as the hosts' fp8 kernel flags it). f16/bf16/f32
+// overflows only count.
+constexpr bool is_integer(proto::ElemType t) noexcept {
+  using proto::ElemType;
+  return t == ElemType::i32 || t == ElemType::i8 || t == ElemType::u8 || t == ElemType::i8w ||
+         t == ElemType::u8w || t == ElemType::i4 || t == ElemType::i4w;
+}
+constexpr bool raises_overflow_flag(proto::ElemType t) noexcept {
+  return is_integer(t) || t == proto::ElemType::e4m3 || t == proto::ElemType::e5m2;
+}
 
 // fx32 block conversions.
 inline constexpr std::int32_t kFxZeroBlock = -100000;    // exponent of an all-zero block

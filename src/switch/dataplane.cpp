@@ -270,12 +270,12 @@ Header result_header(std::uint32_t job, std::uint32_t epoch, std::uint32_t chunk
 void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, Endpoint to,
                                   bool want, bool resent) {
   Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
-  if (resent) h.aux = proto::kResultResent;
+  h.aux = proto::events_aux(cp.events) | (resent ? proto::kResultResent : 0);
   if (j.resizing) {  // every result says where the mapping ends, until the members moved
     const std::int32_t d = proto::chunk_distance(j.resize_at, cp.seq);
-    if (d > 0 && d < (1 << (32 - proto::kResizeShift))) {
+    if (d > 0 && std::uint32_t(d) <= proto::kMaxResizeDistance) {
       h.flags |= proto::flag::resize;
-      h.aux |= std::uint32_t(d) << proto::kResizeShift;
+      h.aux = proto::resize_aux(std::uint32_t(d), cp.events) | (resent ? proto::kResultResent : 0);
     }
   }
   h.elem = cp.elem;
@@ -333,6 +333,7 @@ void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool
   h.slot = std::uint16_t(cp.seq % j.spec.slots);
   if (cp.want) h.flags |= proto::flag::want_result;
   if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
+  h.aux = proto::events_aux(cp.events);  // this subtree's events, for the parent to add
   if (resend) h.flags |= proto::flag::retransmit;
   std::size_t payload = 0;
   if (cp.st & kHasData) {
@@ -357,8 +358,8 @@ void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
     // MX under `sum` (narrow): every aggregating hop re-quantises its partial sum to MX.
     if (cp.op == WireOp::sum && proto::is_mx(proto::narrow_of(cp.elem)) &&
         proto::narrow_of(cp.elem) != cp.elem) {
-      bool overflow = false;
-      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, overflow);
+      std::uint32_t ev = 0;  // (MX re-quantisation saturates: it counts nothing)
+      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, ev);
     }
     cp.st |= kAwaitParent;
     forward_up(j, cp, idx, false);
@@ -366,9 +367,11 @@ void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
     // The root of a sum_widen rounds (f16/bf16) or wraps (i8/u8, flagging a total that does
     // not fit) the accumulators once; results go down narrow.
     if (proto::narrow_of(cp.elem) != cp.elem) {
-      bool overflow = false;
-      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, overflow);
-      if (overflow) cp.st |= kOverflow;
+      std::uint32_t ev = 0;
+      const bool flag = raises_overflow_flag(proto::narrow_of(cp.elem));
+      cp.elem = narrow_in_place(cp.elem, writable_cells(idx), cp.count, ev);
+      if (ev && flag) cp.st |= kOverflow;
+      cp.events = proto::add_events(cp.events, ev);
     }
     cp.st |= kComplete;
     ++c_.results;
@@ -575,6 +578,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     cp.elem = ElemType::none;
     cp.op = WireOp::none;
     cp.st = 0;
+    cp.events = 0;
     d = 0;
   }
   if (d < 0) return drop(j, Reason::stale_chunk);  // a late copy; its sender has the result
@@ -604,8 +608,13 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
                     std::uint32_t(cp.count) | std::uint32_t(cp.elem) << 16 |
                         std::uint32_t(cp.op) << 20);
       }
-      if (combine(cp.elem, h.elem, h.op, writable_cells(idx), v.payload.data(), h.count))
-        cp.st |= kOverflow;
+      // Integer and fp8 events also raise the overflow flag (its meaning since version 3);
+      // other float overflows only count (an f32 block of a fixed-point sum may overflow to
+      // infinity).
+      if (const std::uint32_t ev = combine(cp.elem, h.elem, h.op, writable_cells(idx), v.payload.data(), h.count)) {
+        if (raises_overflow_flag(cp.elem)) cp.st |= kOverflow;
+        cp.events = proto::add_events(cp.events, ev);
+      }
     } else if ((h.op == WireOp::sum_widen || proto::is_mx(h.elem)) && J.spec.members > 1 &&
                proto::widened(h.elem) != ElemType::none) {
       // The first hop that adds two or more inputs: f32 (i32 for i8/u8, 2 x i16 per byte of
@@ -629,6 +638,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     }
   }
   if (h.flags & proto::flag::overflow) cp.st |= kOverflow;  // a child's partial sum wrapped
+  cp.events = proto::add_events(cp.events, proto::aux_events(h.aux));  // a child's events
   cp.contrib |= bit;
   if (h.flags & proto::flag::want_result) cp.want |= bit;
   if (++cp.n == J.spec.members) complete_local(J, cp, idx);

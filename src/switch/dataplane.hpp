@@ -196,6 +196,10 @@ class SwitchDataPlane {
     proto::ElemType elem = proto::ElemType::none;
     proto::WireOp op = proto::WireOp::none;
     std::uint8_t st = 0;        // kComplete | kHasData | kOverflow | kAwaitParent
+    // Numeric events of this chunk here and below (src/numerics/events.hpp: elements whose sum
+    // wrapped or overflowed), the children's included; a leaf takes its parent's total with the
+    // result. Saturates at proto::kMaxEvents; travels in aux (docs/PROTOCOL.md, "Arithmetic").
+    std::uint32_t events = 0;
   };
   static constexpr std::uint8_t kComplete = 1, kHasData = 2, kOverflow = 4, kAwaitParent = 8;
   // What authenticates one peer of a keyed job (a member, or the parent): the MAC of its last

@@ -101,6 +101,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
         cp.st |= kHasData;
       }
       if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
+      cp.events = proto::header_events(h);  // the whole tree's (ours included)
       cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
       ++c_.results;
       ++J.c.results;
@@ -247,6 +248,8 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
   // Members learn the boundary from the results of this switch; a leaf's results come from
   // its parent, and the lanes of one job would each need the same boundary.
   if (j->has_parent() || cfg_.lanes != 1) return Reason::unsupported;
+  // Results announce the boundary at most kMaxResizeDistance chunks ahead (it lies S ahead).
+  if (j->spec.slots > proto::kMaxResizeDistance) return Reason::unsupported;
   if (j->failed) return Reason::job_failed;
   if (j->resizing) {
     j->resize_to = slots;  // the boundary stands; the target changes

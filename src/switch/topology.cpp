@@ -27,7 +27,7 @@ const TopoJob* Topology::find_job(std::uint32_t id) const {
 }
 
 std::optional<std::uint32_t> parse_types(std::string_view list) {
-  std::uint32_t caps = proto::cap::raw_copy;
+  std::uint32_t caps = proto::cap::raw_copy | proto::cap::events;
   while (!list.empty()) {
     auto c = list.find(',');
     std::string_view t = list.substr(0, c);

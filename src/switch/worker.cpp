@@ -527,6 +527,10 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     rep_.overflow = true;
     op.rep.overflow = true;
   }
+  if (!c.exponent) {  // (an exponent round is a max: no events)
+    rep_.events += proto::header_events(h);
+    op.rep.events += proto::header_events(h);
+  }
   if (kind == NumKind::fx32 && !c.exponent && !c.sync) {
     auto it = op.groups.find(c.group);
     if (it != op.groups.end() && --it->second.outstanding == 0) op.groups.erase(it);
@@ -550,7 +554,7 @@ void WorkerProtocol::note_resize(const Header& h) {
          label_for_errors());
     return;
   }
-  const std::uint32_t at = h.chunk + (h.aux >> proto::kResizeShift);
+  const std::uint32_t at = h.chunk + proto::resize_distance(h.aux);
   const std::int64_t ahead = proto::chunk_distance(at, std::uint32_t(next_chunk_));
   if (ahead < 0) {  // we sent chunks past it: the switch broke its own rule
     fail(WorkerErrorKind::protocol,

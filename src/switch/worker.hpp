@@ -220,6 +220,9 @@ struct OpReport {
   std::uint64_t foreign = 0;            // undecodable / other job / other epoch (ignored)
   std::uint64_t unauthenticated = 0;    // keyed job: unsealed, wrong tag or replayed (ignored)
   bool overflow = false;                // i32/i8/u8: a sum wrapped (see arith.hpp)
+  // Numeric events of the op's chunks in the whole tree (src/numerics/events.hpp), as the
+  // results carried them (cap::events); each chunk's count saturates at proto::kMaxEvents.
+  std::uint64_t events = 0;
 };
 
 // One finished op of the stream: its id (from submit()) and the traffic of its own chunks.

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <thread>
 
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::transport {
@@ -245,8 +246,10 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
         src = p.rx.data();
       }
       n -= n % esz;  // whole elements only; the rest waits for more bytes
-      numerics::reduce(p.target.dtype, p.target.op, p.target.dst + p.payload_done,
-                       p.target.operand + p.payload_done, src, n / esz);
+      const std::uint64_t ev =
+          numerics::reduce_counted(p.target.dtype, p.target.op, p.target.dst + p.payload_done,
+                                   p.target.operand + p.payload_done, src, n / esz);
+      if (p.target.events) *p.target.events += ev;
     } else if (p.target.mode == RecvTarget::Mode::consumer && n) {
       // As for reduce: the consumer reads typed data, so move unread bytes to an aligned start.
       if (reinterpret_cast<std::uintptr_t>(src) % p.target.consumer->alignment() != 0) {

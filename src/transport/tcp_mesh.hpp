@@ -58,6 +58,8 @@ struct RecvTarget {
   DataType dtype = DataType::u8;
   ReduceOp op = ReduceOp::sum;
   PayloadConsumer* consumer = nullptr;  // consumer: not owned, lives until on_message
+  // reduce: where the adds' numeric events are added (numerics/events.hpp); null: not counted.
+  std::uint64_t* events = nullptr;
 };
 
 // Implemented by the layer above (the collective executor).

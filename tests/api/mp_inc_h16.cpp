@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -302,4 +303,77 @@ TEST(IncI4, SumsWrapAndHalfAByteMovesPerElement) {
       }
       ASSERT_EQ((mn[i] >> (4 * h)) & 15, m & 15) << i;
     }
+// Overflow counts and the per-hop numerics (docs/NUMERICS.md, "Overflow and saturation counts",
+// "Per-hop numerics"), with real processes on one switch, on tree4.topo (two leaves of two) and
+// on tree3_leaf1.topo (a leaf with one member). On a marked element ranks 0 and 1 hold a big
+// value and the others 0, so exactly one add in the whole reduction overflows whatever the
+// order, tree or algorithm: the switch reports `marked` on every rank; the ring's ranks count
+// their own adds, which sum to `marked`.
+TEST(IncEvents, OverflowCountsAndHopsAreReported) {
+  auto& comm = world();
+  const int p = comm.size(), rank = comm.rank();
+  if (p < 2) GTEST_SKIP() << "needs two ranks";
+  const std::uint64_t n = 20011;
+  std::uint64_t marked = 0;
+  std::vector<std::int8_t> in(n), out(n);
+  std::vector<std::uint16_t> hin(n), hout(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const bool mark = i % 5 == 2;
+    marked += mark;
+    in[i] = mark ? (rank < 2 ? 100 : 0) : static_cast<std::int8_t>(i % 3);
+    hin[i] = mark ? (rank < 2 ? 0x7800 : 0) : 0x3c00;  // 32768 twice: infinity in f16
+  }
+  // Which tree (the test knows the topology files it runs with; INC_SWITCH alone: one switch).
+  const char* topo = std::getenv("INC_TOPOLOGY");
+  const std::string tree = topo ? std::string(topo) : "";
+  const bool two_level = tree.find("tree4") != std::string::npos || tree.find("tree3_leaf1") != std::string::npos;
+  const bool alone = tree.find("tree3_leaf1") != std::string::npos && rank == 0;  // one-member leaf
+  for (Accumulate acc : {Accumulate::narrow, Accumulate::widen}) {
+    CallOptions o;
+    o.accumulate = acc;
+    comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, o);
+    Report rep = comm.last_report();
+    ASSERT_TRUE(rep.in_network) << rep.reason;
+    EXPECT_TRUE(rep.events_counted);
+    EXPECT_EQ(rep.overflow_events, marked) << name(acc);
+    EXPECT_EQ(rep.nonfinite_inputs, 0u);
+    // hops: host -> first switch, (leaf -> spine), root -> hosts
+    ASSERT_EQ(rep.hops.size(), two_level ? 3u : 2u) << name(acc);
+    EXPECT_EQ(rep.hops.front().hop, two_level ? "host->leaf" : "host->switch");
+    EXPECT_EQ(rep.hops.back().hop, two_level ? "spine->hosts" : "switch->hosts");
+    EXPECT_EQ(rep.hops.front().bytes_per_element, 1.0);
+    EXPECT_EQ(rep.hops.front().accumulator_bits, 8u);
+    EXPECT_EQ(rep.hops.back().bytes_per_element, 1.0);
+    if (two_level) {
+      const bool wide = acc == Accumulate::widen && !alone;  // a one-member leaf passes 8 bits on
+      EXPECT_EQ(rep.hops[1].hop, "leaf->spine");
+      EXPECT_EQ(rep.hops[1].accumulator_bits, wide ? 32u : 8u) << name(acc) << " " << rep.hops[1].carries;
+      EXPECT_EQ(rep.hops[1].bytes_per_element, wide ? 4.0 : 1.0) << name(acc);
+    }
+    for (Accumulate h16 : {acc}) {  // f16: the same overflows, to infinity
+      CallOptions oh;
+      oh.accumulate = h16;
+      comm.allreduce(hin.data(), hout.data(), n, DataType::f16, ReduceOp::sum, oh);
+      rep = comm.last_report();
+      ASSERT_TRUE(rep.in_network) << rep.reason;
+      EXPECT_EQ(rep.overflow_events, marked) << "f16 " << name(h16);
+      for (std::uint64_t i = 2; i < n; i += 5) ASSERT_EQ(hout[i], 0x7c00) << i;
+    }
+  }
+  // The ring on the hosts: each rank counts its own adds; together, once per marked element.
+  CallOptions ring;
+  ring.algo = "ring";
+  in[0] = 0;
+  std::vector<float> f(n, 1.0f), fo(n);
+  f[1] = rank == 0 ? NAN : 1.0f;  // a non-finite input, counted where it is
+  comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, ring);
+  Report rep = comm.last_report();
+  ASSERT_FALSE(rep.in_network);
+  ASSERT_EQ(rep.hops.size(), 1u);
+  EXPECT_EQ(rep.hops[0].hop, "host->host");
+  std::uint64_t mine = rep.overflow_events, total = 0;
+  comm.allreduce(&mine, &total, 1, DataType::u64, ReduceOp::sum);
+  EXPECT_EQ(total, marked);
+  comm.allreduce(f.data(), fo.data(), n, DataType::f32, ReduceOp::sum);
+  EXPECT_EQ(comm.last_report().nonfinite_inputs, rank == 0 ? 1u : 0u);
 }

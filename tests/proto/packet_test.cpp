@@ -398,22 +398,36 @@ TEST(Packet, ProbeMustBeABareRetransmittedDataHeader) {
 }
 
 // A result's aux says whether the switch sent it again to one member that asked (its answer
-// to a retransmission or probe of a chunk completed earlier); other bits are refused.
-TEST(Packet, ResultAuxIsOnlyTheResentMark) {
+// to a retransmission or probe of a chunk completed earlier) and, in bits 8..31, the chunk's
+// numeric events; data carries only events (bits 8..31); a probe nothing. Other bits are refused.
+TEST(Packet, ResultAndDataAuxAreResentMarkAndEventsOnly) {
   Header h = data_header();
   h.type = PacketType::result;
   h.flags = 0;
-  for (std::uint32_t aux : {0u, kResultResent}) {
+  for (std::uint32_t aux : {0u, kResultResent, 0x100u, 0x80000001u, events_aux(kMaxEvents) | kResultResent}) {
     h.aux = aux;
     PacketView v;
     auto b = build(h, 16);
     ASSERT_EQ(decode(b, v), Reason::ok) << aux;
     EXPECT_EQ(v.h.aux, aux);
   }
-  for (std::uint32_t aux : {2u, 0x100u, 0x80000001u}) {
+  for (std::uint32_t aux : {2u, 0x80u, 0x180u, 0x800000FEu}) {
     h.aux = aux;
     EXPECT_EQ(decode_bytes(build(h, 16)), Reason::bad_field) << aux;
   }
+  Header d = data_header();
+  d.flags = 0;
+  for (std::uint32_t aux : {0u, 0x100u, events_aux(77)}) {
+    d.aux = aux;
+    EXPECT_EQ(decode_bytes(build(d, 16)), Reason::ok) << aux;
+  }
+  for (std::uint32_t aux : {1u, 0x80u, 0x1FFu}) {
+    d.aux = aux;
+    EXPECT_EQ(decode_bytes(build(d, 16)), Reason::bad_field) << aux;
+  }
+  EXPECT_EQ(events_aux(kMaxEvents + 5), kMaxEvents << 8);  // saturates
+  EXPECT_EQ(aux_events(events_aux(77) | kResultResent), 77u);
+  EXPECT_EQ(add_events(kMaxEvents - 1, 5), kMaxEvents);
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ TEST(Auth, ForgedRefusalsAndResultsDoNotReachTheWorkers) {
       res.elem = proto::ElemType::i32;
       res.op = proto::WireOp::sum;
       res.count = 16;
+      res.aux = proto::events_aux(12345);  // a forged overflow count (docs/NUMERICS.md)
       for (const auto& k : {std::optional<auth::Key>{}, std::optional<auth::Key>{wrong}}) {
         t.c->inject(t.switches[0], Endpoint::node(1 + m), forge(n, 0, k));
         t.c->inject(t.switches[0], Endpoint::node(1 + m), forge(res, 64, k));
@@ -313,6 +314,7 @@ TEST(Auth, ForgedRefusalsAndResultsDoNotReachTheWorkers) {
   std::uint64_t ignored = 0;
   for (std::size_t m = 0; m < 3; ++m) ignored += t.c->worker(m).report().unauthenticated;
   EXPECT_EQ(ignored, sent);
+  for (std::size_t m = 0; m < 3; ++m) EXPECT_EQ(t.c->worker(m).report().events, 0u);  // none forged in
 }
 
 // A rank without the key cannot join a keyed job, and is told why; nor can a rank with a key

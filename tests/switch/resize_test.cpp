@@ -168,8 +168,19 @@ TEST(SimResizeEdges, TheResultFlagIsValidated) {
   EXPECT_EQ(check((5u << proto::kResizeShift) | proto::kResultResent), proto::Reason::ok);
   EXPECT_EQ(check(0), proto::Reason::bad_field);
   EXPECT_EQ(check((5u << proto::kResizeShift) | 2), proto::Reason::bad_field);
+  // With the flag, aux bits 8..31 are shared with the numeric events (bits 20..31).
+  EXPECT_EQ(check(proto::resize_aux(5, 7)), proto::Reason::ok);
+  EXPECT_EQ(proto::resize_distance(proto::resize_aux(5, 7)), 5u);
+  h.aux = proto::resize_aux(5, 7);
+  EXPECT_EQ(proto::header_events(h), 7u);
+  EXPECT_EQ(proto::resize_distance(proto::resize_aux(proto::kMaxResizeDistance, 1u << 20)), proto::kMaxResizeDistance);
+  h.aux = proto::resize_aux(proto::kMaxResizeDistance, 1u << 20);
+  EXPECT_EQ(proto::header_events(h), proto::kMaxResizeEvents);  // saturates, never spills
+  EXPECT_EQ(check(proto::resize_aux(0, 7)), proto::Reason::bad_field);  // no distance
   h.flags = 0;
-  EXPECT_EQ(check(5u << proto::kResizeShift), proto::Reason::bad_field);  // no flag: aux as before
+  h.aux = 5u << proto::kResizeShift;
+  EXPECT_EQ(proto::header_events(h), 5u);  // no flag: bits 8..31 are events only
+  EXPECT_EQ(check(5u << proto::kResizeShift), proto::Reason::ok);
   h.type = proto::PacketType::pending;
   h.flags = proto::flag::resize;
   EXPECT_EQ(check(0), proto::Reason::bad_flags);  // results only

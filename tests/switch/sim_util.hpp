@@ -86,6 +86,14 @@ inline Topo two_level(std::uint64_t seed, const SimFaults& f, const std::vector<
   return t;
 }
 
+// One switch for a single entry of `per_leaf`, else a two-level tree with those leaves.
+inline Topo one_or_two_levels(std::uint64_t seed, const SimFaults& f, const std::vector<std::uint16_t>& per_leaf,
+                              std::uint32_t slots, std::uint32_t slot_elems) {
+  std::uint16_t n = 0;
+  for (auto m : per_leaf) n += m;
+  return per_leaf.size() == 1 ? flat(seed, f, n, slots, slot_elems) : two_level(seed, f, per_leaf, slots, slot_elems);
+}
+
 // One switch daemon with `lanes` lanes (nodes 0..lanes-1), n workers joined at lane 0.
 inline Topo flat_lanes(std::uint64_t seed, const SimFaults& f, std::uint16_t n,
                        std::uint32_t slots_per_lane, std::uint32_t slot_elems,
