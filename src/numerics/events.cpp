@@ -103,11 +103,13 @@ std::uint64_t i4_overflows(const void* pa, const void* pb, std::size_t n) noexce
 // floats: |x| >= half the overflow threshold (or inf/NaN); signed integers: |x| >= 2^(bits-2)
 // (the top two bits differ: mask/thr pick that); unsigned: the top bit set. Operands below it
 // cannot overflow, so the exact count (above) runs only where the screen fires.
-template <class U, bool kSigned>
-bool may_overflow(const void* pa, const void* pb, std::size_t n, U mask, U thr) noexcept {
+template <class U, bool kSigned, U kMask, U kThr>
+[[gnu::always_inline]] inline bool may_overflow(const void* pa, const void* pb, std::size_t n) noexcept {
   const auto* a = static_cast<const unsigned char*>(pa);
   const auto* b = static_cast<const unsigned char*>(pb);
-  U any = 0;
+  // A max (floats: thr below mask) or an OR (integers: mask = thr = the top bit) over both
+  // operands, compared once at the end: no branch or compare per element, so it vectorises.
+  U top = 0;
   for (std::size_t i = 0; i < n; ++i) {
     U x, y;
     std::memcpy(&x, a + sizeof(U) * i, sizeof(U));
@@ -116,23 +118,33 @@ bool may_overflow(const void* pa, const void* pb, std::size_t n, U mask, U thr) 
       x = static_cast<U>(x ^ static_cast<U>(x << 1));
       y = static_cast<U>(y ^ static_cast<U>(y << 1));
     }
-    any |= static_cast<U>(static_cast<U>((x & mask) >= thr) | static_cast<U>((y & mask) >= thr));
+    x = static_cast<U>(x & kMask);
+    y = static_cast<U>(y & kMask);
+    if constexpr (kMask == kThr) {
+      top = static_cast<U>(top | x | y);
+    } else {
+      top = x > top ? x : top;
+      top = y > top ? y : top;
+    }
   }
-  return any != 0;
+  return top >= kThr;
 }
 
-bool screen(DataType t, const void* a, const void* b, std::size_t n) noexcept {
+// Cloned for AVX2 (chosen at load time by the CPU, as the kernels' dispatch does): the screen
+// is a pass over both operands beside the kernel's own, so it must run at the kernel's width.
+[[gnu::target_clones("avx2", "default")]] bool screen(DataType t, const void* a, const void* b,
+                                                       std::size_t n) noexcept {
   switch (t) {
-    case DataType::f64: return may_overflow<std::uint64_t, false>(a, b, n, 0x7fffffffffffffffull, 0x7fe0000000000000ull);
-    case DataType::f32: return may_overflow<std::uint32_t, false>(a, b, n, 0x7fffffffu, 0x7f000000u);  // 2^127
-    case DataType::f16: return may_overflow<std::uint16_t, false>(a, b, n, 0x7fff, 0x7800);  // 32768
-    case DataType::bf16: return may_overflow<std::uint16_t, false>(a, b, n, 0x7fff, 0x7f00);  // 2^127
-    case DataType::i8: return may_overflow<std::uint8_t, true>(a, b, n, 0x80, 0x80);
-    case DataType::u8: return may_overflow<std::uint8_t, false>(a, b, n, 0x80, 0x80);
-    case DataType::i32: return may_overflow<std::uint32_t, true>(a, b, n, 0x80000000u, 0x80000000u);
-    case DataType::u32: return may_overflow<std::uint32_t, false>(a, b, n, 0x80000000u, 0x80000000u);
-    case DataType::i64: return may_overflow<std::uint64_t, true>(a, b, n, 1ull << 63, 1ull << 63);
-    case DataType::u64: return may_overflow<std::uint64_t, false>(a, b, n, 1ull << 63, 1ull << 63);
+    case DataType::f64: return may_overflow<std::uint64_t, false, 0x7fffffffffffffffull, 0x7fe0000000000000ull>(a, b, n);
+    case DataType::f32: return may_overflow<std::uint32_t, false, 0x7fffffffu, 0x7f000000u>(a, b, n);  // 2^127
+    case DataType::f16: return may_overflow<std::uint16_t, false, 0x7fff, 0x7800>(a, b, n);  // 32768
+    case DataType::bf16: return may_overflow<std::uint16_t, false, 0x7fff, 0x7f00>(a, b, n);  // 2^127
+    case DataType::i8: return may_overflow<std::uint8_t, true, 0x80, 0x80>(a, b, n);
+    case DataType::u8: return may_overflow<std::uint8_t, false, 0x80, 0x80>(a, b, n);
+    case DataType::i32: return may_overflow<std::uint32_t, true, 0x80000000u, 0x80000000u>(a, b, n);
+    case DataType::u32: return may_overflow<std::uint32_t, false, 0x80000000u, 0x80000000u>(a, b, n);
+    case DataType::i64: return may_overflow<std::uint64_t, true, 1ull << 63, 1ull << 63>(a, b, n);
+    case DataType::u64: return may_overflow<std::uint64_t, false, 1ull << 63, 1ull << 63>(a, b, n);
     default: return true;  // fp8, i4: always the exact count
   }
 }

@@ -303,6 +303,8 @@ TEST(IncI4, SumsWrapAndHalfAByteMovesPerElement) {
       }
       ASSERT_EQ((mn[i] >> (4 * h)) & 15, m & 15) << i;
     }
+}
+
 // Overflow counts and the per-hop numerics (docs/NUMERICS.md, "Overflow and saturation counts",
 // "Per-hop numerics"), with real processes on one switch, on tree4.topo (two leaves of two) and
 // on tree3_leaf1.topo (a leaf with one member). On a marked element ranks 0 and 1 hold a big
