@@ -70,15 +70,20 @@ def bench_rows(out):
 
 
 def switch_stats(out):
-    """Per-lane CPU seconds and the switch's retransmission/aggregation counters."""
-    lanes = [float(m.group(1)) for m in re.finditer(r"\[switch\]\s+lane \d+ .*cpu ([0-9.]+) s", out)]
-    tot = re.search(r"\[switch\] switch \S+: packets in (\d+) out (\d+).*aggregations (\d+).*"
-                    r"retransmissions (\d+)", out)
+    """Per-lane CPU seconds and the retransmission/aggregation counters, summed over every
+    switch of the testbed (`[switch]` on one level; `[leafK]` and `[spine]` on two). The
+    lanes are the busiest switch's (the one that would limit the path)."""
+    per_switch = {}
+    for m in re.finditer(r"^\[(\S+)\]\s+lane \d+ .*cpu ([0-9.]+) s", out, re.M):
+        per_switch.setdefault(m.group(1), []).append(float(m.group(2)))
+    lanes = max(per_switch.values(), key=sum) if per_switch else []
+    tots = [m.groups() for m in re.finditer(
+        r"^\[\S+\] switch \S+: packets in (\d+) out (\d+).*aggregations (\d+).*retransmissions (\d+)", out, re.M)]
     return {
         "lane_cpu_s": lanes,
-        "packets_in": int(tot.group(1)) if tot else 0,
-        "aggregations": int(tot.group(3)) if tot else 0,
-        "retransmissions": int(tot.group(4)) if tot else 0,
+        "packets_in": sum(int(t[0]) for t in tots),
+        "aggregations": sum(int(t[2]) for t in tots),
+        "retransmissions": sum(int(t[3]) for t in tots),
     }
 
 
