@@ -79,13 +79,11 @@ std::uint32_t add_f32(float* acc, const std::byte* src, std::size_t n) noexcept;
 // The element types whose events also raise the `overflow` flag: the integers (wrap) and OCP
 // fp8 (a finite pair giving a non-finite sum, as the hosts' fp8 kernel flags it). f16/bf16/f32
 // overflows only count.
-constexpr bool is_integer(proto::ElemType t) noexcept {
+constexpr bool raises_overflow_flag(proto::ElemType t) noexcept {
   using proto::ElemType;
   return t == ElemType::i32 || t == ElemType::i8 || t == ElemType::u8 || t == ElemType::i8w ||
-         t == ElemType::u8w || t == ElemType::i4 || t == ElemType::i4w;
-}
-constexpr bool raises_overflow_flag(proto::ElemType t) noexcept {
-  return is_integer(t) || t == proto::ElemType::e4m3 || t == proto::ElemType::e5m2;
+         t == ElemType::u8w || t == ElemType::i4 || t == ElemType::i4w || t == ElemType::e4m3 ||
+         t == ElemType::e5m2;
 }
 
 // fx32 block conversions.
