@@ -32,6 +32,7 @@ struct StoreClient::Impl {
   struct Reply {
     Status status;
     std::string payload;
+    long long waited_ms;  // from sending the request to its reply (held requests: the wait)
   };
 
   // Sends one request and reads its reply; `wait_for` extends the reply deadline for held
@@ -43,6 +44,7 @@ struct StoreClient::Impl {
                   fmt::format("store {}: {}: connection unusable after an earlier failure: {}",
                               address, what, broken));
     std::string label = fmt::format("store {}: {}", address, what);
+    auto start = Clock::now();
     try {
       auto send_deadline = deadline_after(opts.request_timeout);
       send_all(fd.get(), frame(body), send_deadline, label);
@@ -64,7 +66,8 @@ struct StoreClient::Impl {
       if (status > 2)
         throw Error(Error::Kind::network,
                     fmt::format("{}: invalid reply status {}", label, status));
-      return Reply{static_cast<Status>(status), buf.substr(1)};
+      auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+      return Reply{static_cast<Status>(status), buf.substr(1), waited};
     } catch (const Error& e) {
       broken = e.what();
       throw;
@@ -199,13 +202,11 @@ std::string StoreClient::get(std::string_view key, milliseconds timeout) {
   put_str(body, key);
   put_u32(body, timeout_ms(timeout, what));
   std::lock_guard lock(impl_->mu);
-  auto start = Clock::now();
   auto rep = impl_->call(body, what, timeout);
   if (rep.status == Status::timeout) {
-    auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
     throw Error(Error::Kind::timeout,
                 fmt::format("store {}: key {} was not set within {} ms (waited {} ms)",
-                            impl_->address, quote_key(key), timeout.count(), waited));
+                            impl_->address, quote_key(key), timeout.count(), rep.waited_ms));
   }
   return impl_->parse(impl_->ok_payload(rep, what), what,
                       [](Reader& r) { return std::string(r.str(kMaxStoreValueBytes, "value")); });
@@ -269,10 +270,8 @@ void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) 
   put_u8(body, 0);
   put_u32(body, timeout_ms(timeout, what));
   std::lock_guard lock(impl_->mu);
-  auto start = Clock::now();
   auto rep = impl_->call(body, what, timeout);
   if (rep.status == Status::timeout) {
-    auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
     auto missing = impl_->parse(rep.payload, what, [&](Reader& r) {
       std::uint32_t n = r.u32();
       if (n > keys.size()) throw ParseError{"more missing keys than requested"};
@@ -286,8 +285,8 @@ void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) 
     });
     throw Error(Error::Kind::timeout,
                 fmt::format("store {}: {} of {} keys still missing after {} ms (waited {} ms): {}",
-                            impl_->address, missing.size(), keys.size(), timeout.count(), waited,
-                            key_list(missing)));
+                            impl_->address, missing.size(), keys.size(), timeout.count(),
+                            rep.waited_ms, key_list(missing)));
   }
   impl_->parse(impl_->ok_payload(rep, what), what, [](Reader&) { return 0; });
 }
@@ -298,13 +297,11 @@ std::size_t StoreClient::wait_any(std::span<const std::string> keys, millisecond
   put_u8(body, 1);
   put_u32(body, timeout_ms(timeout, what));
   std::lock_guard lock(impl_->mu);
-  auto start = Clock::now();
   auto rep = impl_->call(body, what, timeout);
   if (rep.status == Status::timeout) {
-    auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
     throw Error(Error::Kind::timeout,
                 fmt::format("store {}: none of {} was set within {} ms (waited {} ms)",
-                            impl_->address, key_list(keys), timeout.count(), waited));
+                            impl_->address, key_list(keys), timeout.count(), rep.waited_ms));
   }
   auto idx = impl_->parse(impl_->ok_payload(rep, what), what, [](Reader& r) { return r.u32(); });
   if (idx >= keys.size())
