@@ -253,6 +253,8 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
     EXPECT_EQ(r[1].events, r[2].events) << c.what;
     const std::uint32_t f = r[0].jobs[0].fold;
     EXPECT_EQ(r[1].jobs[0].fold, 1u) << c.what;
+    EXPECT_TRUE(r[1].jobs[0].symmetric_layout) << c.what;  // under every matching semantics
+    EXPECT_FALSE(r[2].jobs[0].symmetric_layout) << c.what;
     EXPECT_EQ(r[0].jobs[0].ops, r[1].jobs[0].ops) << c.what;
     EXPECT_EQ(c.hosts.size() % f, 0u) << c.what;
     EXPECT_LE(r[0].events, r[1].events / f + 2) << c.what;  // +2: the job start, rounding
