@@ -153,7 +153,9 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   const SimOp so = J.op(send);
   J.set_state(send, 2);
   J.set_state(recv, J.state(recv) == 1 ? 2 : 4);  // 4: eager, the receive is not posted yet
-  const int src = J.rank(send), dst = so.peer;  // a folded run's receive may be an image's
+  // A folded run's sender is one of the simulated ranks, whose routes are made of their links'
+  // orbit representatives (engine_fold.cpp); its receive may stand for an image's.
+  const int src = J.rank(send), dst = so.peer;
   const int hs = J.spec.hosts[src], hd = J.spec.hosts[dst];
   // Static routings give a connection the same route every time: computed once.
   std::uint32_t* cached = J.route_cache.empty() ? nullptr : &J.route_cache[std::size_t{J.pair_of(send)} * Job::kRouteSlot];
@@ -165,8 +167,6 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
       throw Error(Error::Kind::config,
                   fmt::format("job '{}': no path from rank {} (host {}) to rank {} (host {}) avoids the failed links",
                               J.spec.name, src, hs, dst, hd));
-    if (!link_rep.empty())  // folded: each link's orbit representative
-      for (auto& l : path) l = link_rep[l];
     if (cached && path.size() < Job::kRouteSlot) {
       cached[0] = static_cast<std::uint32_t>(path.size());
       std::copy(path.begin(), path.end(), cached + 1);

@@ -4,11 +4,13 @@
 // bijection pi of the links the job uses maps each route of rank r onto the same route of rank
 // r + S link by link, keeps every link's bandwidth, latency and tier, and every orbit of pi has
 // P / S links (so no route meets two links of one orbit), the whole run is pi-equivariant: ranks
-// r and r + S see the same times, rates and events. The folded run simulates ranks 0..S-1 and
-// lets each flow use its links' orbit representatives: a representative carries one flow of
-// each class that crosses its orbit, as each link of the orbit does in the full run, so the
-// max-min rates, and with them every time, are the full run's. Contiguous placements on trees
-// fold by a leaf (or a pod); a single switch folds to one rank.
+// r and r + S see the same times, rates and events. The folded run simulates ranks 0..S-1; the
+// links of their own routes are the orbits' representatives (so their flows keep their real
+// routes), and a representative carries one flow of each class that crosses its orbit, as each
+// link of the orbit does in the full run, so the max-min rates, and with them every time, are
+// the full run's. A receiver's host memory bus, which its sends share, is its representative
+// host's (host_rep). Contiguous placements on trees fold by a leaf (or a pod); a single switch
+// folds to one rank.
 #include <algorithm>
 #include <cstdint>
 #include <vector>

@@ -315,8 +315,8 @@ struct Simulator::Impl {
   void layout_symmetric(Job& J, std::uint32_t S);
   // Folding (engine_fold.cpp): a symmetric job alone on the fabric whose routes repeat every S
   // ranks (a link bijection maps rank r's routes onto rank r + S's, preserving bandwidth,
-  // latency and tier, every orbit of P / S links) runs ranks 0..S-1 only; their flows use each
-  // orbit's representative link. Returns S (P: no fold) and fills link_rep and host_rep.
+  // latency and tier, every orbit of P / S links) runs ranks 0..S-1 only, whose routes' links are
+  // the orbits' representatives. Returns S (P: no fold) and fills link_rep and host_rep.
   std::uint32_t fold_period(const Job& J);
   // The folded run's figures for the whole job: counts times the fold, link bytes per orbit.
   void unfold();

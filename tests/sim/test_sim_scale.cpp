@@ -233,6 +233,19 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
       ag.what = tag + " allgather on hosts 2..9, RTT-weighted";
       cases.push_back(ag);
     }
+  // Rank r on leaf r mod 4 of the radix-4 tree: every message crosses the spines, and rank r + 4
+  // leaves the same leaf as rank r. Under ECMP the two may hash onto one up-link, which a fold
+  // by 4 would not see (one flow where the full run has two); D-mod-k keeps them apart.
+  for (std::uint64_t seed = 0; seed < 6; ++seed)
+    for (Routing routing : {Routing::ecmp, Routing::dmodk}) {
+      FoldCase c;
+      c.ts = ft;
+      c.ts.routing = routing;
+      c.ts.ecmp_seed = seed;
+      c.hosts = {0, 2, 4, 6, 1, 3, 5, 7};
+      c.what = std::string("interleaved placement, ") + name(routing) + " seed " + std::to_string(seed);
+      cases.push_back(c);
+    }
   FoldCase shuffled;  // placements and routings that break the symmetry: no fold, same results
   shuffled.ts = ft;
   shuffled.hosts = {3, 6, 0, 5, 1, 7, 2, 4};
@@ -246,6 +259,7 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
   failed.ts.failed_links = {"leaf0-spine1"};
   failed.what = "a failed link";
   cases.push_back(failed);
+  int interleaved_folds = 0, interleaved_whole = 0;
   for (const FoldCase& c : cases) {
     const std::vector<SimResult> r = run_three_ways(c);
     expect_same_run(r[0], r[1], c.what + " (folded against every rank)");
@@ -258,6 +272,11 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
     EXPECT_EQ(r[0].jobs[0].ops, r[1].jobs[0].ops) << c.what;
     EXPECT_EQ(c.hosts.size() % f, 0u) << c.what;
     EXPECT_LE(r[0].events, r[1].events / f + 2) << c.what;  // +2: the job start, rounding
+    if (c.what.find("interleaved") != std::string::npos) {
+      interleaved_folds += f > 1;
+      interleaved_whole += f == 1;
+      continue;
+    }
     if (c.what == "shuffled placement" || c.what == "adaptive routing" || c.what.find("allgather") != std::string::npos) {
       EXPECT_EQ(f, 1u) << c.what;
       continue;
@@ -275,6 +294,9 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
       EXPECT_EQ(f, 3u) << c.what;  // a leaf of 4 of 12 ranks
     }
   }
+  // Both outcomes of the interleaved placement occur (D-mod-k always folds).
+  EXPECT_GT(interleaved_folds, 0);
+  EXPECT_GT(interleaved_whole, 0);
 }
 
 TEST(FlowNet, BatchedStartsAndFinishesRefillEveryComponent) {
