@@ -45,6 +45,9 @@ std::uint32_t Simulator::Impl::fold_period(const Job& J) {
   std::vector<std::uint32_t> rep(n_links), img(n_links), pre(n_links), orbit(n_links);
   for (std::uint32_t S = 1; S < P; ++S) {
     if (P % S != 0) continue;
+    // A message between ranks of one class would cross its representative host's memory bus
+    // twice (as its read and its write), which max-min with one flow cannot express.
+    if (mem_on() && std::any_of(peers.begin(), peers.end(), [&](std::uint32_t q) { return q % S == 0; })) continue;
     std::fill(rep.begin(), rep.end(), ~0u);
     std::fill(img.begin(), img.end(), ~0u);
     std::fill(pre.begin(), pre.end(), ~0u);
