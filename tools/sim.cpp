@@ -157,10 +157,17 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
                                        {"core", jr.links_touched[2]}, {"nvlink", jr.links_touched[3]}}},
                     {"link_bytes", {{"host", jr.tier_bytes[0]}, {"edge_up", jr.tier_bytes[1]},
                                     {"core", jr.tier_bytes[2]}, {"nvlink", jr.tier_bytes[3]}}},
-                    {"tree_switches", jr.tree_switches}, {"inc_window_cap_GBps", jr.inc_window_cap_GBps}});
+                    {"tree_switches", jr.tree_switches}, {"inc_window_cap_GBps", jr.inc_window_cap_GBps},
+                    {"fold", jr.fold}});
   }
   fmt::print("\nmakespan {}; {} events, {} flows in {:.3f} s ({:.2f} M events/s); schedules built in {:.3f} s\n",
              tstr(r.makespan_s), r.events, r.flows, r.wall_s, r.wall_s > 0 ? r.events / r.wall_s / 1e6 : 0, build_s);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (r.jobs[i].fold > 1)
+      fmt::print("job '{}' folded by the symmetry of its routes: {} of {} ranks simulated, each standing for {} "
+                 "(events counts the simulated ones; --no-fold: every rank)\n",
+                 r.jobs[i].name, specs[i].params.nranks / static_cast<int>(r.jobs[i].fold), specs[i].params.nranks,
+                 r.jobs[i].fold);
   fmt::print("model: alpha-beta-gamma closed form; for host algorithms its bandwidth term is the larger of full "
              "bisection's and the per-step most-loaded link's (contention), see --json model_full_bisection_s\n");
   const double coll_pct = r.routed_flows ? 100.0 * r.collided_flows / r.routed_flows : 0;
@@ -288,6 +295,10 @@ int cmd_sim(int argc, char** argv) {
   bool rtt = false;
   run->add_option("--segment", seg, "message segment size (default: the algorithm's)");
   run->add_flag("--rtt-weighted", rtt, "share bottlenecks by route latency, as SimGrid does");
+  bool no_fold = false;
+  run->add_flag("--no-fold", no_fold,
+                "simulate every rank of a symmetric ring even when its routes repeat (same results, slower; "
+                "docs/SIMULATOR.md)");
   std::string matching = "dataflow", eager_thr = "64KiB";
   run->add_option("--matching", matching, "dataflow | rendezvous | eager (when messages move; docs/SIMULATOR.md)")
       ->check(CLI::IsMember({"dataflow", "rendezvous", "eager"}))
@@ -375,6 +386,7 @@ int cmd_sim(int argc, char** argv) {
         sc.jobs.push_back(j);
       }
     }
+    if (no_fold) sc.opt.fold_symmetric = false;
     const bool bar = !no_progress && (progress || isatty(2));
     return run_scenario(std::move(sc), bar, csv, json_out, links_csv, plot_dir);
   } catch (const std::exception& e) {

@@ -153,7 +153,9 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   const SimOp so = J.op(send);
   J.set_state(send, 2);
   J.set_state(recv, J.state(recv) == 1 ? 2 : 4);  // 4: eager, the receive is not posted yet
-  const int src = J.op(recv).peer, dst = so.peer;
+  // A folded run's sender is one of the simulated ranks, whose routes are made of their links'
+  // orbit representatives (engine_fold.cpp); its receive may stand for an image's.
+  const int src = J.rank(send), dst = so.peer;
   const int hs = J.spec.hosts[src], hd = J.spec.hosts[dst];
   // Static routings give a connection the same route every time: computed once.
   std::uint32_t* cached = J.route_cache.empty() ? nullptr : &J.route_cache[std::size_t{J.pair_of(send)} * Job::kRouteSlot];
@@ -183,7 +185,7 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   count_route(path);
   if (mem_on()) {
     if (!(J.spec.edge_offload && so.forwards)) x.res[x.nres++] = mem_res(hs);
-    x.res[x.nres++] = mem_res(hd);
+    x.res[x.nres++] = mem_res(rep_host(hd));
   }
   ++J.res.messages;
   J.res.bytes_injected += x.bytes;
@@ -306,6 +308,13 @@ SimResult Simulator::Impl::run() {
   const auto wall0 = std::chrono::steady_clock::now();
   if (opt.per_job_links) job_link_bytes.assign(jobs.size(), std::vector<double>(n_links, 0));
   setup_inc();
+  // Symmetric jobs' per-rank state, for S ranks: a lone one folds when its routes allow.
+  for (auto& J : jobs)
+    if (J.sym) {
+      const std::uint32_t S = opt.fold_symmetric && jobs.size() == 1 ? fold_period(J) : J.T.P;
+      fold = J.T.P / S;
+      layout_symmetric(J, S);
+    }
   for (std::uint32_t ji = 0; ji < jobs.size(); ++ji) {
     jobs[ji].res.start_s = jobs[ji].res.end_s = jobs[ji].spec.start_s;
     push(jobs[ji].spec.start_s, kJobStart, ji);
@@ -400,9 +409,10 @@ SimResult Simulator::Impl::run() {
       throw Error(Error::Kind::mismatch,
                   fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.num_ops() - J.ops_done,
                               J.num_ops()));
-    J.res.ops = J.ops_done;
+    J.res.ops = J.ops_done * fold;
     out.makespan_s = std::max(out.makespan_s, J.res.end_s);
   }
+  unfold();
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     JobResult& r = jobs[ji].res;
     if (!job_link_bytes.empty())
@@ -441,13 +451,13 @@ void Simulator::add_job(JobSpec job) {
     p.segment_bytes = (p.segment_bytes + e - 1) / e * e;
   }
   job.params = p;
-  // Rotation-symmetric rings under dataflow matching: one schedule for all ranks (the step gates
-  // of rendezvous and eager read a whole program).
+  // Rotation-symmetric rings: one schedule for all ranks (under every matching semantics).
   coll::RankSchedule s0;
-  if (impl_->opt.symmetric_schedules && impl_->opt.matching == Matching::dataflow && symmetric_template(p, s0)) {
+  if (impl_->opt.symmetric_schedules && symmetric_template(p, s0)) {
     Program T = template_program(s0);
-    // An op's state and pending count share one byte in the symmetric layout.
-    if (std::all_of(T.ndeps.begin(), T.ndeps.end(), [](std::uint32_t d) { return d <= Impl::Job::kMaxPending; })) {
+    // An op's state and pending count (dependencies, and under rendezvous or eager its step
+    // gate) share one byte in the symmetric layout.
+    if (std::all_of(T.ndeps.begin(), T.ndeps.end(), [](std::uint32_t d) { return d < Impl::Job::kMaxPending; })) {
       impl_->add_symmetric(std::move(job), p.nranks, std::move(T));
       return;
     }

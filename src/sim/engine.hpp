@@ -69,6 +69,10 @@ struct SimOptions {
   // Rotation-symmetric rings (coll::rotation_symmetric) are built from rank 0's schedule alone
   // (no per-rank schedules or Program: the 4,096- and 16,384-rank rings of docs/SIMULATOR.md).
   bool symmetric_schedules = true;
+  // A symmetric job alone on the fabric whose ranks repeat every S in routes too (contiguous
+  // placements on trees, static routing) simulates S ranks, each standing for P / S identical
+  // ones (engine_fold.cpp); the results are those of simulating every rank.
+  bool fold_symmetric = true;
   bool model_contention = true;  // fill JobResult::contended_bandwidth_s (one pass over the program)
   Matching matching = Matching::dataflow;
   std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager only (Open MPI's TCP: 64 KiB)
@@ -90,6 +94,7 @@ struct JobResult {
   double contended_bandwidth_s = 0;
   double worst_step_share = 0;  // most of this job's messages on one link in one step
   bool symmetric_layout = false;  // built from rank 0's schedule alone (SimOptions::symmetric_schedules)
+  std::uint32_t fold = 1;  // ranks each simulated rank stood for (SimOptions::fold_symmetric)
 };
 
 struct SimResult {

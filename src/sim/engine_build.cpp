@@ -67,7 +67,6 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   Job J;
   J.spec = std::move(spec);
   J.res.name = J.spec.name;
-  J.rank_busy.assign(p, 0);
   if (opt.model_contention && npeers > 0) {
     const Contention c = contention_symmetric(T, p, J.spec.hosts, topo);
     J.res.contended_bandwidth_s = c.bandwidth_s;
@@ -77,7 +76,8 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   if (static_cast<std::uint64_t>(n) * P >= ~0u)
     throw Error(Error::Kind::config, fmt::format("job '{}': {} ops per rank x {} ranks exceed the simulator's 2^32 ops",
                                                  J.spec.name, n, p));
-  // Static data once (rank 0's), one byte per op for the rest: its state and pending count.
+  // Static data once (rank 0's); the per-rank part (one byte per op: state and pending count)
+  // is laid out by layout_symmetric when the run starts and knows whether it folds.
   J.sym = true;
   J.res.symmetric_layout = true;
   J.T.P = P;
@@ -90,22 +90,44 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   J.T.conn = std::move(conn);
   J.T.succ_begin.assign(T.succ_begin.begin(), T.succ_begin.end());
   J.T.succ.assign(T.succ.begin(), T.succ.end());
-  J.dyn.resize(static_cast<std::size_t>(n) * P);
+  // Rendezvous and eager: every op after the template's first step also waits for its step.
+  if (opt.matching != Matching::dataflow) J.T.step = program_steps(T);
+  J.T.pending0.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
-    if (T.ndeps[i] > Job::kMaxPending)
-      throw Error(Error::Kind::internal, fmt::format("job '{}': template op {} has {} dependencies (at most {})",
-                                                     J.spec.name, i, T.ndeps[i], Job::kMaxPending));
-    std::fill_n(J.dyn.begin() + static_cast<std::ptrdiff_t>(i) * P, P,
-                static_cast<std::uint8_t>(T.ndeps[i] << Job::kPendShift));
+    const std::uint32_t d = T.ndeps[i] + (!J.T.step.empty() && J.T.step[i] > 0 ? 1 : 0);
+    if (d > Job::kMaxPending)
+      throw Error(Error::Kind::internal, fmt::format("job '{}': template op {} waits for {} things (at most {})",
+                                                     J.spec.name, i, d, Job::kMaxPending));
+    J.T.pending0[i] = static_cast<std::uint8_t>(d);
   }
-  J.prog.nranks = p;
-  J.prog.num_pairs = P * npeers;
+  jobs.push_back(std::move(J));
+}
+
+// The per-rank part of a symmetric job, S ranks of it (P, or the fold's period).
+void Simulator::Impl::layout_symmetric(Job& J, std::uint32_t S) {
+  const auto n = static_cast<std::uint32_t>(J.T.ops.size());
+  J.T.S = S;
+  J.rank_busy.assign(S, 0);
+  J.dyn.resize(static_cast<std::size_t>(n) * S);
+  for (std::uint32_t i = 0; i < n; ++i)
+    std::fill_n(J.dyn.begin() + static_cast<std::ptrdiff_t>(i) * S, S,
+                static_cast<std::uint8_t>(J.T.pending0[i] << Job::kPendShift));
+  J.prog.nranks = static_cast<int>(J.T.P);
+  J.prog.num_pairs = S * J.T.npeers;
   J.pair_q.resize(J.prog.num_pairs);
   J.pair_busy.assign(J.prog.num_pairs, 0);
   J.pair_next.assign(J.prog.num_pairs, 0);
   init_route_cache(J);
+  if (!J.T.step.empty()) {
+    // Program indices of a symmetric job are template indices (the same for every rank).
+    J.step_start.assign(n, 0);
+    for (std::uint32_t i = 0; i < n; ++i) J.step_start[i] = i == 0 || J.T.step[i] != J.T.step[i - 1];
+    J.rank_end.assign(S, n);
+    J.step_end.assign(S, 0);
+    J.step_left.assign(S, 0);
+    for (std::uint32_t r = 0; r < S; ++r) open_step(J, static_cast<int>(r), 0, false);
+  }
   total_ops += J.num_ops();
-  jobs.push_back(std::move(J));
 }
 
 void Simulator::Impl::add(JobSpec spec, Program prog) {
@@ -218,8 +240,10 @@ void Simulator::Impl::open_step(Job& J, int r, std::uint32_t from, bool release)
   J.step_left[r] = e - from;
   if (!release) return;
   const auto ji = static_cast<std::uint32_t>(&J - jobs.data());
-  for (std::uint32_t i = from; i < e; ++i)
-    if (--J.E[J.gate_ops[i]].pending == 0) work.emplace_back(ji, J.gate_ops[i]);
+  for (std::uint32_t i = from; i < e; ++i) {
+    const std::uint32_t op = J.sym ? i * J.T.S + static_cast<std::uint32_t>(r) : J.gate_ops[i];
+    if (J.release(op)) work.emplace_back(ji, op);
+  }
 }
 
 }  // namespace inc::sim

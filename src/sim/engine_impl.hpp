@@ -109,13 +109,17 @@ struct Simulator::Impl {
     BigVec<EngOp> E;              // ops in step-major order (see add)
     BigVec<std::uint32_t> succ;   // successors, in E's numbering
     // Rotation-symmetric jobs (add_symmetric) keep no EngOp records: op i of rank r (event-loop
-    // index i P + r) is template op i with peers shifted by r, and its state and pending count
-    // share one byte (`dyn`), so 4,096 ranks need 67 MB instead of 3.7 GB.
+    // index i S + r) is template op i with peers shifted by r, and its state and pending count
+    // share one byte (`dyn`), so 4,096 ranks need 67 MB instead of 3.7 GB. S = P unless the run
+    // is folded (engine_fold.cpp): then only ranks 0..S-1 are simulated, rank r + jS being rank
+    // r's image, and a peer's rank is taken mod S after the shift mod P.
     struct Sym {
-      std::uint32_t P = 0, npeers = 0;
+      std::uint32_t P = 0, S = 0, npeers = 0;
       std::vector<SimOp> ops;  // rank 0's
       std::vector<std::uint32_t> match, seq, conn;  // matching template op, message index, connection
       std::vector<std::uint32_t> succ_begin, succ;  // template numbering
+      std::vector<std::uint8_t> pending0;  // initial pending count (dependencies + step gate)
+      std::vector<std::uint32_t> step;     // program_steps of the template (rendezvous, eager)
     };
     bool sym = false;
     Sym T;
@@ -149,23 +153,23 @@ struct Simulator::Impl {
     std::size_t num_ops() const { return sym ? dyn.size() : E.size(); }
     SimOp op(std::uint32_t i) const {
       if (!sym) return E[i].op;
-      SimOp o = T.ops[i / T.P];
-      if (o.peer >= 0) o.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + i % T.P) % T.P);
+      SimOp o = T.ops[i / T.S];
+      if (o.peer >= 0) o.peer = static_cast<std::int32_t>((static_cast<std::uint32_t>(o.peer) + i % T.S) % T.P);
       return o;
     }
     std::uint32_t match(std::uint32_t i) const {
       if (!sym) return E[i].match;
-      const std::uint32_t t = i / T.P, m = T.match[t];
+      const std::uint32_t t = i / T.S, m = T.match[t];
       if (m == ~0u) return m;
-      return m * T.P + (static_cast<std::uint32_t>(T.ops[t].peer) + i % T.P) % T.P;
+      return m * T.S + (static_cast<std::uint32_t>(T.ops[t].peer) + i % T.S) % T.P % T.S;
     }
     std::uint32_t pair_of(std::uint32_t i) const {
       if (!sym) return E[i].pair_of;
-      const std::uint32_t c = T.conn[i / T.P];
-      return c == ~0u ? c : (i % T.P) * T.npeers + c;
+      const std::uint32_t c = T.conn[i / T.S];
+      return c == ~0u ? c : (i % T.S) * T.npeers + c;
     }
-    std::uint32_t pair_seq(std::uint32_t i) const { return sym ? T.seq[i / T.P] : E[i].pair_seq; }
-    std::int32_t rank(std::uint32_t i) const { return sym ? static_cast<std::int32_t>(i % T.P) : E[i].rank; }
+    std::uint32_t pair_seq(std::uint32_t i) const { return sym ? T.seq[i / T.S] : E[i].pair_seq; }
+    std::int32_t rank(std::uint32_t i) const { return sym ? static_cast<std::int32_t>(i % T.S) : E[i].rank; }
     std::uint8_t state(std::uint32_t i) const {
       return sym ? static_cast<std::uint8_t>(dyn[i] & ((1u << kPendShift) - 1)) : E[i].state;
     }
@@ -188,8 +192,8 @@ struct Simulator::Impl {
         for (std::uint32_t s = E[i].succ_begin; s < E[i].succ_end; ++s) f(succ[s]);
         return;
       }
-      const std::uint32_t t = i / T.P, r = i % T.P;
-      for (std::uint32_t s = T.succ_begin[t]; s < T.succ_begin[t + 1]; ++s) f(T.succ[s] * T.P + r);
+      const std::uint32_t t = i / T.S, r = i % T.S;
+      for (std::uint32_t s = T.succ_begin[t]; s < T.succ_begin[t + 1]; ++s) f(T.succ[s] * T.S + r);
     }
   };
   std::vector<Job> jobs;
@@ -307,6 +311,19 @@ struct Simulator::Impl {
   void check_hosts(const JobSpec& spec, int p) const;
   // A rotation-symmetric job from rank 0's schedule (template_program): no per-rank schedules.
   void add_symmetric(JobSpec spec, int p, Program templ);
+  // Its per-rank part for S simulated ranks (P, or the fold's period), when the run starts.
+  void layout_symmetric(Job& J, std::uint32_t S);
+  // Folding (engine_fold.cpp): a symmetric job alone on the fabric whose routes repeat every S
+  // ranks (a link bijection maps rank r's routes onto rank r + S's, preserving bandwidth,
+  // latency and tier, every orbit of P / S links) runs ranks 0..S-1 only, whose routes' links are
+  // the orbits' representatives. Returns S (P: no fold) and fills link_rep and host_rep.
+  std::uint32_t fold_period(const Job& J);
+  // The folded run's figures for the whole job: counts times the fold, link bytes per orbit.
+  void unfold();
+  std::uint32_t fold = 1;
+  std::vector<std::uint32_t> link_rep;  // folded: link -> its orbit's representative (~0u unused)
+  std::vector<int> host_rep;            // folded: host -> its orbit's representative
+  int rep_host(int h) const { return host_rep.empty() ? h : host_rep[static_cast<std::size_t>(h)]; }
   // Every op after a rank's first step waits for one more thing: its step opening.
   void setup_steps(Job& J, const BigVec<std::uint32_t>& perm);
   // Opens the step of rank r that begins at program index `from` (if any).
