@@ -10,9 +10,10 @@
 //                           the INC run); with and without UDP GSO/GRO (--offload);
 //   switch_bench lanes      --lanes L,.. data planes on as many threads at once, in-process
 //                           (wall-clock total against one lane: scaling without the network);
+//   switch_bench keyed      only the keyed data plane of `dataplane --auth` (keyed against unkeyed);
 //   switch_bench all        all three. Medians of --runs runs; this machine is shared and noisy.
 // Options: --members M --runs R --seconds S --workers W --count N --elems E,.. --slots K (per lane)
-//          --lanes L,.. --offload on|off|both --batch N --json FILE
+//          --lanes L,.. --offload on|off|both --batch N --json FILE --gmac evp,clmul,avx2,avx512
 #include <algorithm>
 #include <optional>
 #include <atomic>
@@ -51,6 +52,7 @@ struct Args {
   std::string offload = "both";  // on | off | both
   bool auth = false;             // UDP: keyed job (authenticated packets)
   int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
+  std::vector<std::string> gmac;  // auth, keyed: the GMAC implementations to compare (empty: all)
   std::string json;
 };
 
@@ -574,6 +576,11 @@ void bench_udp(const Args& a) {
   }
 }
 
+// --gmac: the GMAC implementations to compare (all this CPU runs if empty).
+bool wanted(const Args& a, proto::gmac::Isa i) {
+  return a.gmac.empty() || std::find(a.gmac.begin(), a.gmac.end(), proto::gmac::name(i)) != a.gmac.end();
+}
+
 // What authentication costs one core: sealing and opening one packet (AES-256-GMAC, our
 // src/proto/auth) per payload size with each GMAC implementation this CPU runs
 // (src/proto/gmac.hpp; evp is OpenSSL's EVP AES-GCM, the only one before), against libsodium's
@@ -582,7 +589,7 @@ void bench_udp(const Args& a) {
 void bench_auth(const Args& a) {
   std::vector<proto::gmac::Isa> isas;
   for (proto::gmac::Isa i : proto::gmac::kAllIsas)
-    if (proto::gmac::available(i)) isas.push_back(i);
+    if (proto::gmac::available(i) && wanted(a, i)) isas.push_back(i);
   const proto::gmac::Isa best = proto::gmac::selected();
   std::printf("\n# authentication, one core: ns per packet to seal (sender) and to open (receiver: tag and"
               " replay window) with each GMAC implementation (median of %d runs); GB/s of payload opened by"
@@ -663,7 +670,9 @@ void bench_auth(const Args& a) {
                     *std::min_element(open_ns[k].begin(), open_ns[k].end()));
       fields += f;
     }
-    std::printf(" %10.2f %10.2f %12.0f %10.2f\n", payload / best_open, evp_open / best_open, po, po > 0 ? payload / po : 0.0);
+    // (0: evp or the selected implementation left out by --gmac)
+    std::printf(" %10.2f %10.2f %12.0f %10.2f\n", best_open > 0 ? payload / best_open : 0.0,
+                best_open > 0 ? evp_open / best_open : 0.0, po, po > 0 ? payload / po : 0.0);
     emit_json("{\"bench\":\"auth\",\"payload\":" + std::to_string(payload) + ",\"best\":\"" +
               std::string(proto::gmac::name(best)) + "\"" + fields + ",\"poly1305_ns\":" + std::to_string(po) + "}");
   }
@@ -719,7 +728,7 @@ void bench_auth(const Args& a) {
 void bench_dataplane_keyed(const Args& a) {
   std::vector<proto::gmac::Isa> isas;
   for (proto::gmac::Isa i : proto::gmac::kAllIsas)
-    if (proto::gmac::available(i)) isas.push_back(i);
+    if (proto::gmac::available(i) && wanted(a, i)) isas.push_back(i);
   const proto::gmac::Isa best = proto::gmac::selected();
   std::printf("\n# keyed data plane, in-process, one core: %d members, %d slots, i32; GB/s of contributed payload"
               " per CPU second (median of %d runs), unkeyed and keyed with each GMAC implementation; keyed/unkeyed"
@@ -768,7 +777,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Core-INC switch: data-plane throughput against memcpy, lanes, UDP loopback against raw UDP "
                "(docs/SWITCH.md)"};
-  app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "lanes", "udp", "auth", "all"}));
+  app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "keyed", "lanes", "udp", "auth", "all"}));
   app.add_option("--members", a.members, "members per job")->check(CLI::Range(1, 64));
   app.add_option("--runs", a.runs, "runs per point (median)")->check(CLI::Range(1, 1000));
   app.add_option("--seconds", a.seconds, "seconds per data-plane run")->check(CLI::Range(0.001, 3600.0));
@@ -781,13 +790,17 @@ int main(int argc, char** argv) {
   app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
   app.add_flag("--auth", a.auth, "udp, dataplane: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
+  app.add_option("--gmac", a.gmac, "auth, keyed, dataplane --auth: GMAC implementations to compare, comma list "
+                                   "(default: all this CPU runs)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"evp", "clmul", "avx2", "avx512"}));
   app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--json", a.json, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   g_batch = a.batch;
   if (a.auth) g_key = proto::auth::random_key();
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
-  if ((a.mode == "dataplane" || a.mode == "all") && a.auth) bench_dataplane_keyed(a);
+  if (((a.mode == "dataplane" || a.mode == "all") && a.auth) || a.mode == "keyed") bench_dataplane_keyed(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
   if (a.mode == "auth" || a.mode == "all") bench_auth(a);
