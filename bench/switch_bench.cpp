@@ -10,9 +10,10 @@
 //                           the INC run); with and without UDP GSO/GRO (--offload);
 //   switch_bench lanes      --lanes L,.. data planes on as many threads at once, in-process
 //                           (wall-clock total against one lane: scaling without the network);
+//   switch_bench keyed      only the keyed data plane of `dataplane --auth` (keyed against unkeyed);
 //   switch_bench all        all three. Medians of --runs runs; this machine is shared and noisy.
 // Options: --members M --runs R --seconds S --workers W --count N --elems E,.. --slots K (per lane)
-//          --lanes L,.. --offload on|off|both --batch N --json FILE
+//          --lanes L,.. --offload on|off|both --batch N --json FILE --gmac evp,clmul,avx2,avx512
 #include <algorithm>
 #include <optional>
 #include <atomic>
@@ -25,6 +26,9 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #ifdef INC_HAVE_SODIUM
 #include <sodium.h>
 #endif
@@ -51,6 +55,7 @@ struct Args {
   std::string offload = "both";  // on | off | both
   bool auth = false;             // UDP: keyed job (authenticated packets)
   int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
+  std::vector<std::string> gmac;  // auth, keyed: the GMAC implementations to compare (empty: all)
   std::string json;
 };
 
@@ -574,15 +579,50 @@ void bench_udp(const Args& a) {
   }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The first layer of UMAC (RFC 4418's NH, the fastest universal hash family we know of for
+// AVX2 CPUs) over `len` bytes (a multiple of 64) with `passes` Toeplitz-shifted keys (4 for
+// UMAC-128's 128-bit tags, 2 for UMAC-64's 64-bit ones): 32-bit additions, 32x32->64 products,
+// 64-bit sums, two message blocks of 8 words per step. The arithmetic of the candidate only
+// (word order differs from the RFC's and the later layers are left out, so a real UMAC costs
+// more): what a MAC built on it would at least cost against GMAC on the same CPU.
+template <int Passes>
+__attribute__((target("avx2"), noinline)) std::uint64_t nh_avx2(const std::byte* m, std::size_t len,
+                                                                  const std::byte* key) {
+  constexpr int passes = Passes;
+  __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (std::size_t off = 0; off + 64 <= len; off += 64) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + off));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + off + 32));
+    const __m256i x = _mm256_permute2x128_si256(a, b, 0x20), y = _mm256_permute2x128_si256(a, b, 0x31);
+    for (int i = 0; i < passes; ++i) {
+      const __m256i tx = _mm256_add_epi32(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key + off + 16 * i)));
+      const __m256i ty = _mm256_add_epi32(y, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key + off + 32 + 16 * i)));
+      acc[i] = _mm256_add_epi64(acc[i], _mm256_mul_epu32(tx, ty));
+      acc[i] = _mm256_add_epi64(acc[i], _mm256_mul_epu32(_mm256_srli_epi64(tx, 32), _mm256_srli_epi64(ty, 32)));
+    }
+  }
+  const __m256i s = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
+  return std::uint64_t(_mm256_extract_epi64(s, 0) ^ _mm256_extract_epi64(s, 3));
+}
+#define INC_BENCH_NH 1
+#endif
+
+// --gmac: the GMAC implementations to compare (all this CPU runs if empty).
+bool wanted(const Args& a, proto::gmac::Isa i) {
+  return a.gmac.empty() || std::find(a.gmac.begin(), a.gmac.end(), proto::gmac::name(i)) != a.gmac.end();
+}
+
 // What authentication costs one core: sealing and opening one packet (AES-256-GMAC, our
 // src/proto/auth) per payload size with each GMAC implementation this CPU runs
 // (src/proto/gmac.hpp; evp is OpenSSL's EVP AES-GCM, the only one before), against libsodium's
 // Poly1305 with a ChaCha20-derived one-time key (the other candidate; built when libsodium is
-// found). Implementations alternate within each run, so load hits them alike.
+// found) and the NH layer of UMAC (nh_avx2). Implementations alternate within each run, so load
+// hits them alike.
 void bench_auth(const Args& a) {
   std::vector<proto::gmac::Isa> isas;
   for (proto::gmac::Isa i : proto::gmac::kAllIsas)
-    if (proto::gmac::available(i)) isas.push_back(i);
+    if (proto::gmac::available(i) && wanted(a, i)) isas.push_back(i);
   const proto::gmac::Isa best = proto::gmac::selected();
   std::printf("\n# authentication, one core: ns per packet to seal (sender) and to open (receiver: tag and"
               " replay window) with each GMAC implementation (median of %d runs); GB/s of payload opened by"
@@ -591,7 +631,7 @@ void bench_auth(const Args& a) {
   std::printf("%8s", "payload");
   for (proto::gmac::Isa i : isas)
     std::printf(" %11s %11s", (std::string(proto::gmac::name(i)) + " seal").c_str(), (std::string(proto::gmac::name(i)) + " open").c_str());
-  std::printf(" %10s %10s %12s %10s\n", "open GB/s", "evp/best", "poly1305 ns", "poly GB/s");
+  std::printf(" %10s %10s %12s %10s %9s %9s\n", "open GB/s", "evp/best", "poly1305 ns", "poly GB/s", "nh x4 ns", "nh x2 ns");
   const proto::auth::Key key = proto::auth::random_key();
   for (std::uint32_t payload : {0u, 1024u, 8192u, 32768u}) {
     std::vector<std::byte> pkt(proto::kHeaderBytes + payload + proto::kAuthTrailerBytes);
@@ -603,7 +643,7 @@ void bench_auth(const Args& a) {
     proto::encode_header(h, pkt.data());
     const int n = payload >= 8192 ? 20000 : 200000;
     std::vector<std::vector<double>> seal_ns(isas.size()), open_ns(isas.size());
-    std::vector<double> poly_ns;
+    std::vector<double> poly_ns, nh_ns[2];
     for (int r = 0; r < a.runs; ++r) {
       for (std::size_t k = 0; k < isas.size(); ++k) {
         const proto::auth::Mac mac(key, proto::auth::random_instance(), isas[k]);
@@ -646,8 +686,27 @@ void bench_auth(const Args& a) {
       }
       poly_ns.push_back((cpu_s() - t0) / n * 1e9);
 #endif
+#ifdef INC_BENCH_NH
+      // NH over the bytes a tag covers, rounded up to 64 (RFC 4418 pads likewise).
+      if (__builtin_cpu_supports("avx2")) {
+        const std::size_t len = (proto::kHeaderBytes + payload + 24 + 63) & ~std::size_t(63);
+        std::vector<std::byte> m(len), k(len + 64);
+        for (std::size_t i = 0; i < k.size(); ++i) k[i] = std::byte(i * 151 + 7);
+        for (int v = 0; v < 2; ++v) {
+          const double t1 = cpu_s();
+          std::uint64_t sink = 0;
+          for (int i = 0; i < n; ++i) {
+            m[0] = std::byte(sink);
+            sink += v == 0 ? nh_avx2<4>(m.data(), len, k.data()) : nh_avx2<2>(m.data(), len, k.data());
+          }
+          asm volatile("" : : "r"(sink));
+          nh_ns[v].push_back((cpu_s() - t1) / n * 1e9);
+        }
+      }
+#endif
     }
     const double po = poly_ns.empty() ? 0 : median(poly_ns);
+    const double nh4 = nh_ns[0].empty() ? 0 : median(nh_ns[0]), nh2 = nh_ns[1].empty() ? 0 : median(nh_ns[1]);
     double evp_open = 0, best_open = 0;
     std::string fields;
     std::printf("%8u", payload);
@@ -663,9 +722,12 @@ void bench_auth(const Args& a) {
                     *std::min_element(open_ns[k].begin(), open_ns[k].end()));
       fields += f;
     }
-    std::printf(" %10.2f %10.2f %12.0f %10.2f\n", payload / best_open, evp_open / best_open, po, po > 0 ? payload / po : 0.0);
+    // (0: evp or the selected implementation left out by --gmac)
+    std::printf(" %10.2f %10.2f %12.0f %10.2f %9.0f %9.0f\n", best_open > 0 ? payload / best_open : 0.0,
+                best_open > 0 ? evp_open / best_open : 0.0, po, po > 0 ? payload / po : 0.0, nh4, nh2);
     emit_json("{\"bench\":\"auth\",\"payload\":" + std::to_string(payload) + ",\"best\":\"" +
-              std::string(proto::gmac::name(best)) + "\"" + fields + ",\"poly1305_ns\":" + std::to_string(po) + "}");
+              std::string(proto::gmac::name(best)) + "\"" + fields + ",\"poly1305_ns\":" + std::to_string(po) +
+              ",\"nh4_ns\":" + std::to_string(nh4) + ",\"nh2_ns\":" + std::to_string(nh2) + "}");
   }
   // Control packets (admit/release without a controller, docs/PROTOCOL.md "Control plane"):
   // every request comes from a fresh sender instance, so the switch derives the subkey
@@ -719,7 +781,7 @@ void bench_auth(const Args& a) {
 void bench_dataplane_keyed(const Args& a) {
   std::vector<proto::gmac::Isa> isas;
   for (proto::gmac::Isa i : proto::gmac::kAllIsas)
-    if (proto::gmac::available(i)) isas.push_back(i);
+    if (proto::gmac::available(i) && wanted(a, i)) isas.push_back(i);
   const proto::gmac::Isa best = proto::gmac::selected();
   std::printf("\n# keyed data plane, in-process, one core: %d members, %d slots, i32; GB/s of contributed payload"
               " per CPU second (median of %d runs), unkeyed and keyed with each GMAC implementation; keyed/unkeyed"
@@ -768,7 +830,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Core-INC switch: data-plane throughput against memcpy, lanes, UDP loopback against raw UDP "
                "(docs/SWITCH.md)"};
-  app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "lanes", "udp", "auth", "all"}));
+  app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "keyed", "lanes", "udp", "auth", "all"}));
   app.add_option("--members", a.members, "members per job")->check(CLI::Range(1, 64));
   app.add_option("--runs", a.runs, "runs per point (median)")->check(CLI::Range(1, 1000));
   app.add_option("--seconds", a.seconds, "seconds per data-plane run")->check(CLI::Range(0.001, 3600.0));
@@ -781,13 +843,17 @@ int main(int argc, char** argv) {
   app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
   app.add_flag("--auth", a.auth, "udp, dataplane: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
+  app.add_option("--gmac", a.gmac, "auth, keyed, dataplane --auth: GMAC implementations to compare, comma list "
+                                   "(default: all this CPU runs)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"evp", "clmul", "avx2", "avx512"}));
   app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--json", a.json, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   g_batch = a.batch;
   if (a.auth) g_key = proto::auth::random_key();
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
-  if ((a.mode == "dataplane" || a.mode == "all") && a.auth) bench_dataplane_keyed(a);
+  if (((a.mode == "dataplane" || a.mode == "all") && a.auth) || a.mode == "keyed") bench_dataplane_keyed(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
   if (a.mode == "auth" || a.mode == "all") bench_auth(a);

@@ -112,15 +112,12 @@ void aes_pads(const Tables& t, const std::uint8_t* ivs, std::size_t n, std::uint
   // previous round of the same block only, so the 8 chains fill the AES units' pipelines.
   constexpr std::size_t B = Gmac::kPadBatch;
   const auto* rk = reinterpret_cast<const __m128i*>(t.round_keys);
-  alignas(16) std::uint8_t j0[B][16] = {};
+  if (n == 0) return;
   if (n > B) n = B;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(j0[i], ivs + kIvBytes * i, kIvBytes);
-    j0[i][15] = 1;
-  }
   __m128i x[B];
   const __m128i k0 = _mm_load_si128(rk);
-  for (std::size_t i = 0; i < B; ++i) x[i] = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(j0[i])), k0);
+  // Blocks past n encrypt the last IV again (never stored).
+  for (std::size_t i = 0; i < B; ++i) x[i] = _mm_xor_si128(j0_of(ivs + kIvBytes * (i < n ? i : n - 1)), k0);
   for (int r = 1; r < 14; ++r) {
     const __m128i k = _mm_load_si128(rk + r);
     for (std::size_t i = 0; i < B; ++i) x[i] = _mm_aesenc_si128(x[i], k);

@@ -50,6 +50,16 @@ inline __m128i reduce128(__m128i lo, __m128i mi, __m128i hi) {
   return _mm_xor_si128(hi, _mm_xor_si128(_mm_clmulepi64_si128(mi, c, 0x00), _mm_shuffle_epi32(mi, 0x4e)));
 }
 
+// J0 = iv || 0x00000001 built in a register (byte 15 = 1 is bit 56 of the high half): a block
+// written byte-wise to memory and loaded back would wait for its stores to retire.
+inline __m128i j0_of(const std::uint8_t* iv) {
+  std::uint64_t lo;
+  std::uint32_t hi;
+  std::memcpy(&lo, iv, 8);
+  std::memcpy(&hi, iv + 8, 4);
+  return _mm_set_epi64x(static_cast<long long>((1ull << 56) | hi), static_cast<long long>(lo));
+}
+
 inline __m128i aes256_encrypt(const Tables& t, __m128i x) {
   const auto* rk = reinterpret_cast<const __m128i*>(t.round_keys);
   x = _mm_xor_si128(x, _mm_loadu_si128(rk));
@@ -69,11 +79,7 @@ inline void tag_of_parts(const Tables& t, Absorb absorb, const Part* parts, std:
                          const std::uint8_t* iv, const std::uint8_t* pad, std::uint8_t* out) {
   // AES(J0) first unless precomputed (`pad`): independent of the hash, it runs in the shadow of
   // the first blocks.
-  alignas(16) std::uint8_t j0[16] = {};
-  std::memcpy(j0, iv, kIvBytes);
-  j0[15] = 1;
-  const __m128i e = pad ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(pad))
-                        : aes256_encrypt(t, _mm_load_si128(reinterpret_cast<const __m128i*>(j0)));
+  const __m128i e = pad ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(pad)) : aes256_encrypt(t, j0_of(iv));
   constexpr std::size_t kStride = 512;
   __m128i y = _mm_setzero_si128();
   alignas(64) std::uint8_t stage[kStride + 32];
