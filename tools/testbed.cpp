@@ -77,7 +77,7 @@ int cmd_testbed(int argc, char** argv) {
   testbed::SpecInput in;
   std::string file;
   int hosts = 0, rph = 0, leaves = 0, mtu = 0, switch_port = 0, metrics_port = 0, slot_elems = 0, job_slots = 0;
-  std::string link, uplink, shaper, queue, burst, prefix = "inctb";
+  std::string link, uplink, shaper, queue, burst, prefix = "inctb", tcp_cc;
   double over = 0, timeout_s = 0, grace_s = 3;
   int store_port = 0;
   std::vector<std::string> switch_args;
@@ -93,6 +93,8 @@ int cmd_testbed(int argc, char** argv) {
   auto* o_mtu = app.add_option("--mtu", mtu, "MTU of every link, 576..65535 [9000]");
   auto* o_queue = app.add_option("--queue", queue, "shaper queue per direction: bytes (512KiB), time at the rate (4ms) or auto [auto]");
   auto* o_burst = app.add_option("--burst", burst, "token bucket: bytes, time at the rate or auto [auto]");
+  auto* o_tcpcc = app.add_option("--tcp-cc", tcp_cc, "TCP congestion control of every host namespace, or inherit "
+                                                     "(the machine's) [reno]");
   auto* o_noswitch = app.add_flag("--no-switch", no_switch, "no switches: collectives run on the hosts");
   bool no_auth = false;
   auto* o_noauth = app.add_flag("--no-auth", no_auth, "the switch job without a key: packets unauthenticated "
@@ -167,6 +169,7 @@ int cmd_testbed(int argc, char** argv) {
     set(o_slot, flags.slot_elements, slot_elems, "slot_elements");
     set(o_jslots, flags.job_slots, job_slots, "job_slots");
     set(o_prefix, flags.prefix, prefix, "prefix");
+    set(o_tcpcc, flags.tcp_cc, tcp_cc, "tcp_cc");
     if (o_noswitch->count()) flags.with_switch = false;
     if (o_noauth->count()) flags.auth = false;
     if (o_mcast->count()) flags.multicast = true;

@@ -175,6 +175,10 @@ Plan make_plan(const Spec& spec, const Identity& id) {
     for (const auto& ns : p.namespaces)
       p.setup.push_back({"ip", "netns", "exec", ns, "sysctl", "-q", "-w",
                          "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"});
+  if (!spec.tcp_cc.empty())  // per namespace; the hosts' TCP as a deployment sets it (Spec::tcp_cc)
+    for (const auto& h : p.hosts)
+      p.setup.push_back({"ip", "netns", "exec", h.ns, "sysctl", "-q", "-w",
+                         "net.ipv4.tcp_congestion_control=" + spec.tcp_cc});
   for (const auto& ns : p.namespaces) p.setup.push_back(ip(ns, {"link", "set", "lo", "up"}));
   auto bridge = [&](const std::string& ns, const std::string& addr) {
     if (spec.multicast)  // a leaf's group is flooded to every port: every host holds members,
@@ -311,6 +315,8 @@ std::string describe_plan(const Plan& p, bool commands) {
                                  : std::string("one level: hosts on one bridge"),
                    s.mtu, name(s.shaper));
   o += fmt::format("namespaces: {}* ({}), state {}\n", pfx, p.namespaces.size(), state_dir(p.id));
+  o += s.tcp_cc.empty() ? std::string("host TCP: the machine's congestion control (--tcp-cc inherit)\n")
+                       : fmt::format("host TCP: congestion control {} in every host namespace\n", s.tcp_cc);
   if (!p.controller.argv.empty())
     o += fmt::format("controller: {}:{} in {}, fabric {}; every communicator gets its tree and a "
                      "fresh key from it\n          {}\n", p.controller.addr, p.controller.port,

@@ -173,6 +173,7 @@ void SpecInput::merge(const SpecInput& o) {
   take(queue, o.queue);
   take(burst, o.burst);
   take(prefix, o.prefix);
+  take(tcp_cc, o.tcp_cc);
   take(oversubscription, o.oversubscription);
   take(with_switch, o.with_switch);
   take(auth, o.auth);
@@ -234,6 +235,10 @@ SpecInput parse_spec_text(std::string_view text, const std::string& file) {
   if (r.has("prefix")) {
     in.prefix = r.get_string("prefix", "");
     in.where["prefix"] = at(r, "prefix");
+  }
+  if (r.has("tcp_cc")) {
+    in.tcp_cc = r.get_string("tcp_cc", "");
+    in.where["tcp_cc"] = at(r, "tcp_cc");
   }
   if (r.has("oversubscription")) {
     in.oversubscription = r.get_double("oversubscription", 1, 0.01, 1000);
@@ -338,6 +343,13 @@ Spec build_spec(const SpecInput& in) {
     for (char c : p) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)));
     if (!ok) fail(where("prefix", "--prefix"), fmt::format("'{}' must be 1-12 characters a-z0-9, starting with a letter", p));
     s.prefix = p;
+  }
+  if (in.tcp_cc) {  // a kernel congestion-control name (TCP_CA_NAME_MAX 16 with the NUL), or inherit
+    const std::string& c = *in.tcp_cc;
+    bool ok = !c.empty() && c.size() <= 15;
+    for (char ch : c) ok = ok && (std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_');
+    if (!ok) fail(where("tcp_cc", "--tcp-cc"), fmt::format("'{}' is not a congestion control name (reno, cubic, bbr, ...) or inherit", c));
+    s.tcp_cc = c == "inherit" ? std::string() : c;
   }
   s.queue = amount(in.queue, "queue");
   s.burst = amount(in.burst, "burst");

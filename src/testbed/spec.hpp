@@ -16,6 +16,8 @@ namespace inc::testbed {
 enum class Shaper { tbf, htb };
 const char* name(Shaper s);
 
+inline constexpr std::string_view kDefaultTcpCc = "reno";  // --tcp-cc; "inherit" keeps the machine's
+
 // A size that is given as bytes, as time at the link's rate, or chosen by the testbed.
 struct Amount {
   enum class Kind { automatic, bytes, time } kind = Kind::automatic;
@@ -67,6 +69,11 @@ struct Spec {
   int job_slots = 32;
   std::vector<std::string> switch_args;  // appended to every `inc switch` command line
   std::string prefix = "inctb";          // namespace names: PREFIX-PID-ROLE
+  // TCP congestion control of every host namespace (net.ipv4.tcp_congestion_control, set per
+  // namespace); empty = inherit the machine's. Default reno: a loss-based algorithm like Linux's
+  // default cubic, whereas a rate-probing one (BBR) reads the token bucket's burst as link
+  // bandwidth (docs/TESTBED.md, "TCP in the hosts").
+  std::string tcp_cc = std::string(kDefaultTcpCc);
 
   int hosts() const;
   int world_size() const { return hosts() * ranks_per_host; }
@@ -101,7 +108,7 @@ int slot_elements_for_mtu(int mtu);
 struct SpecInput {
   std::optional<int> hosts, ranks_per_host, leaves, mtu, switch_port, metrics_port, slot_elements,
       job_slots;
-  std::optional<std::string> link, uplink, shaper, queue, burst, prefix;
+  std::optional<std::string> link, uplink, shaper, queue, burst, prefix, tcp_cc;
   std::optional<double> oversubscription;
   std::optional<bool> with_switch, auth, multicast, controller;
   std::optional<std::vector<std::string>> switch_args;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -339,5 +340,27 @@ bool port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, 
 }
 
 bool kernel_has_ipv6() { return fs::exists("/proc/sys/net/ipv6/conf/all/disable_ipv6"); }
+
+std::string tcp_cc_problem(const std::string& cc) {
+  auto words = [](const char* path, std::string& text) {
+    std::ifstream f(path);
+    std::getline(f, text);
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  std::string available_text, allowed_text;
+  const auto available = words("/proc/sys/net/ipv4/tcp_available_congestion_control", available_text);
+  const auto allowed = words("/proc/sys/net/ipv4/tcp_allowed_congestion_control", allowed_text);
+  auto has = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), cc) != v.end(); };
+  if (!available.empty() && !has(available))
+    return fmt::format("this kernel has no TCP congestion control '{}' (available: {})", cc, available_text);
+  if (!allowed.empty() && !has(allowed))
+    return fmt::format("a network namespace may only select a congestion control listed in the machine's "
+                       "net.ipv4.tcp_allowed_congestion_control ({}); '{}' is not (add it there, or choose one "
+                       "of those, or inherit)", allowed_text, cc);
+  return {};
+}
 
 }  // namespace inc::testbed

@@ -75,5 +75,9 @@ bool port_bound(pid_t pid, const std::string& ns_path, const std::string& addr, 
 
 // Whether the kernel has IPv6 (then the namespaces disable it, to keep counters quiet).
 bool kernel_has_ipv6();
+// Why a host namespace cannot select the congestion control `cc` (not built in, or outside the
+// machine's net.ipv4.tcp_allowed_congestion_control, the only ones a namespace other than the
+// machine's own may choose); empty if it can or the lists cannot be read.
+std::string tcp_cc_problem(const std::string& cc);
 
 }  // namespace inc::testbed

@@ -260,6 +260,11 @@ int Runner::run() {
     write_all(o_.err_fd, "inc testbed: no command to run\n");
     return 2;
   }
+  if (!p_.spec.tcp_cc.empty())
+    if (std::string why = tcp_cc_problem(p_.spec.tcp_cc); !why.empty()) {
+      write_all(o_.err_fd, "inc testbed: --tcp-cc: " + why + "\n");
+      return 2;
+    }
   remove_leftovers();
   try {
     write_state(p_);

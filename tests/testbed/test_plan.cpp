@@ -369,3 +369,21 @@ TEST(TestbedCounters, ParsesTcAndIpJson) {
   EXPECT_NE(t.find("multicast kept off the uplinks by their filters: 85 packets (leaf0 uplink up 85;"),
             std::string::npos) << t;
 }
+
+TEST(TestbedPlan, HostsGetTheTcpCongestionControl) {
+  // Every host namespace (and only those: the switches speak UDP) sets it before any link is up.
+  Plan p = plan_for(4, 2, 1);
+  EXPECT_EQ(count_commands(p, {"ip", "netns", "exec"}) - (p.id.ipv6 ? p.namespaces.size() : 0), 4u);
+  for (const auto& h : p.hosts) {
+    Argv want = {"ip", "netns", "exec", h.ns, "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno"};
+    EXPECT_NE(std::find(p.setup.begin(), p.setup.end(), want), p.setup.end()) << h.ns;
+  }
+  EXPECT_NE(describe_plan(p, false).find("host TCP: congestion control reno"), std::string::npos);
+  SpecInput in;
+  in.hosts = 2;
+  in.tcp_cc = "inherit";
+  Plan q = make_plan(build_spec(in), test_id());
+  for (const auto& a : q.setup)
+    for (const auto& w : a) EXPECT_EQ(w.find("tcp_congestion_control"), std::string::npos) << shell_join(a);
+  EXPECT_NE(describe_plan(q, false).find("the machine's congestion control"), std::string::npos);
+}

@@ -200,3 +200,16 @@ TEST(TestbedSpec, FlagsOverrideTheFile) {
   EXPECT_EQ(s.hosts(), 4);
   EXPECT_FALSE(s.two_level());
 }
+
+TEST(TestbedSpec, TcpCongestionControl) {
+  // Default reno (a loss-based algorithm, as Linux's default cubic), not whatever the machine has.
+  EXPECT_EQ(build_spec(SpecInput{}).tcp_cc, "reno");
+  EXPECT_EQ(from_text("tcp_cc = \"bbr\"\n").tcp_cc, "bbr");
+  EXPECT_EQ(from_text("tcp_cc = \"inherit\"\n").tcp_cc, "");  // leave the namespaces' default
+  SpecInput flags;
+  flags.tcp_cc = "Cubic!";
+  flags.where["tcp_cc"] = "--tcp-cc";
+  EXPECT_TRUE(has(error_of([&] { build_spec(flags); }), "--tcp-cc: 'Cubic!' is not a congestion control name"));
+  EXPECT_TRUE(has(error_of([] { from_text("tcp_cc = \"\"\n"); }), "tb.toml:1: key 'tcp_cc': '' is not"));
+  EXPECT_TRUE(has(error_of([] { from_text("tcp_cc = \"averyveryverylongname\"\n"); }), "is not a congestion control name"));
+}
