@@ -181,8 +181,11 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   x.nres = 0;
   for (auto l : path) x.res[x.nres++] = l;
   count_route(path);
+  const bool nic_keeps = J.spec.edge_offload && so.forwards;  // the NIC forwards what it received
+  if (!nic_keeps) J.mem_bytes[src] += static_cast<double>(so.bytes);
+  J.mem_bytes[dst] += static_cast<double>(so.bytes);
   if (mem_on()) {
-    if (!(J.spec.edge_offload && so.forwards)) x.res[x.nres++] = mem_res(hs);
+    if (!nic_keeps) x.res[x.nres++] = mem_res(hs);
     x.res[x.nres++] = mem_res(hd);
   }
   ++J.res.messages;
@@ -401,6 +404,7 @@ SimResult Simulator::Impl::run() {
                   fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.num_ops() - J.ops_done,
                               J.num_ops()));
     J.res.ops = J.ops_done;
+    for (double b : J.mem_bytes) J.res.host_mem_bytes = std::max(J.res.host_mem_bytes, b);
     out.makespan_s = std::max(out.makespan_s, J.res.end_s);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
