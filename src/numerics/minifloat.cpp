@@ -2,6 +2,7 @@
 // encoders, and the dispatch to the AVX2 ones.
 #include "numerics/minifloat.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -71,21 +72,12 @@ void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, 
   float scaled[kChunk];
   for (std::size_t b0 = 0, s = 0; b0 < n; b0 += block, ++s) {
     const std::size_t end = b0 + block < n ? b0 + block : n;
-    float amax = 0;
-    bool special = false;
-    for (std::size_t i = b0; i < end; ++i) {
-      const float a = std::fabs(v[i]);
-      special = special || !(a <= 3.4028234663852886e38f);  // NaN or infinity
-      amax = a > amax ? a : amax;
-    }
-    if (special) {
-      scales[s] = kE8M0NaN;
-      for (std::size_t i = b0; i < end; ++i) codes[i] = 0;
+    scales[s] = mx_block_scale(e, v + b0, end - b0);
+    if (scales[s] == kE8M0NaN) {  // a NaN or an infinity: the NaN scale, zero codes
+      std::fill(codes + b0, codes + end, std::uint8_t{0});
       continue;
     }
-    int shared = amax > 0 ? std::ilogb(amax) - mx_emax_elem(e) : -127;
-    shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
-    scales[s] = static_cast<std::uint8_t>(shared + 127);
+    const int shared = scales[s] - 127;
     const float inv = std::ldexp(1.0f, -shared);  // 2^-127 .. 2^127: an f32
     for (std::size_t c0 = b0; c0 < end; c0 += kChunk) {
       const std::size_t k = end - c0 < kChunk ? end - c0 : kChunk;
