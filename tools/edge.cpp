@@ -62,12 +62,13 @@ int cmd_edge(int argc, char** argv) {
     std::fprintf(stderr,
                  "inc edge: stopped: %llu ranks attached, %llu refused, %llu collectives (%llu failed), "
                  "%llu protocol errors; handlers: %llu headers, %llu payload chunks, %llu completions, "
-                 "%llu messages converted, %llu deposited without a handler\n",
+                 "%llu messages converted, %llu deposited without a handler; %llu bytes received, %llu sent\n",
                  (unsigned long long)s.connections, (unsigned long long)s.refused,
                  (unsigned long long)s.collectives, (unsigned long long)s.failed,
                  (unsigned long long)s.protocol_errors, (unsigned long long)s.handler_headers,
                  (unsigned long long)s.handler_payloads, (unsigned long long)s.handler_completions,
-                 (unsigned long long)s.converted_messages, (unsigned long long)s.deposited);
+                 (unsigned long long)s.converted_messages, (unsigned long long)s.deposited,
+                 (unsigned long long)s.bytes_received, (unsigned long long)s.bytes_sent);
   } catch (const Error& e) {
     std::fprintf(stderr, "inc edge: %s\n", e.what());
     return 1;

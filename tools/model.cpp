@@ -143,7 +143,8 @@ int run_cost(const std::string& coll_name, int ranks, const std::string& size, s
                    {"ranks", ranks}, {"bytes", n}, {"rounds", cf.rounds}, {"bytes_sent", cf.bytes_sent},
                    {"bytes_reduced", cf.bytes_reduced}, {"inc_bytes", cf.inc_bytes},
                    {"latency_s", k.latency_s}, {"bandwidth_s", k.bandwidth_s}, {"reduce_s", k.reduce_s},
-                   {"total_s", k.total_s}, {"busbw_GBps", busbw}, {"schedule_check", check}});
+                   {"total_s", k.total_s}, {"busbw_GBps", busbw}, {"schedule_check", check},
+                   {"host_mem_bytes", sim::host_memory_bytes(cf, edge ? sim::Offload::edge : sim::Offload::host)}});
     csv += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.4f},{}\n", name(*c), coll::name(a), ranks,
                        n, cf.rounds, cf.bytes_sent, cf.bytes_reduced, cf.inc_bytes, k.latency_s,
                        k.bandwidth_s, k.reduce_s, k.total_s, busbw, check);

@@ -153,6 +153,7 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
                     {"start_s", jr.start_s}, {"time_s", t}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
                     {"model_s", m}, {"model_full_bisection_s", m_full},
                     {"model_worst_step_share", jr.worst_step_share}, {"messages", jr.messages}, {"inc_chunks", jr.inc_chunks},
+                    {"host_mem_bytes", jr.host_mem_bytes},
                     {"links_touched", {{"host", jr.links_touched[0]}, {"edge_up", jr.links_touched[1]},
                                        {"core", jr.links_touched[2]}, {"nvlink", jr.links_touched[3]}}},
                     {"link_bytes", {{"host", jr.tier_bytes[0]}, {"edge_up", jr.tier_bytes[1]},

@@ -110,6 +110,9 @@ struct Report {
   // "edge" when this host's Edge-INC engine ran the collective (`reason` names the engine);
   // empty when the calling threads did (with INC_OFFLOAD=edge, `reason` says why).
   std::string offload;
+  // With offload "edge": the engine's conversion handler on the wire (INC_EDGE_HANDLER /
+  // Options::edge_handler; docs/EDGE.md), empty for none. A lossy one rounds what it converts.
+  std::string wire_handler;
 };
 
 struct TrafficStats {

@@ -90,6 +90,7 @@ struct RequestState {
   bool in_network = false;
   std::vector<std::pair<std::string, double>> predicted_us;  // automatic selection's weighing
   std::shared_ptr<edge::EdgeOp> edge_op;  // posted to the edge engine instead of `op`
+  std::string wire_handler;               // the edge engine's conversion handler (Report::wire_handler)
 
   void complete() {
     if (finished) return;
@@ -101,6 +102,7 @@ struct RequestState {
       report.seq = r.seq;
       report.algorithm = std::string(coll::name(static_cast<Algorithm>(r.algo)));
       report.offload = "edge";
+      report.wire_handler = wire_handler;
       report.reason = selection;
       report.bytes_sent = r.bytes_sent;
       report.bytes_received = r.bytes_received;

@@ -428,6 +428,7 @@ class LocalRun {
           const std::uint32_t k = seq_of_[g];
           const std::byte* src = o.src.bytes ? ptr(r, o.src) : nullptr;
           c.msgs[k].assign(src, src + o.src.bytes);
+          if (o_.wire && o.src.bytes) o_.wire(c.msgs[k].data(), o.src.bytes);
           c.arrived[k] = 1;
           complete(g);
           after_send(g);
@@ -465,6 +466,7 @@ class LocalRun {
         // Through a copy: sender and receiver may be the same rank and buffer.
         std::vector<std::byte> data(so.src.bytes);
         if (so.src.bytes) std::memcpy(data.data(), ptr(rank_of_[s], so.src), so.src.bytes);
+        if (o_.wire && so.src.bytes) o_.wire(data.data(), so.src.bytes);
         deliver(recv, data.data());
         complete(s);
         after_send(s);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct LocalRunOptions {
   // The k-th send from a to b completes only after the (k-1)-th (a stream transport).
   bool ordered_channels = false;
   bool record_trace = false;
+  // Applied to every message's payload as it is sent (a wire format's rounding: `inc bench`'s
+  // reference of a lossy Edge-INC handler, tools/bench_quant.cpp); none by default.
+  std::function<void(std::byte* data, std::size_t bytes)> wire;
 };
 
 struct LocalRunResult {

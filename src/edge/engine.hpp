@@ -46,6 +46,9 @@ struct EngineStats {
   // Handler invocations (sPIN entry points) over every message, and messages converted.
   std::uint64_t handler_headers = 0, handler_payloads = 0, handler_completions = 0, converted_messages = 0;
   std::uint64_t deposited = 0;  // plain receives placed by the transport, no handler (HandlerChain::deposits)
+  // Message bytes (on the wire) the proxies received into and sent from host memory over every
+  // completed collective: the engine's memory traffic (docs/EDGE.md, "Memory traffic").
+  std::uint64_t bytes_received = 0, bytes_sent = 0;
 };
 
 class EdgeEngine {

@@ -83,7 +83,8 @@ class Handler {
 
 class HandlerRegistry {
  public:
-  // reduce, forward, bf16, f16, int8 (handlers.cpp); e4m3, e5m2, mxfp8, mxint8 (handlers_ocp.cpp).
+  // reduce, forward, bf16, f16, int8 (handlers.cpp); e4m3, e5m2, mxfp8, mxfp8e5m2, mxfp6e2m3,
+  // mxfp6e3m2, mxfp4, mxint8, bfp16 (handlers_ocp.cpp).
   static HandlerRegistry with_builtins();
   // Throws inc::Error(invalid_argument) for an empty or taken name.
   void add(std::unique_ptr<Handler> h);
@@ -95,7 +96,8 @@ class HandlerRegistry {
   std::map<std::string, std::shared_ptr<const Handler>, std::less<>> by_name_;
 };
 
-// The OCP formats (fp8 E4M3/E5M2, MXFP8, MXINT8) as conversion handlers (handlers_ocp.cpp).
+// The OCP formats (fp8 E4M3/E5M2, MXFP8/6/4, MXINT8) and block floating point as conversion
+// handlers (handlers_ocp.cpp).
 void add_ocp_handlers(HandlerRegistry& r);
 
 // How often the handlers ran (engine-wide, any thread): a test and `inc edge` show them.

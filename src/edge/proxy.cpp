@@ -370,6 +370,11 @@ void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error*
     c.bytes_received = info.bytes_received;
     c.messages_sent = info.messages_sent;
     c.seconds = info.seconds;
+    if (!err) {
+      std::lock_guard lk(owner_.mu_);
+      owner_.stats_.bytes_received += info.bytes_received;
+      owner_.stats_.bytes_sent += info.bytes_sent;
+    }
   }
   pending_.push_back(c);
 }

@@ -81,26 +81,29 @@ double mx_element_value(MxElem e, std::uint8_t code) noexcept {
   }
 }
 
+std::uint8_t mx_block_scale(MxElem e, const float* v, std::size_t k) noexcept {
+  float amax = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!std::isfinite(v[i])) return kE8M0NaN;
+    amax = std::fabs(v[i]) > amax ? std::fabs(v[i]) : amax;
+  }
+  // shared_exp = floor(log2(amax)) - emax_elem, clamped to E8M0's [-127, 127].
+  int shared = amax > 0 ? std::ilogb(amax) - mx_emax_elem(e) : -127;
+  shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
+  return static_cast<std::uint8_t>(shared + 127);
+}
+
 void mx_encode(MxElem e, const float* v, std::size_t n, std::size_t block, std::uint8_t* scales,
                std::uint8_t* codes) noexcept {
   if (block == 0) return;
   for (std::size_t b0 = 0, s = 0; b0 < n; b0 += block, ++s) {
     const std::size_t end = b0 + block < n ? b0 + block : n;
-    float amax = 0;
-    bool special = false;
-    for (std::size_t i = b0; i < end; ++i) {
-      if (!std::isfinite(v[i])) special = true;
-      else amax = std::fabs(v[i]) > amax ? std::fabs(v[i]) : amax;
-    }
-    if (special) {
-      scales[s] = kE8M0NaN;
+    scales[s] = mx_block_scale(e, v + b0, end - b0);
+    if (scales[s] == kE8M0NaN) {
       for (std::size_t i = b0; i < end; ++i) codes[i] = 0;
       continue;
     }
-    // shared_exp = floor(log2(amax)) - emax_elem, clamped to E8M0's [-127, 127].
-    int shared = amax > 0 ? std::ilogb(amax) - mx_emax_elem(e) : -127;
-    shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
-    scales[s] = static_cast<std::uint8_t>(shared + 127);
+    const int shared = scales[s] - 127;
     for (std::size_t i = b0; i < end; ++i)
       codes[i] = encode_element(e, std::ldexp(static_cast<double>(v[i]), -shared));  // exact scaling
   }

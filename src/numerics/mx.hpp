@@ -35,6 +35,10 @@ double mx_element_value(MxElem e, std::uint8_t code) noexcept;
 // emax_elem: the exponent of the element format's largest power of two.
 int mx_emax_elem(MxElem e) noexcept;
 
+// The E8M0 scale code of one block of k values (the spec's shared exponent, clamped; kE8M0NaN
+// if a value is NaN or infinite): what mx_encode stores for the block.
+std::uint8_t mx_block_scale(MxElem e, const float* v, std::size_t k) noexcept;
+
 // Encode n values in blocks of `block` (the last block may be shorter): scales[ceil(n/block)],
 // codes[n]. block >= 1 (kMxBlock for the MX formats).
 void mx_encode(MxElem e, const float* v, std::size_t n, std::size_t block, std::uint8_t* scales,

@@ -84,6 +84,8 @@ StepCounts schedule_counts(const Program& P) {
     out.bytes_forwarded = std::max(out.bytes_forwarded, fwd);
     out.inc_bytes = std::max(out.inc_bytes, inc);
     out.messages = std::max(out.messages, msgs);
+    out.mem_host = std::max(out.mem_host, recv + sent);
+    out.mem_edge = std::max(out.mem_edge, recv + sent - fwd);
   }
   // Critical path in rounds: a global topological pass. level = rounds completed when an op
   // can start; a matched message adds one round, a Core-INC group one (inc) round.
@@ -205,7 +207,23 @@ int ceil_log2(int p) {
 }
 }  // namespace
 
+namespace {
+StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n);
+}  // namespace
+
 StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
+  StepCounts s = closed_form_steps(c, a, p, n);
+  // Symmetric schedules: every rank sends, receives and forwards the same (broadcast trees set
+  // their own).
+  if (s.mem_host == 0) {
+    s.mem_host = s.bytes_recv + s.bytes_sent;
+    s.mem_edge = s.mem_host - s.bytes_forwarded;
+  }
+  return s;
+}
+
+namespace {
+StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n) {
   StepCounts s;
   if (p < 1) throw Error(Error::Kind::invalid_argument, "model: ranks must be >= 1");
   if (p == 1) return s;
@@ -222,13 +240,20 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
           s.messages = 2 * (P - 1);
           s.bytes_sent = s.bytes_recv = 2 * f * n;
           s.bytes_reduced = f * n;
-          s.bytes_forwarded = (P - 2) / P * n;  // allgather phase: all but the own shard
+          // Every send but the first reads what the rank's previous receive wrote: the partial
+          // sums of the reduce-scatter, then the own reduced shard and the forwarded ones.
+          s.bytes_forwarded = (2 * P - 3) / P * n;
           return s;
         case Algorithm::recursive_doubling:
           s.rounds = lg + 2 * extra;
           s.messages = lg + extra;
           s.bytes_sent = s.bytes_recv = n * (lg + extra);
           s.bytes_reduced = n * (lg + extra);
+          // Each step sends the vector the previous step's receive-reduce wrote; with a fold, a
+          // folded-in rank's every send is such a forward.
+          s.bytes_forwarded = n * (pow2 ? lg - 1 : lg + 1);
+          s.mem_host = 2 * s.bytes_sent;
+          s.mem_edge = n * (lg + 1);
           return s;
         case Algorithm::rabenseifner: {
           s.rounds = 2 * lg + 2 * extra;
@@ -236,6 +261,10 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
           const double q = std::ldexp(1.0, lg), fq = (q - 1) / q;
           s.bytes_sent = s.bytes_recv = 2 * fq * n + extra * n;
           s.bytes_reduced = fq * n + extra * n;
+          // Every send but the first half vector forwards (a folded-in rank's every send).
+          s.bytes_forwarded = pow2 ? (2 * fq - 0.5) * n : s.bytes_sent;
+          s.mem_host = 2 * s.bytes_sent;
+          s.mem_edge = (2 * fq + (pow2 ? 0.5 : 1.0)) * n;
           return s;
         }
         case Algorithm::inc:
@@ -250,6 +279,7 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
         case Algorithm::ring:
           s.rounds = s.messages = P - 1;
           s.bytes_sent = s.bytes_recv = s.bytes_reduced = f * n;
+          s.bytes_forwarded = (P - 2) / P * n;  // every partial sum but the first
           return s;
         case Algorithm::inc:
           s.rounds = s.inc_rounds = 1;
@@ -273,7 +303,12 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
             for (int d = 1; d < p; d <<= 1)
               if (std::min(d, p - d) >= 2) s.rounds = s.messages = s.rounds + 1;
           s.bytes_sent = s.bytes_recv = f * n;
-          s.bytes_forwarded = (P - 2) / P * n;
+          // Every message but Bruck's wrapped pieces carries the rank's own block (read from
+          // host memory): the most forwarded is rank p-1's, min(d, p-d) - 1 blocks per step d.
+          s.bytes_forwarded = 0;
+          if (!pow2)
+            for (int d = 2; d < p; d <<= 1) s.bytes_forwarded += (std::min(d, p - d) - 1) * n / P;
+          s.mem_host = s.mem_edge = 2 * f * n;
           return s;
         case Algorithm::inc:
           s.rounds = s.inc_rounds = 1;
@@ -288,12 +323,18 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
           s.rounds = s.messages = ceil_log2(p);
           s.bytes_sent = n * ceil_log2(p);
           s.bytes_recv = n;
+          // The root sends the most and forwards nothing; the first child forwards to its own
+          // floor(log2 p) - 1 children.
+          s.bytes_forwarded = n * (lg - 1);
+          s.mem_host = s.mem_edge = s.bytes_sent;
           return s;
         case Algorithm::pipelined_chain:
           s.rounds = P - 1;
           s.messages = 1;
           s.bytes_sent = s.bytes_recv = n;
-          s.bytes_forwarded = n;
+          s.bytes_forwarded = p > 2 ? n : 0;  // every rank between the root and the last
+          s.mem_host = p > 2 ? 2 * n : n;
+          s.mem_edge = n;
           return s;
         case Algorithm::inc:
           s.rounds = s.inc_rounds = 1;
@@ -318,6 +359,7 @@ StepCounts closed_form_counts(Collective c, Algorithm a, int p, double n) {
   }
   unsupported(c, a);
 }
+}  // namespace
 
 // ---- Costs ---------------------------------------------------------------------------------
 
@@ -348,9 +390,7 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
   if (np.host_mem_GBps > 0) {
     // Every received byte is written by DMA; every sent byte read, except that an Edge-INC
     // NIC forwards received data without parking and re-reading it.
-    double mem = s.bytes_recv + s.bytes_sent;
-    if (off == Offload::edge) mem -= s.bytes_forwarded;
-    bw = std::max(bw, mem / (np.host_mem_GBps * 1e9));
+    bw = std::max(bw, host_memory_bytes(s, off) / (np.host_mem_GBps * 1e9));
   }
   c.bandwidth_s = bw;
   c.reduce_s = s.bytes_reduced * np.gamma();
@@ -368,6 +408,8 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
   c.total_s = c.latency_s + c.bandwidth_s + c.reduce_s;
   return c;
 }
+
+double host_memory_bytes(const StepCounts& c, Offload off) { return off == Offload::edge ? c.mem_edge : c.mem_host; }
 
 Cost collective_cost(Collective c, Algorithm a, int p, double n, const NetParams& np, Offload off) {
   return cost(closed_form_counts(c, a, p, n), np, off);

@@ -36,6 +36,10 @@ struct StepCounts {
   double bytes_forwarded = 0;  // max over ranks: sent bytes that arrived by an earlier receive
   double inc_bytes = 0;        // max over ranks: bytes contributed to or received from switch trees
   double inc_members = 0;      // ranks in the switch trees (their switches' fan-in, see cost())
+  // Max over ranks: message bytes through host memory (docs/EDGE.md, "Memory traffic"): every
+  // received byte written, every sent byte read; with Edge-INC (mem_edge) a forwarding send
+  // (bytes_forwarded) is not read back. Local copies and reductions are not counted.
+  double mem_host = 0, mem_edge = 0;
 };
 
 // Counts derived from the schedules of all p ranks (builds them; p up to a few thousand).
@@ -56,6 +60,8 @@ struct Cost {
 enum class Offload { host, edge };  // who drives host algorithms: host software or the NIC
 
 Cost cost(const StepCounts& c, const NetParams& np, Offload off = Offload::host);
+// The bytes through host memory of `c` when `off` drives the algorithm (mem_host or mem_edge).
+double host_memory_bytes(const StepCounts& c, Offload off);
 // Time of one Core-INC tree pass of `bytes` (latency + pipelined bandwidth with slot window).
 // `fan_in`: children per switch; a switch's ALU (switch_reduce_GBps, input bytes/s as in the
 // simulator) aggregates every child's chunk, so it passes switch_reduce_GBps / fan_in per tree.

@@ -183,8 +183,11 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   x.nres = 0;
   for (auto l : path) x.res[x.nres++] = l;
   count_route(path);
+  const bool nic_keeps = J.spec.edge_offload && so.forwards;  // the NIC forwards what it received
+  if (!nic_keeps) J.mem_bytes[src] += static_cast<double>(so.bytes);
+  J.mem_bytes[J.rank(recv)] += static_cast<double>(so.bytes);  // folded: the receive's representative
   if (mem_on()) {
-    if (!(J.spec.edge_offload && so.forwards)) x.res[x.nres++] = mem_res(hs);
+    if (!nic_keeps) x.res[x.nres++] = mem_res(hs);
     x.res[x.nres++] = mem_res(rep_host(hd));
   }
   ++J.res.messages;
@@ -410,6 +413,7 @@ SimResult Simulator::Impl::run() {
                   fmt::format("job '{}' deadlocked: {} of {} ops never ran", J.spec.name, J.num_ops() - J.ops_done,
                               J.num_ops()));
     J.res.ops = J.ops_done * fold;
+    for (double b : J.mem_bytes) J.res.host_mem_bytes = std::max(J.res.host_mem_bytes, b);
     out.makespan_s = std::max(out.makespan_s, J.res.end_s);
   }
   unfold();

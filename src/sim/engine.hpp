@@ -85,6 +85,10 @@ struct JobResult {
   std::uint64_t ops = 0, messages = 0, inc_chunks = 0;
   double bytes_injected = 0;          // p2p bytes sent by hosts + bytes hosts sent into trees
   double link_bytes_total = 0;        // sum over links of bytes (traffic x hops)
+  // Message bytes through host memory, most of any rank (docs/EDGE.md, "Memory traffic"): every
+  // received byte written once, every sent byte read once, except a forwarding send of an
+  // Edge-INC job (the NIC keeps what it received); local copies and reductions not counted.
+  double host_mem_bytes = 0;
   int links_touched[4] = {0, 0, 0, 0};  // by Tier
   double tier_bytes[4] = {0, 0, 0, 0};
   int tree_switches = 0, tree_depth = 0;

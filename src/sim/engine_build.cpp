@@ -67,6 +67,7 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   Job J;
   J.spec = std::move(spec);
   J.res.name = J.spec.name;
+  J.mem_bytes.assign(p, 0);
   if (opt.model_contention && npeers > 0) {
     const Contention c = contention_symmetric(T, p, J.spec.hosts, topo);
     J.res.contended_bandwidth_s = c.bandwidth_s;
@@ -138,6 +139,7 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
   J.prog = std::move(prog);
   J.res.name = J.spec.name;
   J.rank_busy.assign(p, 0);
+  J.mem_bytes.assign(p, 0);
   if (opt.model_contention && J.prog.num_pairs > 0) {
     const Contention c = contention(J.prog, J.spec.hosts, topo);
     J.res.contended_bandwidth_s = c.bandwidth_s;

@@ -127,6 +127,7 @@ struct Simulator::Impl {
     static constexpr int kPendShift = 3;
     static constexpr std::uint32_t kMaxPending = 0xffu >> kPendShift;
     std::vector<double> rank_busy;    // endpoint compute engine
+    std::vector<double> mem_bytes;    // per rank: message bytes through host memory
     AggTree tree;
     std::vector<std::int32_t> runs;          // group -> run id (-1 none)
     double inc_cap = FlowNet::kNoCap;

@@ -43,6 +43,30 @@ bool is_inc(OpKind k) {
   return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
 }
 
+// Forwarding (docs/EDGE.md, "Memory traffic"): a send every byte of which the receives it
+// depends on wrote, so that an Edge-INC NIC holds the whole message and need not read it from
+// host memory. A message that also carries the rank's own data (its input, or a block it
+// copied) is read from host memory.
+bool forwards(const coll::RankSchedule& s, std::size_t i) {
+  const coll::Op& op = s.ops[i];
+  if (op.kind != OpKind::send || op.src.bytes == 0) return false;
+  thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> iv;
+  iv.clear();
+  const std::uint64_t lo = op.src.offset, hi = op.src.offset + op.src.bytes;
+  for (std::uint32_t d = s.dep_begin[i]; d < s.dep_begin[i + 1]; ++d) {
+    const coll::Op& w = s.ops[s.deps[d]];
+    if (is_recv(w.kind) && overlaps(w.dst, op.src))
+      iv.emplace_back(std::max(lo, w.dst.offset), std::min(hi, w.dst.offset + w.dst.bytes));
+  }
+  std::sort(iv.begin(), iv.end());
+  std::uint64_t covered = lo;
+  for (auto [a, b] : iv) {
+    if (a > covered) return false;
+    covered = std::max(covered, b);
+  }
+  return covered >= hi;
+}
+
 std::uint64_t op_bytes(const coll::Op& op) {
   switch (op.kind) {
     case OpKind::inc_broadcast:  // only the root has a source; everybody has the destination
@@ -101,9 +125,8 @@ struct Builder {
         ++nd;
         dep_edges_from.push_back(base + j);
         dep_edges_to.push_back(base + static_cast<std::uint32_t>(i));
-        if (op.kind == OpKind::send && is_recv(s.ops[j].kind) && overlaps(s.ops[j].dst, op.src))
-          so.forwards = true;
       }
+      so.forwards = forwards(s, i);
       prog.ops.push_back(so);
       prog.ndeps.push_back(nd);
     }
@@ -245,8 +268,7 @@ bool rotated_equal(const coll::RankSchedule& a, const coll::RankSchedule& b, int
     std::sort(da.begin(), da.end());
     std::sort(db.begin(), db.end());
     if (da != db) return false;
-    for (std::uint32_t j : da)  // forwarding: a send reading what a receive wrote
-      if (overlaps(a.ops[j].dst, x.src) != overlaps(b.ops[j].dst, y.src)) return false;
+    if (forwards(a, i) != forwards(b, i)) return false;
   }
   return true;
 }

@@ -16,7 +16,7 @@ namespace inc::sim {
 // Compact op: what the simulator needs of a coll::Op (16 bytes instead of 56).
 struct SimOp {
   coll::OpKind kind = coll::OpKind::send;
-  bool forwards = false;  // send whose data was received by an earlier recv of this rank
+  bool forwards = false;  // send every byte of which earlier receives of this rank wrote (program.cpp)
   bool receives = true;   // inc ops: dst.bytes > 0
   std::int32_t peer = -1;
   std::uint64_t bytes = 0;  // message / contribution / local work size

@@ -17,6 +17,7 @@
 
 #include "edge/client.hpp"
 #include "edge/engine.hpp"
+#include "sim/analytical.hpp"
 #include "transport/store.hpp"
 
 using namespace inc;
@@ -219,6 +220,43 @@ TEST(EdgeEngine, RunsTheCollectivesOfTwoJobsApart) {
   for (int r = 0; r < 2; ++r)
     for (int i = 0; i < 64; ++i) ASSERT_EQ(bb[r][i], -1 - 2 * i);
   EXPECT_EQ(eng.engine->stats().attached, 5u);
+}
+
+// The engine's memory traffic (docs/EDGE.md, "Memory traffic"): its proxies receive every
+// message into host memory and send every message from it, so their counters equal the model's
+// host-driven figure (`inc model`'s mem_host per rank, times the ranks) for a ring allreduce,
+// with staged and with registered buffers; not its Edge-INC one (a NIC that forwards).
+TEST(EdgeEngine, CountsTheModelsHostMemoryBytes) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  constexpr int kRanks = 4;
+  constexpr std::uint64_t kCount = 1 << 14;  // divisible by the ranks: equal shards
+  auto a = attach_job(path, 1003, kRanks);
+  for (bool registered : {false, true}) {
+    const auto before = eng.engine->stats();
+    std::vector<std::vector<std::int32_t>> in(kRanks, std::vector<std::int32_t>(kCount)), out = in;
+    std::vector<std::shared_ptr<EdgeOp>> ops;
+    for (int r = 0; r < kRanks; ++r) {
+      std::int32_t* buf = in[r].data();
+      auto p = allreduce_params(r, kRanks, kCount);
+      if (registered) {
+        buf = static_cast<std::int32_t*>(a[r]->alloc(kCount * sizeof(std::int32_t)));
+        p.in_place = true;
+      }
+      for (std::uint64_t i = 0; i < kCount; ++i) buf[i] = r + static_cast<std::int32_t>(i);
+      ops.push_back(a[r]->start(0, p, buf, registered ? buf : out[r].data()));
+    }
+    for (int r = 0; r < kRanks; ++r) a[r]->wait(*ops[r]);
+    const auto after = eng.engine->stats();
+    const double n = kCount * sizeof(std::int32_t);
+    const sim::StepCounts model = sim::closed_form_counts(Collective::allreduce, coll::Algorithm::ring, kRanks, n);
+    EXPECT_EQ(static_cast<double>(after.bytes_received - before.bytes_received), kRanks * model.bytes_recv);
+    EXPECT_EQ(static_cast<double>(after.bytes_sent - before.bytes_sent), kRanks * model.bytes_sent);
+    EXPECT_EQ(static_cast<double>(after.bytes_received - before.bytes_received + after.bytes_sent - before.bytes_sent),
+              kRanks * sim::host_memory_bytes(model, sim::Offload::host))
+        << (registered ? "registered" : "staged");
+    EXPECT_EQ(sim::host_memory_bytes(model, sim::Offload::host) / n, 3.0);
+  }
 }
 
 TEST(EdgeIsolation, AWrongTokenOrATakenRankIsRefused) {

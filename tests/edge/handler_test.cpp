@@ -12,6 +12,7 @@
 
 #include "edge/handler.hpp"
 #include "numerics/fp8.hpp"
+#include "numerics/mx.hpp"
 #include "numerics/reduce.hpp"
 
 using namespace inc;
@@ -80,14 +81,14 @@ void send_through(HandlerChain& chain, Msg& x, const std::vector<std::byte>& src
 
 TEST(EdgeHandlers, RegistryHasTheBuiltinsAndRefusesUnknownAndDuplicateNames) {
   auto r = HandlerRegistry::with_builtins();
-  EXPECT_EQ(r.names(), (std::vector<std::string>{"bf16", "e4m3", "e5m2", "f16", "forward", "int8", "mxfp8", "mxint8",
-                                                "reduce"}));
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"bf16", "bfp16", "e4m3", "e5m2", "f16", "forward", "int8", "mxfp4",
+                                                "mxfp6e2m3", "mxfp6e3m2", "mxfp8", "mxfp8e5m2", "mxint8", "reduce"}));
   try {
     r.get("fp4");
     FAIL() << "an unknown name was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::config);
-    EXPECT_NE(std::string(e.what()).find("no handler named 'fp4' (known: bf16, e4m3, e5m2, f16, forward, int8, mxfp8, mxint8, reduce)"),
+    EXPECT_NE(std::string(e.what()).find("no handler named 'fp4' (known: bf16, bfp16, e4m3, e5m2, f16, forward, int8, mxfp4, mxfp6e2m3, mxfp6e3m2, mxfp8, mxfp8e5m2, mxint8, reduce)"),
               std::string::npos) << e.what();
   }
   // A second handler under a taken name, and one without a name.
@@ -392,4 +393,54 @@ TEST(EdgeHandlers, PlainUnconvertedReceivesAreDepositedWithoutAHandler) {
   r.add(std::make_unique<MyForward>());
   HandlerChain own(r, "", nullptr, "reduce", "myforward");
   EXPECT_FALSE(own.deposits(f32.m)) << "a chain's own forward handler sees every plain receive";
+}
+
+// Every MX handler (and block floating point) against the reference encoder and decoder of
+// src/numerics (mx_encode / mx_decode, scalar, through double): the wire carries per block one
+// scale byte and the element codes packed to their width (6 or 4 bits), and the receiver's
+// values are the reference's decoded values in the collective's type, placed or summed.
+TEST(EdgeHandlers, EveryMxFormatEqualsTheReferenceEncoderThroughThePackedWire) {
+  std::mt19937_64 rng(9);
+  struct Fmt {
+    const char* name;
+    numerics::MxElem e;
+    std::size_t block;
+    unsigned bits;
+  };
+  for (const Fmt& f : {Fmt{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, Fmt{"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
+                       Fmt{"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, Fmt{"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
+                       Fmt{"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4}, Fmt{"mxint8", numerics::MxElem::int8, 32, 8},
+                       Fmt{"bfp16", numerics::MxElem::int8, 16, 8}}) {
+    HandlerChain chain(reg(), f.name);
+    for (DataType t : {DataType::f32, DataType::f16, DataType::bf16})
+      for (coll::OpKind kind : {coll::OpKind::recv, coll::OpKind::recv_reduce}) {
+        const std::size_t n = f.block * 40 + 7;  // a short last block
+        Msg x = make_msg(t, ReduceOp::sum, n, kind, chain);
+        ASSERT_TRUE(chain.converts(x.params));
+        ASSERT_EQ(x.m.wire_bytes, 41 + 40 * (f.block * f.bits / 8) + (7 * f.bits + 7) / 8) << f.name << ": packed codes";
+        std::vector<std::byte> src(n * size_of(t));
+        fill_small(t, src, rng, -1000, 1000);
+        for (std::size_t b = 0; b < 40; ++b)  // blocks of every magnitude, a zero block
+          for (std::size_t i = b * f.block; i < (b + 1) * f.block; ++i)
+            numerics::store_from_double(t, src.data(), i, b == 5 ? 0.0 : numerics::load_as_double(t, src.data(), i) * std::ldexp(1.0, static_cast<int>(b) - 20));
+        numerics::store_from_double(t, src.data(), f.block * 7 + 3, NAN);
+        fill_small(t, x.operand, rng, -1, 1);
+        send_through(chain, x, src, rng);
+        // The reference: the f32 values (exact for f16/bf16), encoded and decoded by src/numerics.
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(numerics::load_as_double(t, src.data(), i));
+        std::vector<std::uint8_t> scales((n + f.block - 1) / f.block), codes(n);
+        numerics::mx_encode(f.e, v.data(), n, f.block, scales.data(), codes.data());
+        std::vector<double> dec(n);
+        numerics::mx_decode(f.e, scales.data(), codes.data(), n, f.block, dec.data());
+        std::vector<std::byte> want(n * size_of(t));
+        for (std::size_t i = 0; i < n; ++i) numerics::store_from_double(t, want.data(), i, dec[i]);
+        if (kind == coll::OpKind::recv_reduce) numerics::reduce(t, ReduceOp::sum, want.data(), x.operand.data(), want.data(), n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const double w = numerics::load_as_double(t, want.data(), i), got = numerics::load_as_double(t, x.dst.data(), i);
+          if (std::isnan(w)) ASSERT_TRUE(std::isnan(got)) << f.name << " " << i;
+          else ASSERT_EQ(w, got) << f.name << " " << name(t) << " element " << i << " of " << v[i];
+        }
+      }
+  }
 }

@@ -5,8 +5,9 @@
 //  * int8: data whose every block quantises exactly (integers, block maximum 127 on each rank,
 //    sums of the same sign per block: partial sums quantise with an integer scale) are exact
 //    for broadcast and allgather; random data lies within the quantiser's bound of the exact sum;
-//  * e4m3/e5m2/mxfp8/mxint8: f32 data of integers 0..2, whose every partial sum (<= 8 at 4
-//    ranks) is exact in the format: exact results;
+//  * e4m3/e5m2 and the MX formats (mxfp8, mxfp8e5m2, mxfp6e2m3, mxfp6e3m2, mxint8, bfp16): f32
+//    data of integers 0..2, whose every partial sum (<= 8 at 4 ranks) is exact in the format;
+//    mxfp4: integers 0..1 (partial sums <= 4, exact in E2M1 under any block scale): exact results;
 //  * i32 data is not converted: exact.
 #include <gtest/gtest.h>
 
@@ -38,8 +39,11 @@ const char* const kAlgos[] = {"ring", "rd", "rabenseifner"};
 // 8-bit formats: <= 2 x 4 = 8, exact in E5M2's 3 significant bits and in an MX block).
 int modulus() {
   const std::string h = handler();
-  return h == "bf16" || h == "f16" || h == "int8" ? 61 : 3;
+  return h == "bf16" || h == "f16" || h == "int8" ? 61 : h == "mxfp4" ? 2 : 3;
 }
+
+// The 8-bit and smaller formats: one byte or less per element on the wire.
+bool ocp(const std::string& h) { return h == "e4m3" || h == "e5m2" || h.starts_with("mx") || h == "bfp16"; }
 
 }  // namespace
 
@@ -73,11 +77,13 @@ TEST(EdgeHandler, TheWireFormatIsReallyUsed) {
     const float scale = sent[0] / 127.0f;  // the block's maximum / 127
     EXPECT_NEAR(v[0], sent[0], sent[0] / 254);
     EXPECT_EQ(v[1], scale) << "0.004 arrives as one step";
-  } else if (h == "e4m3" || h == "e5m2" || h == "mxfp8" || h == "mxint8") {
-    // fp8 and MXFP8 (scale 2^-8 in a block whose maximum is 1) carry 0.004 as 2^-8; MXINT8
-    // (scale 1, elements in steps of 2^-6) as 0.
+  } else if (ocp(h)) {
+    // fp8, MXFP8 (scale 2^-8 or 2^-15 in a block whose maximum is 1) and MXFP6 E3M2 (scale
+    // 2^-4, subnormal step 2^-4) carry 0.004 as 2^-8; MXINT8 and BFP (scale 1, elements in
+    // steps of 2^-6), MXFP6 E2M3 (scale 2^-2, step 2^-3) and MXFP4 (scale 2^-2, step 2^-1) as 0.
+    const bool zero = h == "mxint8" || h == "bfp16" || h == "mxfp6e2m3" || h == "mxfp4";
     EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
-    EXPECT_EQ(v[1], h == "mxint8" ? 0.0f : 0.00390625f) << h;
+    EXPECT_EQ(v[1], zero ? 0.0f : 0.00390625f) << h;
   } else {
     EXPECT_EQ(v[0], 1.0f) << h << " carries 1 + 2^-20 as 1";
     EXPECT_EQ(v[1], h == "bf16" ? 0.003997802734375f : 0.004001617431640625f);
@@ -113,11 +119,14 @@ TEST(EdgeHandler, BroadcastAndAllgatherOfExactlyQuantisableData) {
   const int p = c.size(), me = c.rank();
   const std::size_t n = 256 * 5 + 3;
   // 8-bit formats (modulus 3): integers -8..8, exact in E4M3/E5M2 and, with 8 at the head of
-  // every block of 32, in MXFP8 (elements v x 2^5) and MXINT8 (v / 8 in steps of 2^-6).
-  const bool small = modulus() == 3;
-  auto value = [small](int r, std::size_t i) {
+  // every 16 elements (each block), in MXFP8 (elements v x 2^5 or v x 2^12), MXFP6 (v / 2 or
+  // v x 2), MXINT8 and BFP (v / 8 in steps of 2^-6); MXFP4 (modulus 2): integers -4..4 with 4 at
+  // the heads (elements v, E2M1 has 0, 1, 2, 3, 4).
+  const bool small = modulus() <= 3, fp4 = modulus() == 2;
+  auto value = [small, fp4](int r, std::size_t i) {
     const std::size_t k = i * 31 + static_cast<std::size_t>(r) * 7;
-    if (small) return i % 32 == 0 ? 8.0f : static_cast<float>(static_cast<int>(k % 17) - 8);
+    if (fp4) return i % 16 == 0 ? 4.0f : static_cast<float>(static_cast<int>(k % 9) - 4);
+    if (small) return i % 16 == 0 ? 8.0f : static_cast<float>(static_cast<int>(k % 17) - 8);
     return i % 256 == 0 ? 127.0f : static_cast<float>(static_cast<int>(k % 255) - 127);
   };
   std::vector<float> b(n);

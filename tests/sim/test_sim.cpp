@@ -479,9 +479,50 @@ TEST(Model, ClosedFormsAgreeWithSchedules) {
         if (c != Collective::reduce_scatter || a != Algorithm::inc) {
           EXPECT_NEAR(s.bytes_reduced, f.bytes_reduced, 1e-9 * n) << what;
         }
+        // Memory traffic (docs/EDGE.md): the closed forms mark the sends the schedules forward.
+        EXPECT_NEAR(s.bytes_forwarded, f.bytes_forwarded, 1e-9 * n) << what;
+        EXPECT_NEAR(s.mem_host, f.mem_host, 1e-9 * n) << what;
+        EXPECT_NEAR(s.mem_edge, f.mem_edge, 1e-9 * n) << what;
       }
     }
   }
+}
+
+// Bytes through host memory per byte of the vector (docs/EDGE.md, "Memory traffic"): the
+// model's closed forms and the simulator's per-host counter, host-driven and Edge-INC.
+TEST(Model, HostMemoryBytesAgreeWithTheSimulator) {
+  const std::pair<Collective, Algorithm> cases[] = {
+      {Collective::allreduce, Algorithm::ring},       {Collective::allreduce, Algorithm::recursive_doubling},
+      {Collective::allreduce, Algorithm::rabenseifner}, {Collective::reduce_scatter, Algorithm::ring},
+      {Collective::allgather, Algorithm::ring},       {Collective::allgather, Algorithm::recursive_doubling},
+      {Collective::broadcast, Algorithm::binomial_tree}, {Collective::broadcast, Algorithm::pipelined_chain},
+      {Collective::alltoall, Algorithm::pairwise}};
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = 8;
+  Topology topo(ts);
+  for (int p : {2, 3, 4, 8})
+    for (auto [c, a] : cases)
+      for (int edge = 0; edge < 2; ++edge) {
+        const std::uint64_t n = 3ull << 20;
+        const std::string what = fmt::format("{}/{} p={} edge={}", name(c), coll::name(a), p, edge);
+        SimOptions opt;
+        opt.np.host_mem_GBps = 1;
+        Simulator sim(topo, opt);
+        JobSpec j = job(c, a, p, n);
+        j.edge_offload = edge;
+        sim.add_job(j);
+        const double simulated = sim.run().jobs[0].host_mem_bytes / n;
+        const double model =
+            host_memory_bytes(closed_form_counts(c, a, p, static_cast<double>(n)), edge ? Offload::edge : Offload::host) / n;
+        EXPECT_NEAR(simulated, model, 1e-6) << what;
+      }
+  // The figures: a 4-rank ring allreduce moves 3 bytes per byte of the vector through
+  // host memory when the host drives it, 1.75 when the NIC forwards (every send but the first
+  // reads what the rank's previous receive wrote).
+  const StepCounts ring = closed_form_counts(Collective::allreduce, Algorithm::ring, 4, 1 << 20);
+  EXPECT_DOUBLE_EQ(host_memory_bytes(ring, Offload::host) / (1 << 20), 3.0);
+  EXPECT_DOUBLE_EQ(host_memory_bytes(ring, Offload::edge) / (1 << 20), 1.75);
 }
 
 TEST(Model, PaperFigure5) {
@@ -609,4 +650,5 @@ TEST(Config, Sizes) {
 }
 
 }  // namespace
+
 }  // namespace inc::sim

@@ -1,0 +1,59 @@
+// Bulk conversions between f32 and the OCP 8-bit and MX element formats (fp8.hpp, mx.hpp), for
+// loops over whole vectors (the edge engine's conversion handlers). Every function here gives
+// bit for bit what the scalar reference gives (f32_to_e4m3 etc. per element, mx_encode /
+// mx_decode with the result rounded to f32):
+//   - fp8 / MX element -> f32: one lookup in a 256-entry table per format (built once from the
+//     scalar decoder);
+//   - f32 -> fp8 / MX element: round to nearest even, overflow as the mode says (OCP: E4M3 ->
+//     NaN, E5M2 -> infinity, or saturation to the largest finite value), NaN kept with its sign.
+//     AVX2 (x86-64-v3) when the CPU has it, 8 values per step: normal results by integer
+//     rounding of the f32 pattern, subnormal ones by one f32 addition of 2^(23 + 1 - bias - M),
+//     which the FPU rounds to the subnormal step. The generic variant is the scalar code.
+// The MX encoder scales each block by 2^-shared in f32: exact for every result of 2^-126 or more;
+// smaller ones round to a zero element either way (the smallest element step is 2^-16).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "numerics/fp8.hpp"
+#include "numerics/kernel_isa.hpp"
+#include "numerics/mx.hpp"
+
+namespace inc::numerics {
+
+// One of fp8 E4M3/E5M2 (the format of DataType::e4m3/e5m2) or an MX element type.
+// out[i] = f32_to_e4m3(in[i], mode) (or e5m2).
+void f32_to_fp8(MxElem fmt, const float* in, std::size_t n, std::uint8_t* out, Fp8Overflow mode) noexcept;
+// out[i] = e4m3_to_f32(in[i]) (or e5m2): fmt is fp8_e4m3 or fp8_e5m2.
+void fp8_to_f32(MxElem fmt, const std::uint8_t* in, std::size_t n, float* out) noexcept;
+
+// mx_encode of f32 values (same scales and codes).
+void mx_encode_f32(MxElem e, const float* v, std::size_t n, std::size_t block, std::uint8_t* scales,
+                   std::uint8_t* codes) noexcept;
+// mx_decode rounded to f32: out[i] = (float)(scale(block of i) * element(codes[i])).
+void mx_decode_f32(MxElem e, const std::uint8_t* scales, const std::uint8_t* codes, std::size_t n,
+                   std::size_t block, float* out) noexcept;
+
+namespace detail {
+// The same with an explicit variant (tests, benchmarks); an unavailable one falls back to generic.
+void f32_to_fp8_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n, std::uint8_t* out,
+                     Fp8Overflow mode) noexcept;
+void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, std::size_t block,
+                        std::uint8_t* scales, std::uint8_t* codes) noexcept;
+
+// A minifloat element format as the vector encoder sees it: M mantissa bits, exponent bias,
+// the largest finite magnitude pattern, the code of an overflow and of a NaN (without sign), and
+// the sign bit's position.
+struct MiniFmt {
+  int mbits, bias;
+  unsigned max_finite, overflow, nan;
+  int sign_bit;
+};
+// Element codes of n finite-or-not f32 values, the AVX2 way (minifloat_x86_64_v3.cpp).
+void encode_minifloat_x86_64_v3(const MiniFmt& f, const float* in, std::size_t n, std::uint8_t* out) noexcept;
+// MXINT8 elements: round(x * 64) to nearest even, clamped to [-128, 127].
+void encode_mxint8_x86_64_v3(const float* in, std::size_t n, std::uint8_t* out) noexcept;
+}  // namespace detail
+
+}  // namespace inc::numerics
