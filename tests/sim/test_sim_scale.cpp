@@ -164,6 +164,7 @@ void expect_same_run(const SimResult& a, const SimResult& b, const std::string& 
     EXPECT_EQ(x.ops, y.ops) << what;
     EXPECT_EQ(x.messages, y.messages) << what;
     EXPECT_EQ(x.bytes_injected, y.bytes_injected) << what;
+    EXPECT_EQ(x.host_mem_bytes, y.host_mem_bytes) << what;
     EXPECT_EQ(x.link_bytes_total, y.link_bytes_total) << what;
     for (int t = 0; t < 4; ++t) {
       EXPECT_EQ(x.links_touched[t], y.links_touched[t]) << what << " tier " << t;
