@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "numerics/kernels.hpp"
+#include "numerics/kernels_counted.hpp"
 
 #if !defined(__F16C__) || !defined(__AVX2__)
 #error "reduce_x86_64_v3.cpp must be compiled with -march=x86-64-v3"
@@ -56,9 +57,30 @@ void divide_f16c(void* buf, std::size_t n, float d) noexcept {
         _cvtss_sh(_cvtsh_ss(p[i]) / d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// The lane tests of the fused counted sums (kernels_counted.hpp): vptest; vpmovmskb + popcnt
+// (the top bit of every byte, kept for the bytes holding a lane's sign bit).
+struct AnyLanesAvx2 {
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static bool any(const kern::Mask256& v) noexcept {
+    return !_mm256_testz_si256(__builtin_bit_cast(__m256i, v),
+                               _mm256_set1_epi64x(static_cast<long long>(kern::kSignBits<kBytes>)));
+  }
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static unsigned count(const kern::Mask256& v) noexcept {
+    constexpr unsigned kSignBytes = kBytes == 1 ? 0xffffffffu : kBytes == 4 ? 0x88888888u : 0x80808080u;
+    const auto m = static_cast<unsigned>(_mm256_movemask_epi8(__builtin_bit_cast(__m256i, v)));
+    return static_cast<unsigned>(__builtin_popcount(m & kSignBytes));
+  }
+};
+
 }  // namespace
 
 namespace detail {
+bool sum_counted_x86_64_v3(DataType t, void* dst, const void* a, const void* b, std::size_t n,
+                           std::uint64_t& events) noexcept {
+  return kern::sum_counted_all<AnyLanesAvx2>(t, dst, a, b, n, events);
+}
+
 void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                       std::size_t n) noexcept {
   // Everything except f16 sum/prod/avg is the shared code, vectorised here with AVX2.
