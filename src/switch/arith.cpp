@@ -249,29 +249,10 @@ std::uint32_t combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireO
     if (acc_t == ElemType::f16w || acc_t == ElemType::bf16w) return add_f32(static_cast<float*>(acc), src, count);
     return combine(acc_t, op, acc, src, count);
   }
-  // A narrow input into a widened accumulator: acc += (f32) src (an f32 overflow would count
-  // as in add_f32; with 16-bit inputs it needs ~2^100 members).
-  auto* a = static_cast<float*>(acc);
-  std::uint32_t ev = 0;
-  constexpr float kMax = 3.40282347e38f;
-  if (src_t == ElemType::f16) {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint16_t b;
-      std::memcpy(&b, src + 2 * i, 2);
-      const float x = a[i], y = numerics::f16_to_f32(b), r = x + y;
-      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
-      a[i] = r;
-    }
-  } else if (src_t == ElemType::bf16) {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint16_t b;
-      std::memcpy(&b, src + 2 * i, 2);
-      const float x = a[i], y = numerics::bf16_to_f32(b), r = x + y;
-      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
-      a[i] = r;
-    }
-  }
-  return ev;
+  // A narrow input into a widened accumulator: acc += (f32) src (arith_h16.cpp).
+  if (src_t == ElemType::f16 || src_t == ElemType::bf16)
+    return add_h16_with(numerics::detail::selected_kernel_isa(), src_t, static_cast<float*>(acc), src, count);
+  return 0;
 }
 
 void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::size_t n) noexcept {

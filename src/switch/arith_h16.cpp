@@ -8,6 +8,7 @@
 // Both give identical bits, NaN included: F16C quietens a NaN keeping its sign and the top
 // payload bits, which is how half.hpp defines it; tests/switch/h16_convert_test.cpp checks
 // every f16/bf16 pattern and the f32 rounding boundaries against the generic path.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -50,24 +51,39 @@ std::uint32_t narrow_scalar(std::byte* p, std::size_t from, std::size_t n, std::
   return ev;
 }
 
+// acc[i] += src[i] widened, from element `from`; events: finite operands, non-finite sum (as
+// add_f32; with 16-bit inputs it needs ~2^100 members).
+template <float (*Widen)(std::uint16_t)>
+std::uint32_t add_scalar(float* acc, const std::byte* src, std::size_t from, std::size_t n) noexcept {
+  constexpr float kMax = 3.40282347e38f;
+  std::uint32_t ev = 0;
+  for (std::size_t i = from; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const float x = acc[i], y = Widen(b), r = x + y;
+    ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
+    acc[i] = r;
+  }
+  return ev;
+}
+
 #if defined(INC_SWITCH_F16C)
 #define INC_V3 [[gnu::target("avx2,f16c")]]
 
+// 8 f16/bf16 at p widened to f32 (f16_to_f32 / bf16_to_f32).
+INC_V3 inline __m256 widen8_v3(bool f16, const std::byte* p) noexcept {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (f16) return _mm256_cvtph_ps(h);
+  // bf16: the top half of an f32; a signalling NaN is quietened (bf16_to_f32)
+  const __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  return _mm256_castsi256_ps(_mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000))));
+}
+
 INC_V3 void widen_v3(bool f16, float* acc, const std::byte* src, std::size_t n) noexcept {
   std::size_t i = 0;
-  const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(0x00400000);
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
-    if (f16) {
-      _mm256_storeu_ps(acc + i, _mm256_cvtph_ps(h));
-    } else {  // bf16: the top half of an f32; a signalling NaN is quietened (bf16_to_f32)
-      const __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i),
-                          _mm256_or_si256(x, _mm256_and_si256(nan, quiet)));
-    }
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, widen8_v3(f16, src + 2 * i));
   if (f16) widen_scalar<numerics::f16_to_f32>(acc + i, src + 2 * i, n - i);
   else widen_scalar<numerics::bf16_to_f32>(acc + i, src + 2 * i, n - i);
 }
@@ -112,6 +128,25 @@ INC_V3 std::uint32_t narrow_v3(bool f16, std::byte* p, std::size_t n) noexcept {
   return ev + (f16 ? narrow_scalar<numerics::f32_to_f16>(p, i, n, 0x7c00)
                    : narrow_scalar<numerics::f32_to_bf16>(p, i, n, 0x7f80));
 }
+
+INC_V3 std::uint32_t add_v3(bool f16, float* acc, const std::byte* src, std::size_t n) noexcept {
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  std::uint32_t ev = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(acc + i), y = widen8_v3(f16, src + 2 * i);
+    const __m256 r = _mm256_add_ps(x, y);
+    // |x|, |y| below the infinity pattern and |r| not: signed compares on the magnitudes' bits
+    const __m256i ax = _mm256_and_si256(_mm256_castps_si256(x), abs);
+    const __m256i ay = _mm256_and_si256(_mm256_castps_si256(y), abs);
+    const __m256i ar = _mm256_and_si256(_mm256_castps_si256(r), abs);
+    const __m256i e = _mm256_andnot_si256(_mm256_cmpgt_epi32(inf, ar),
+                                          _mm256_and_si256(_mm256_cmpgt_epi32(inf, ax), _mm256_cmpgt_epi32(inf, ay)));
+    ev += static_cast<std::uint32_t>(__builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(e)))));
+    _mm256_storeu_ps(acc + i, r);
+  }
+  return ev + (f16 ? add_scalar<numerics::f16_to_f32>(acc, src, i, n) : add_scalar<numerics::bf16_to_f32>(acc, src, i, n));
+}
 #undef INC_V3
 #endif
 
@@ -135,6 +170,16 @@ void widen_h16_with(numerics::detail::KernelIsa isa, proto::ElemType src_t, floa
   (void)isa;
   if (f16) widen_scalar<numerics::f16_to_f32>(acc, src, n);
   else widen_scalar<numerics::bf16_to_f32>(acc, src, n);
+}
+
+std::uint32_t add_h16_with(numerics::detail::KernelIsa isa, proto::ElemType src_t, float* acc,
+                           const std::byte* src, std::size_t n) noexcept {
+  const bool f16 = src_t == proto::ElemType::f16;
+#if defined(INC_SWITCH_F16C)
+  if (use_v3(isa)) return add_v3(f16, acc, src, n);
+#endif
+  (void)isa;
+  return f16 ? add_scalar<numerics::f16_to_f32>(acc, src, 0, n) : add_scalar<numerics::bf16_to_f32>(acc, src, 0, n);
 }
 
 std::uint32_t narrow_h16_with(numerics::detail::KernelIsa isa, proto::ElemType wide_t, std::byte* cells,

@@ -6,6 +6,7 @@
 // f32 NaN payload class and random bits, with its overflow count, at lengths with tails.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -106,6 +107,56 @@ TEST(SwitchH16Convert, NarrowMatchesHalfHppAndCountsOverflowsOnEveryVariant) {
           std::memcpy(&h, reinterpret_cast<const std::byte*>(cells.data()) + 2 * i, 2);
           ASSERT_EQ(h, want[i]) << (f16 ? "f16 " : "bf16 ") << name(isa) << " i=" << i << " x=0x" << std::hex
                                 << bits(in[i]);
+        }
+      }
+    }
+  }
+}
+
+// acc (f32) += every 16-bit pattern, on accumulators from 0 to near f32 max, inf and NaN: the
+// sums (two NaNs aside: which one an add returns is the compiler's operand order) and the
+// overflow events match the scalar reference.
+TEST(SwitchH16Convert, AddIntoWideMatchesScalarOnEveryVariant) {
+  std::mt19937 rng(7);
+  const float accs[] = {0.0f, -1.5f, 3.4028235e38f, -3.4028235e38f, 3.38e38f, INFINITY, NAN, 1e-40f};
+  for (const auto t : {proto::ElemType::f16, proto::ElemType::bf16}) {
+    std::vector<std::byte> src(2 * 65536);
+    for (unsigned h = 0; h < 65536; ++h) {
+      const auto v = static_cast<std::uint16_t>(h);
+      std::memcpy(src.data() + 2 * h, &v, 2);
+    }
+    std::vector<float> acc0(65536);
+    for (auto& a : acc0) a = rng() % 3 == 0 ? from_bits(rng()) : accs[rng() % 8];
+    std::vector<float> want = acc0;
+    std::uint32_t want_ev = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, src.data() + 2 * i, 2);
+      const float y = t == proto::ElemType::f16 ? numerics::f16_to_f32(h) : numerics::bf16_to_f32(h);
+      const float r = want[i] + y;
+      want_ev += std::isfinite(want[i]) && std::isfinite(y) && !std::isfinite(r);
+      want[i] = r;
+    }
+    if (t == proto::ElemType::bf16) {
+      ASSERT_GT(want_ev, 100u);  // (f16 + f32 max stays finite)
+    }
+    for (KernelIsa isa : isas()) {
+      for (std::size_t n : {std::size_t{65536}, std::size_t{65531}, std::size_t{5}}) {
+        std::vector<float> acc = acc0;
+        const std::uint32_t ev = add_h16_with(isa, t, acc.data(), src.data(), n);
+        std::uint32_t ev_n = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          std::uint16_t h;
+          std::memcpy(&h, src.data() + 2 * i, 2);
+          const float y = t == proto::ElemType::f16 ? numerics::f16_to_f32(h) : numerics::bf16_to_f32(h);
+          ev_n += std::isfinite(acc0[i]) && std::isfinite(y) && !std::isfinite(want[i]);
+          if (!(std::isnan(acc[i]) && std::isnan(want[i]))) {
+            ASSERT_EQ(bits(acc[i]), bits(want[i])) << proto::name(t) << " " << name(isa) << " i=" << i;
+          }
+        }
+        EXPECT_EQ(ev, ev_n) << proto::name(t) << " " << name(isa) << " n=" << n;
+        if (n < acc.size()) {
+          EXPECT_EQ(bits(acc[n]), bits(acc0[n]));  // nothing past n
         }
       }
     }
