@@ -2,7 +2,8 @@
 // loop, compiled once per instruction set like kernels.hpp (reduce.cpp, reduce_x86_64_v3.cpp).
 //
 // One block = 4 vectors of 32 bytes (32 f32/i32, 128 i8). Per block the loop loads both
-// operands, adds them in registers and ORs a per-lane screen into one register:
+// operands, adds them in registers and computes a per-lane screen for each vector; the four
+// screens are ORed and tested once:
 //  * signed integers: (x ^ r) & (y ^ r), whose sign bit is exactly "x and y share a sign r has
 //    not" (the wrap);
 //  * unsigned integers: r < x (the carry);
@@ -17,7 +18,8 @@
 //
 // ODR safety as kernels.hpp: internal linkage, only always_inline functions and builtins.
 // Vectors are GCC vector extensions, so the one source is SSE2 code (two halves per vector) in
-// reduce.cpp and AVX2 code in reduce_x86_64_v3.cpp; `Isa::any` is each file's lane test.
+// reduce.cpp and AVX2 code in reduce_x86_64_v3.cpp; `Isa::any` / `Isa::count` are each file's
+// lane tests (lanes of 1, 4 or 8 bytes).
 #pragma once
 
 #include <cstddef>
