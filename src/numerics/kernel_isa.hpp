@@ -31,6 +31,13 @@ KernelIsa selected_kernel_isa() noexcept;
 void reduce_with(KernelIsa isa, DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                  std::size_t count) noexcept;
 
+// reduce(t, sum, ...) that also returns its numeric events (events.hpp) in the same loop
+// (kernels_counted.hpp), with an explicit variant (an unavailable one falls back to generic).
+// false, with nothing done, for the types without a fused kernel (events.cpp counts those in
+// a pass of its own).
+bool sum_counted_with(KernelIsa isa, DataType t, void* dst, const void* a, const void* b,
+                      std::size_t count, std::uint64_t& events) noexcept;
+
 // divide() with an explicit variant; an unavailable one falls back to generic.
 void divide_with(KernelIsa isa, DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
 

@@ -11,6 +11,7 @@
 #include "numerics/int4.hpp"
 #include "numerics/kernel_isa.hpp"
 #include "numerics/kernels.hpp"
+#include "numerics/kernels_counted.hpp"
 
 namespace inc::numerics {
 
@@ -19,6 +20,8 @@ namespace detail {
 void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                       std::size_t n) noexcept;  // reduce_x86_64_v3.cpp
 void divide_x86_64_v3(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept;
+bool sum_counted_x86_64_v3(DataType t, void* dst, const void* a, const void* b, std::size_t n,
+                           std::uint64_t& events) noexcept;
 #endif
 
 bool kernel_isa_available(KernelIsa isa) noexcept {
@@ -50,6 +53,15 @@ void reduce_with(KernelIsa isa, DataType t, ReduceOp op, void* dst, const void* 
 #endif
   (void)isa;
   kern::reduce_all<kern::F16Soft>(t, op, dst, a, b, count);
+}
+bool sum_counted_with(KernelIsa isa, DataType t, void* dst, const void* a, const void* b,
+                      std::size_t count, std::uint64_t& events) noexcept {
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (isa == KernelIsa::x86_64_v3 && kernel_isa_available(isa))
+    return sum_counted_x86_64_v3(t, dst, a, b, count, events);
+#endif
+  (void)isa;
+  return kern::sum_counted_all<kern::AnyLanes>(t, dst, a, b, count, events);
 }
 void divide_with(KernelIsa isa, DataType t, void* buf, std::size_t count,
                  std::uint64_t n) noexcept {

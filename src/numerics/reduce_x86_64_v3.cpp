@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "numerics/kernels.hpp"
+#include "numerics/kernels_counted.hpp"
 
 #if !defined(__F16C__) || !defined(__AVX2__)
 #error "reduce_x86_64_v3.cpp must be compiled with -march=x86-64-v3"
@@ -40,6 +41,44 @@ void combine_f16c(void* dst, const void* a, const void* b, std::size_t n) noexce
   }
 }
 
+// f16 sum and its events (events.hpp) in one loop, 32 elements per block: the screen is the
+// rounded results' |h| >= 0x7c00 (infinity or NaN: every event gives one, and so does an inf or
+// NaN operand, which makes the sum non-finite), tested once per block before the block is
+// stored; a tripped block is counted exactly from its operands (events.cpp's predicate).
+std::uint64_t sum_counted_f16c(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  auto* d = static_cast<std::uint16_t*>(dst);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m128i abs = _mm_set1_epi16(0x7fff), exp_low = _mm_set1_epi16(0x0400);
+  const __m128i sign = _mm_set1_epi16(static_cast<short>(0x8000));
+  auto event = [](std::uint16_t u, std::uint16_t v) noexcept -> unsigned {
+    const auto r = static_cast<std::uint16_t>(_cvtss_sh(_cvtsh_ss(u) + _cvtsh_ss(v), kRound));
+    return ((u & 0x7fffu) < 0x7c00u) & ((v & 0x7fffu) < 0x7c00u) & ((r & 0x7fffu) >= 0x7c00u);
+  };
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m128i r[4];
+    __m128i s = _mm_setzero_si128();
+    for (int k = 0; k < 4; ++k) {
+      const __m256 vx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * k)));
+      const __m256 vy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * k)));
+      r[k] = _mm256_cvtps_ph(_mm256_add_ps(vx, vy), kRound);
+      s = _mm_or_si128(s, _mm_add_epi16(_mm_and_si128(r[k], abs), exp_low));  // sign: |h| >= 0x7c00
+    }
+    if (__builtin_expect(!_mm_testz_si128(s, sign), 0))
+      for (std::size_t k = i; k < i + 32; ++k) ev += event(x[k], y[k]);
+    for (int k = 0; k < 4; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 8 * k), r[k]);
+  }
+  for (; i < n; ++i) {
+    const std::uint16_t u = x[i], v = y[i];
+    ev += event(u, v);
+    d[i] = static_cast<std::uint16_t>(_cvtss_sh(_cvtsh_ss(u) + _cvtsh_ss(v), kRound));
+  }
+  return ev;
+}
+
 // Same for divide: x / d in f32, rounded once.
 void divide_f16c(void* buf, std::size_t n, float d) noexcept {
   auto* p = static_cast<std::uint16_t*>(buf);
@@ -56,9 +95,34 @@ void divide_f16c(void* buf, std::size_t n, float d) noexcept {
         _cvtss_sh(_cvtsh_ss(p[i]) / d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// The lane tests of the fused counted sums (kernels_counted.hpp): vptest; vpmovmskb + popcnt
+// (the top bit of every byte, kept for the bytes holding a lane's sign bit).
+struct AnyLanesAvx2 {
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static bool any(const kern::Mask256& v) noexcept {
+    return !_mm256_testz_si256(__builtin_bit_cast(__m256i, v),
+                               _mm256_set1_epi64x(static_cast<long long>(kern::kSignBits<kBytes>)));
+  }
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static unsigned count(const kern::Mask256& v) noexcept {
+    constexpr unsigned kSignBytes = kBytes == 1 ? 0xffffffffu : kBytes == 4 ? 0x88888888u : 0x80808080u;
+    const auto m = static_cast<unsigned>(_mm256_movemask_epi8(__builtin_bit_cast(__m256i, v)));
+    return static_cast<unsigned>(__builtin_popcount(m & kSignBytes));
+  }
+};
+
 }  // namespace
 
 namespace detail {
+bool sum_counted_x86_64_v3(DataType t, void* dst, const void* a, const void* b, std::size_t n,
+                           std::uint64_t& events) noexcept {
+  if (t == DataType::f16) {
+    events = sum_counted_f16c(dst, a, b, n);
+    return true;
+  }
+  return kern::sum_counted_all<AnyLanesAvx2>(t, dst, a, b, n, events);
+}
+
 void reduce_x86_64_v3(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
                       std::size_t n) noexcept {
   // Everything except f16 sum/prod/avg is the shared code, vectorised here with AVX2.

@@ -13,30 +13,14 @@
 
 namespace inc::sw {
 
+// The hosts' sum and its events in one pass (numerics reduce_counted: the count is fused into
+// the add's loop, AVX2 where the CPU has it); `src` may be unaligned.
 std::uint32_t add_i32_wrap(std::int32_t* acc, const std::byte* src, std::size_t n) noexcept {
-  // Overflow of a + b = r happened iff a and b share a sign that r does not: the sign bit of
-  // (a ^ r) & (b ^ r). Branch-free so that GCC vectorises the loop.
-  std::uint32_t ev = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t a = static_cast<std::uint32_t>(acc[i]);
-    std::uint32_t b;
-    std::memcpy(&b, src + 4 * i, 4);
-    std::uint32_t r = a + b;
-    ev += ((a ^ r) & (b ^ r)) >> 31;
-    acc[i] = static_cast<std::int32_t>(r);
-  }
-  return ev;
+  return static_cast<std::uint32_t>(numerics::reduce_counted(DataType::i32, ReduceOp::sum, acc, acc, src, n));
 }
 
 std::uint32_t add_f32(float* acc, const std::byte* src, std::size_t n) noexcept {
-  // The hosts' count (events.hpp), then the add.
-  const auto ev = static_cast<std::uint32_t>(numerics::sum_overflows(DataType::f32, acc, src, n));
-  for (std::size_t i = 0; i < n; ++i) {
-    float b;
-    std::memcpy(&b, src + 4 * i, 4);
-    acc[i] += b;
-  }
-  return ev;
+  return static_cast<std::uint32_t>(numerics::reduce_counted(DataType::f32, ReduceOp::sum, acc, acc, src, n));
 }
 
 namespace {
@@ -111,16 +95,11 @@ std::uint32_t combine_h16(proto::ElemType t, proto::WireOp op, void* acc, const 
 }  // namespace
 
 namespace {
-// 8-bit sums wrap; counted where a partial sum left the range (signed overflow of
-// a + b = r: a and b share a sign that r does not; unsigned: a carry out of bit 7).
+// 8-bit sums wrap; counted where a partial sum left the range (signed overflow or a carry out
+// of bit 7), by the hosts' fused sum and count.
 std::uint32_t add_8_wrap(bool is_signed, std::uint8_t* a, const std::byte* src, std::size_t n) noexcept {
-  std::uint32_t ev = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const unsigned x = a[i], y = std::to_integer<unsigned>(src[i]), r = (x + y) & 0xFF;
-    ev += (is_signed ? ((x ^ r) & (y ^ r)) >> 7 : (x + y) >> 8) & 1;
-    a[i] = static_cast<std::uint8_t>(r);
-  }
-  return ev;
+  return static_cast<std::uint32_t>(
+      numerics::reduce_counted(is_signed ? DataType::i8 : DataType::u8, ReduceOp::sum, a, a, src, n));
 }
 template <class T>
 void minmax_8(proto::WireOp op, void* acc, const std::byte* src, std::size_t n) noexcept {
@@ -270,55 +249,11 @@ std::uint32_t combine(proto::ElemType acc_t, proto::ElemType src_t, proto::WireO
     if (acc_t == ElemType::f16w || acc_t == ElemType::bf16w) return add_f32(static_cast<float*>(acc), src, count);
     return combine(acc_t, op, acc, src, count);
   }
-  // A narrow input into a widened accumulator: acc += (f32) src (an f32 overflow would count
-  // as in add_f32; with 16-bit inputs it needs ~2^100 members).
-  auto* a = static_cast<float*>(acc);
-  std::uint32_t ev = 0;
-  constexpr float kMax = 3.40282347e38f;
-  if (src_t == ElemType::f16) {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint16_t b;
-      std::memcpy(&b, src + 2 * i, 2);
-      const float x = a[i], y = numerics::f16_to_f32(b), r = x + y;
-      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
-      a[i] = r;
-    }
-  } else if (src_t == ElemType::bf16) {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint16_t b;
-      std::memcpy(&b, src + 2 * i, 2);
-      const float x = a[i], y = numerics::bf16_to_f32(b), r = x + y;
-      ev += (std::fabs(x) <= kMax) & (std::fabs(y) <= kMax) & (std::fabs(r) > kMax);
-      a[i] = r;
-    }
-  }
-  return ev;
+  // A narrow input into a widened accumulator: acc += (f32) src (arith_h16.cpp).
+  if (src_t == ElemType::f16 || src_t == ElemType::bf16)
+    return add_h16_with(numerics::detail::selected_kernel_isa(), src_t, static_cast<float*>(acc), src, count);
+  return 0;
 }
-
-namespace {
-// Each loop has one conversion, so that GCC vectorises it (branch-free selects inside).
-template <float (*Widen)(std::uint16_t)>
-void widen_loop(float* acc, const std::byte* src, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint16_t b;
-    std::memcpy(&b, src + 2 * i, 2);
-    acc[i] = Widen(b);
-  }
-}
-// Counts the finite accumulators that round to infinity (`inf`: the narrow type's exponent mask).
-template <std::uint16_t (*Narrow)(float)>
-std::uint32_t narrow_loop(std::byte* p, std::size_t n, std::uint16_t inf) noexcept {
-  std::uint32_t ev = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    float x;
-    std::memcpy(&x, p + 4 * i, 4);
-    const std::uint16_t h = Narrow(x);
-    ev += (std::fabs(x) <= 3.40282347e38f) & ((h & 0x7fffu) >= inf);
-    std::memcpy(p + 2 * i, &h, 2);
-  }
-  return ev;
-}
-}  // namespace
 
 void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::size_t n) noexcept {
   if (src_t == proto::ElemType::i8 || src_t == proto::ElemType::u8) {
@@ -348,8 +283,7 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
     add_mx_blocks(proto::widened(src_t), src_t, acc, src, n);
     return;
   }
-  if (src_t == proto::ElemType::f16) widen_loop<numerics::f16_to_f32>(acc, src, n);
-  else widen_loop<numerics::bf16_to_f32>(acc, src, n);
+  widen_h16_with(numerics::detail::selected_kernel_isa(), src_t, acc, src, n);
 }
 
 proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
@@ -391,11 +325,8 @@ proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t
     narrow_mx_blocks(wide_t, cells, n);
     return proto::narrow_of(wide_t);
   }
-  // Element i's 2 bytes land at 2i, below its own f32 at 4i (and past every f32 read before it).
-  // (In place and in order, so the loop must stay scalar: GCC sees the overlap.)
-  auto* p = static_cast<std::byte*>(cells);
-  if (wide_t == proto::ElemType::f16w) events += narrow_loop<numerics::f32_to_f16>(p, n, 0x7c00);
-  else events += narrow_loop<numerics::f32_to_bf16>(p, n, 0x7f80);
+  // f16w/bf16w: in place, element i's 2 bytes landing at 2i (arith_h16.cpp).
+  events += narrow_h16_with(numerics::detail::selected_kernel_isa(), wide_t, static_cast<std::byte*>(cells), n);
   return proto::narrow_of(wide_t);
 }
 

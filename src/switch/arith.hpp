@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/numerics/kernel_isa.hpp"
 #include "src/proto/packet.hpp"
 
 namespace inc::sw {
@@ -63,6 +64,20 @@ void widen_into(proto::ElemType src_t, float* acc, const std::byte* src, std::si
 // rounded to infinity). Returns the narrow type.
 proto::ElemType narrow_in_place(proto::ElemType wide_t, void* cells, std::size_t n,
                                 std::uint32_t& events) noexcept;
+
+// widen_into / narrow_in_place / combine for f16/bf16 (f16w/bf16w) with an explicit kernel
+// variant (arith_h16.cpp): generic converts one element at a time, x86_64_v3 8 at a time by
+// F16C/AVX2 (an unavailable variant falls back to generic); identical bits and counts. narrow
+// returns the events (finite accumulators rounded to infinity). widen_into, narrow_in_place and
+// combine use the variant the hosts' kernels use (numerics::detail::selected_kernel_isa()).
+void widen_h16_with(numerics::detail::KernelIsa isa, proto::ElemType src_t, float* acc,
+                    const std::byte* src, std::size_t n) noexcept;
+std::uint32_t narrow_h16_with(numerics::detail::KernelIsa isa, proto::ElemType wide_t, std::byte* cells,
+                              std::size_t n) noexcept;
+// acc[i] (f32) += src[i] (f16/bf16) widened: a narrow input into a sum_widen accumulator (a
+// member below that did not aggregate), with its events (finite operands, non-finite sum).
+std::uint32_t add_h16_with(numerics::detail::KernelIsa isa, proto::ElemType src_t, float* acc,
+                           const std::byte* src, std::size_t n) noexcept;
 
 // MX blocks (arith_mx.cpp): acc (f32, 32 per block, of the widened type acc_t) += the blocks
 // of src (acc_t itself: f32 partial sums; or its narrow MX type: decoded exactly).

@@ -1,0 +1,200 @@
+// Internal to src/numerics: sums that count their numeric events (events.hpp) in the add's own
+// loop, compiled once per instruction set like kernels.hpp (reduce.cpp, reduce_x86_64_v3.cpp).
+//
+// One block = 4 vectors of 32 bytes (32 f32/i32, 128 i8). Per block the loop loads both
+// operands, adds them in registers and computes a per-lane screen for each vector; the four
+// screens are ORed and tested once:
+//  * signed integers: (x ^ r) & (y ^ r), whose sign bit is exactly "x and y share a sign r has
+//    not" (the wrap);
+//  * unsigned integers: r < x (the carry);
+//  * floats: |r| >= infinity (the exponent field all ones: (bits & abs) + lowest exponent bit
+//    reaches the sign bit): every event (finite x, y and an infinite sum) gives one, and so do
+//    NaN/inf operands (they make r non-finite), which are not events.
+// If no lane's sign bit is set the block has no event. Otherwise integers count the flagged
+// lanes; a float block, whose operands are still untouched in memory (its results are stored
+// only after the test; dst may alias a or b, but only wholly), is counted exactly by the scalar
+// predicate below, which is events.cpp's.
+// The tail (fewer than a block) runs the scalar add and predicate element by element.
+//
+// ODR safety as kernels.hpp: internal linkage, only always_inline functions and builtins.
+// Vectors are GCC vector extensions, so the one source is SSE2 code (two halves per vector) in
+// reduce.cpp and AVX2 code in reduce_x86_64_v3.cpp; `Isa::any` / `Isa::count` are each file's
+// lane tests (lanes of 1, 4 or 8 bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "inc/types.hpp"
+
+namespace inc::numerics {
+namespace {
+namespace kern {
+
+typedef std::uint64_t Mask256 __attribute__((vector_size(32)));
+
+// The sign bits of lanes of kBytes bytes within 64 bits.
+template <std::size_t kBytes>
+inline constexpr std::uint64_t kSignBits = (kBytes == 1   ? 0x0101010101010101ull
+                                            : kBytes == 4 ? 0x0000000100000001ull
+                                                          : 1ull)
+                                           << (8 * kBytes - 1);
+
+// Portable lane tests on lanes of kBytes bytes: some lane's sign bit is set; how many are.
+// Vectors go by reference: by value, a 32-byte vector's ABI differs with and without AVX.
+struct AnyLanes {
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static bool any(const Mask256& v) noexcept {
+    return ((v[0] | v[1] | v[2] | v[3]) & kSignBits<kBytes>) != 0;
+  }
+  template <std::size_t kBytes>
+  [[gnu::always_inline]] static unsigned count(const Mask256& v) noexcept {
+    constexpr std::uint64_t s = kSignBits<kBytes>;
+    return static_cast<unsigned>(__builtin_popcountll(v[0] & s) + __builtin_popcountll(v[1] & s) +
+                                 __builtin_popcountll(v[2] & s) + __builtin_popcountll(v[3] & s));
+  }
+};
+
+// The exact event of one element r = x + y (events.hpp; the very expressions of events.cpp).
+template <class T>
+[[gnu::always_inline]] inline unsigned event_of(T x, T y) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr T kMax = sizeof(T) == 8 ? T(1.7976931348623157e308) : T(3.40282347e38f);
+    const T r = x + y;
+    const T ax = x < 0 ? -x : x, ay = y < 0 ? -y : y, ar = r < 0 ? -r : r;
+    return (ax <= kMax) & (ay <= kMax) & (ar > kMax);
+  } else {
+    using U = std::make_unsigned_t<T>;
+    const U ux = static_cast<U>(x), uy = static_cast<U>(y);
+    const U r = static_cast<U>(ux + uy);
+    if constexpr (std::is_signed_v<T>) return static_cast<U>((ux ^ r) & (uy ^ r)) >> (8 * sizeof(U) - 1);
+    else return r < ux;
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline T add_one(T x, T y) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x + y;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+  }
+}
+
+// Lanes of one 32-byte vector of T: V the arithmetic vector, B the bit pattern vector.
+template <class T> struct Lanes;
+#define INC_KERN_LANES(T, U)                                                          \
+  template <> struct Lanes<T> {                                                       \
+    typedef T V __attribute__((vector_size(32)));                                     \
+    typedef U B __attribute__((vector_size(32)));                                     \
+    typedef U Bits;                                                                   \
+  }
+INC_KERN_LANES(float, std::uint32_t);
+INC_KERN_LANES(double, std::uint64_t);
+INC_KERN_LANES(std::int8_t, std::uint8_t);
+INC_KERN_LANES(std::uint8_t, std::uint8_t);
+INC_KERN_LANES(std::int32_t, std::uint32_t);
+INC_KERN_LANES(std::uint32_t, std::uint32_t);
+INC_KERN_LANES(std::int64_t, std::uint64_t);
+INC_KERN_LANES(std::uint64_t, std::uint64_t);
+#undef INC_KERN_LANES
+
+// The sum and screen of one vector: r = x + y; the sign bits of `s`'s lanes flag events
+// (integers: exactly; floats: a superset, see the top of this file).
+template <class T>
+[[gnu::always_inline]] inline void sum_screen(const unsigned char* px, const unsigned char* py,
+                                              typename Lanes<T>::B& r, typename Lanes<T>::B& s) noexcept {
+  using V = typename Lanes<T>::V;
+  using B = typename Lanes<T>::B;
+  using U = typename Lanes<T>::Bits;
+  if constexpr (std::is_floating_point_v<T>) {
+    V x, y;
+    __builtin_memcpy(&x, px, 32);
+    __builtin_memcpy(&y, py, 32);
+    const V sum = x + y;
+    __builtin_memcpy(&r, &sum, 32);
+    constexpr U kAbs = static_cast<U>(~U{0} >> 1);
+    constexpr U kExpLow = sizeof(T) == 8 ? U{1} << 52 : U{1} << 23;  // lowest exponent bit
+    s = (r & kAbs) + kExpLow;
+  } else {
+    B x, y;
+    __builtin_memcpy(&x, px, 32);
+    __builtin_memcpy(&y, py, 32);
+    r = x + y;  // unsigned lanes: wraps
+    if constexpr (std::is_signed_v<T>) s = (x ^ r) & (y ^ r);
+    else s = __builtin_bit_cast(B, r < x);
+  }
+}
+
+// dst = a + b over n elements of T; returns the events (events.hpp).
+template <class T, class Isa>
+std::uint64_t sum_counted(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  using B = typename Lanes<T>::B;
+  constexpr std::size_t kLanes = 32 / sizeof(T);
+  constexpr std::size_t kBlock = 4 * kLanes;
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    const std::size_t o = i * sizeof(T);
+    B r0, r1, r2, r3, s0, s1, s2, s3;
+    sum_screen<T>(x + o, y + o, r0, s0);
+    sum_screen<T>(x + o + 32, y + o + 32, r1, s1);
+    sum_screen<T>(x + o + 64, y + o + 64, r2, s2);
+    sum_screen<T>(x + o + 96, y + o + 96, r3, s3);
+    if (__builtin_expect(Isa::template any<sizeof(T)>(__builtin_bit_cast(Mask256, s0 | s1 | s2 | s3)), 0)) {
+      if constexpr (std::is_integral_v<T>) {  // the flags are the events
+        ev += Isa::template count<sizeof(T)>(__builtin_bit_cast(Mask256, s0)) +
+              Isa::template count<sizeof(T)>(__builtin_bit_cast(Mask256, s1)) +
+              Isa::template count<sizeof(T)>(__builtin_bit_cast(Mask256, s2)) +
+              Isa::template count<sizeof(T)>(__builtin_bit_cast(Mask256, s3));
+      } else {
+        for (std::size_t k = 0; k < kBlock; ++k) {  // exact, on the operands (not yet overwritten)
+          T u, v;
+          __builtin_memcpy(&u, x + o + k * sizeof(T), sizeof(T));
+          __builtin_memcpy(&v, y + o + k * sizeof(T), sizeof(T));
+          ev += event_of(u, v);
+        }
+      }
+    }
+    __builtin_memcpy(d + o, &r0, 32);
+    __builtin_memcpy(d + o + 32, &r1, 32);
+    __builtin_memcpy(d + o + 64, &r2, 32);
+    __builtin_memcpy(d + o + 96, &r3, 32);
+  }
+  for (; i < n; ++i) {
+    T u, v;
+    __builtin_memcpy(&u, x + i * sizeof(T), sizeof(T));
+    __builtin_memcpy(&v, y + i * sizeof(T), sizeof(T));
+    ev += event_of(u, v);
+    const T w = add_one(u, v);
+    __builtin_memcpy(d + i * sizeof(T), &w, sizeof(T));
+  }
+  return ev;
+}
+
+// The types summed and counted here; false (nothing done) for the others, which events.cpp
+// counts in its own pass.
+template <class Isa>
+bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::size_t n,
+                     std::uint64_t& events) noexcept {
+  switch (t) {
+    case DataType::f64: events = sum_counted<double, Isa>(dst, a, b, n); return true;
+    case DataType::f32: events = sum_counted<float, Isa>(dst, a, b, n); return true;
+    case DataType::i8: events = sum_counted<std::int8_t, Isa>(dst, a, b, n); return true;
+    case DataType::u8: events = sum_counted<std::uint8_t, Isa>(dst, a, b, n); return true;
+    case DataType::i32: events = sum_counted<std::int32_t, Isa>(dst, a, b, n); return true;
+    case DataType::u32: events = sum_counted<std::uint32_t, Isa>(dst, a, b, n); return true;
+    case DataType::i64: events = sum_counted<std::int64_t, Isa>(dst, a, b, n); return true;
+    case DataType::u64: events = sum_counted<std::uint64_t, Isa>(dst, a, b, n); return true;
+    default: return false;
+  }
+}
+
+}  // namespace kern
+}  // namespace
+}  // namespace inc::numerics
