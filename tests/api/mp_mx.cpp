@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -81,26 +82,31 @@ std::vector<std::uint8_t> lossy_input(DataType t, int rank, std::uint64_t blocks
 }
 
 // The expected sum: groups of ranks (one group: a single switch or one host add) are summed
-// exactly and, when `per_group`, re-encoded before the groups' exact sum is encoded once.
+// exactly and, when `per_group` and there are several groups (the leaves of a tree), each
+// group's sum is re-encoded before the groups' exact sum is encoded once (one group: its sum is
+// encoded once; encoding is not idempotent: MXINT8's -127.5 rounds to -128, -2.0 x the scale,
+// which the next encoding gives the next scale). `from_zero`: the switch's MX accumulators
+// start at +0 (at every hop), so an element that is -0 on every input of a hop sums to +0 (the
+// hosts' add and the switch's f32 sums of `wide` keep -0).
 std::vector<std::uint8_t> expected_sum(DataType t, const std::vector<std::vector<std::uint8_t>>& in,
-                                       const std::vector<std::vector<int>>& groups, bool per_group) {
+                                       const std::vector<std::vector<int>>& groups, bool per_group,
+                                       bool from_zero = false) {
   const std::uint64_t blocks = in[0].size() / size_of(t);
   std::vector<std::uint8_t> out(in[0].size());
   double total[K], part[K], x[K];
   for (std::uint64_t b = 0; b < blocks; ++b) {
-    std::fill(total, total + K, 0.0);
-    for (const auto& g : groups) {
-      std::fill(part, part + K, 0.0);
-      for (int r : g) {
-        decode(t, in[static_cast<std::size_t>(r)].data() + b * size_of(t), x);
-        for (std::size_t k = 0; k < K; ++k) part[k] += x[k];
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const auto& g = groups[gi];
+      for (std::size_t ri = 0; ri < g.size(); ++ri) {  // from the first value: -0 stays -0
+        decode(t, in[static_cast<std::size_t>(g[ri])].data() + b * size_of(t), x);
+        for (std::size_t k = 0; k < K; ++k) part[k] = ri == 0 ? (from_zero ? 0.0 + x[k] : x[k]) : part[k] + x[k];
       }
-      if (per_group && g.size() > 1) {
+      if (per_group && groups.size() > 1 && g.size() > 1) {
         std::uint8_t blk[64];
         encode(t, part, blk);
         decode(t, blk, part);
       }
-      for (std::size_t k = 0; k < K; ++k) total[k] += part[k];
+      for (std::size_t k = 0; k < K; ++k) total[k] = gi == 0 ? (from_zero ? 0.0 + part[k] : part[k]) : total[k] + part[k];
     }
     encode(t, total, out.data() + b * size_of(t));
   }
@@ -152,11 +158,23 @@ TEST(IncMx, SwitchSumsAreTheReferenceEncodersBitsUnderEveryPolicy) {
           EXPECT_GE(static_cast<double>(rep.bytes_sent), n * bpe) << what;
           EXPECT_LT(static_cast<double>(rep.bytes_sent), n * bpe * 5 / 4) << what;
         }
-        const auto want = expected_sum(t, in, groups, acc == Accumulate::narrow);
+        // (wide: f32 cells in the switch take the first input as it is, so -0 stays -0)
+        const auto want = expected_sum(t, in, groups, acc == Accumulate::narrow, acc != Accumulate::wide);
         std::uint64_t wrong = 0;
+        std::string first;  // the first wrong block, got / want, in hex
         for (std::uint64_t b = 0; b < blocks; ++b)
-          wrong += std::memcmp(out.data() + b * size_of(t), want.data() + b * size_of(t), size_of(t)) != 0;
-        EXPECT_EQ(wrong, 0u) << what;
+          if (std::memcmp(out.data() + b * size_of(t), want.data() + b * size_of(t), size_of(t)) != 0 && wrong++ == 0) {
+            first = "block " + std::to_string(b) + ":";
+            for (const std::vector<std::uint8_t>* v : std::initializer_list<const std::vector<std::uint8_t>*>{&out, &want}) {
+              first += "\n ";
+              for (std::size_t k = 0; k < size_of(t); ++k) {
+                char hex[4];
+                std::snprintf(hex, sizeof hex, " %02x", (*v)[b * size_of(t) + k]);
+                first += hex;
+              }
+            }
+          }
+        EXPECT_EQ(wrong, 0u) << what << "; first " << first;
       }
   // MXFP6 and MX max have no switch arithmetic: the hosts reduce them and the report says why.
   std::vector<std::uint8_t> x(size_of(DataType::mxfp6_e2m3) * 4), r(x.size());
