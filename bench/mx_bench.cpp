@@ -237,6 +237,30 @@ int main(int argc, char** argv) {
       row(name, got, sum_of([&](int m, std::uint64_t i) { return numerics::load_as_double(DataType::bf16, h[std::size_t(m)].data(), i); }),
           M > 1 ? 4.0 * (M - 1) / M : 0.0);
     }
+    // MX on the hosts (DataType::mxfp8_e4m3 / mxint8 / mxfp4): a ring whose every step decodes
+    // the two blocks, adds in f32 and re-quantises (the hosts' MX kernel, numerics::reduce):
+    // chunk c (in blocks) starts at rank c + 1; 2(p-1)/p x size_of/32 B per element.
+    for (auto [e, t, name] : {std::tuple{numerics::MxElem::fp8_e4m3, DataType::mxfp8_e4m3, "hosts: MXFP8 E4M3 ring (MX kernel)"},
+                              std::tuple{numerics::MxElem::int8, DataType::mxint8, "hosts: MXINT8 ring (MX kernel)"},
+                              std::tuple{numerics::MxElem::fp4_e2m1, DataType::mxfp4, "hosts: MXFP4 ring (MX kernel)"}}) {
+      std::vector<std::vector<std::byte>> b(static_cast<std::size_t>(M));
+      std::vector<std::vector<double>> dec(static_cast<std::size_t>(M));
+      for (int m = 0; m < M; ++m) {
+        b[std::size_t(m)] = mx_blocks(e, x[std::size_t(m)]);
+        dec[std::size_t(m)] = mx_values(e, b[std::size_t(m)], elems);
+      }
+      const std::size_t bb = size_of(t), nb = elems / 32;
+      const std::uint64_t chunk = (nb + std::uint64_t(M) - 1) / std::uint64_t(M);
+      std::vector<std::byte> out(nb * bb);
+      for (std::uint64_t k = 0; k < nb; ++k) {
+        const int c = int(k / chunk);
+        std::byte* acc = out.data() + k * bb;
+        std::memcpy(acc, b[std::size_t((c + 1) % M)].data() + k * bb, bb);
+        for (int s = 2; s <= M; ++s) numerics::reduce(t, ReduceOp::sum, acc, acc, b[std::size_t((c + s) % M)].data() + k * bb, 1);
+      }
+      row(name, mx_values(e, out, elems), sum_of([&](int m, std::uint64_t i) { return dec[std::size_t(m)][i]; }),
+          M > 1 ? 2.0 * (M - 1) / M * double(bb) / 32 : 0.0);
+    }
   }
   return 0;
 }

@@ -100,7 +100,7 @@ int cmd_bench(int argc, char** argv) {
                  "pairwise | inc; a comma list runs each")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("-d,--dtype", dtype_name, "f64 f32 f16 bf16 i8 u8 i32 u32 i64 u64")->capture_default_str();
+  app.add_option("-d,--dtype", dtype_name, "f64 f32 f16 bf16 i8 u8 i32 u32 i64 u64 e4m3 e5m2 i4 mxfp8_e4m3 mxfp8_e5m2 mxint8 mxfp4 mxfp6_e2m3 mxfp6_e3m2 (MX: sizes are rounded to whole blocks of 32 elements)")->capture_default_str();
   app.add_option("-o,--op", op_name, "sum | prod | min | max | avg")->capture_default_str();
   app.add_option("-b,--min-bytes", min_s, "smallest size (suffixes K, M, G = 2^10, 2^20, 2^30)")->capture_default_str();
   app.add_option("-e,--max-bytes", max_s, "largest size")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "numerics/mx_type.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::tools {
@@ -72,6 +73,10 @@ BenchPattern::BenchPattern(Collective coll, DataType t, ReduceOp op, int nranks,
       esz_(size_of(t)),
       float_(is_float(t)),
       movement_(coll != Collective::allreduce && coll != Collective::reduce_scatter) {
+  if (is_mx(t)) {  // the largest |partial sum| whose integers the element format holds at any scale
+    mx_window_ = std::min(p_, t == DataType::mxfp4 ? 3 : t == DataType::mxint8 ? 127 : 7);
+    return;
+  }
   if (movement_ || op == ReduceOp::prod) return;
   const std::int64_t p = p_;
   if (op == ReduceOp::sum || op == ReduceOp::avg) {
@@ -139,12 +144,44 @@ double BenchPattern::prod_input(int rank, std::uint64_t i) const {
   return std::ldexp((hv & 1) ? -1.0 : 1.0, e);
 }
 
+double BenchPattern::mx_value(int rank, std::uint64_t e) const {
+  const int s = static_cast<int>(hash(4, e / kMxBlockElements) % 41) - 20;  // the block's power of two
+  const double sign = (hash(static_cast<std::uint64_t>(rank) + 8, e) & 1) ? -1.0 : 1.0;
+  if (op_ == ReduceOp::prod) return sign;  // +-1: every product exact
+  const std::uint64_t slot = (static_cast<std::uint64_t>(rank) + hash(2, e)) % static_cast<std::uint64_t>(p_);
+  return slot < static_cast<std::uint64_t>(mx_window_) ? std::ldexp(sign, s) : 0.0;
+}
+
+void BenchPattern::mx_store_input(int rank, std::uint64_t i, std::byte* dst) const {
+  float v[kMxBlockElements];
+  for (std::size_t k = 0; k < kMxBlockElements; ++k) v[k] = static_cast<float>(mx_value(rank, i * kMxBlockElements + k));
+  numerics::mx_encode_blocks(t_, v, 1, dst);
+}
+
+void BenchPattern::mx_expected(std::uint64_t i, std::byte* dst) const {
+  float v[kMxBlockElements];
+  for (std::size_t k = 0; k < kMxBlockElements; ++k) {
+    const std::uint64_t e = i * kMxBlockElements + k;
+    double acc = mx_value(0, e);  // exact in double: integers times a power of two
+    for (int r = 1; r < p_; ++r) {
+      const double x = mx_value(r, e);
+      acc = op_ == ReduceOp::prod ? acc * x : op_ == ReduceOp::min ? std::min(acc, x)
+            : op_ == ReduceOp::max ? std::max(acc, x) : acc + x;
+    }
+    // avg: the exact sum divided once in f32, as the hosts' MX divide does, then encoded
+    v[k] = op_ == ReduceOp::avg ? static_cast<float>(acc) / static_cast<float>(p_) : static_cast<float>(acc);
+  }
+  numerics::mx_encode_blocks(t_, v, 1, dst);
+}
+
 void BenchPattern::store_input(int rank, std::uint64_t i, std::byte* dst) const {
-  if (movement_) {
-    const std::uint64_t bits = hash(static_cast<std::uint64_t>(rank) + 1, i);
-    std::memcpy(dst, &bits, esz_);
+  if (movement_) {  // esz_ bytes of pseudo-random bits (an MX block: 33)
+    std::uint64_t bits = hash(static_cast<std::uint64_t>(rank) + 1, i);
+    for (std::size_t off = 0; off < esz_; off += 8, bits = splitmix(bits))
+      std::memcpy(dst + off, &bits, std::min<std::size_t>(8, esz_ - off));
     return;
   }
+  if (is_mx(t_)) return mx_store_input(rank, i, dst);
   if (op_ == ReduceOp::prod) {
     const double v = prod_input(rank, i);
     if (float_) numerics::store_from_double(t_, dst, 0, v);
@@ -159,6 +196,7 @@ void BenchPattern::fill(int rank, std::byte* buf, std::uint64_t first, std::uint
 }
 
 void BenchPattern::expected_reduction(std::uint64_t i, std::byte* dst) const {
+  if (is_mx(t_)) return mx_expected(i, dst);
   if (t_ == DataType::i4) {
     unsigned out = 0;
     for (int hi = 0; hi < 2; ++hi) {
@@ -230,7 +268,9 @@ void BenchPattern::expected_reduction(std::uint64_t i, std::byte* dst) const {
     case DataType::e5m2:
       numerics::store_from_double(t_, dst, 0, static_cast<double>(s) / static_cast<double>(p_));
       return;
-    case DataType::i4: return;  // handled above
+    case DataType::i4:  // handled above
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8:
+    case DataType::mxfp4: case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return;
     case DataType::i8: store_int(t_, esz_, static_cast<std::int8_t>(s) / p_, dst); return;
     case DataType::u8: store_int(t_, esz_, static_cast<std::uint8_t>(s) / p_, dst); return;
     case DataType::i32: store_int(t_, esz_, static_cast<std::int32_t>(s) / p_, dst); return;
@@ -244,7 +284,7 @@ void BenchPattern::expected_reduction(std::uint64_t i, std::byte* dst) const {
 
 std::uint64_t BenchPattern::count_wrong(int rank, std::uint64_t count, int root,
                                         const std::byte* out) const {
-  std::byte want[8];
+  std::byte want[64];  // one unit: up to 8 bytes, an MX block 33
   std::uint64_t wrong = 0;
   auto cmp = [&](const std::byte* got) {
     if (std::memcmp(got, want, esz_) != 0) ++wrong;

@@ -11,7 +11,8 @@
 //    is exact modulo 2^bits);
 //  * min / max: h(i) + g((r + i) mod p): the rank holding the extreme value rotates;
 //  * prod: +-1/2, +-1, +-2 for floats (products are exact powers of two), small integers for
-//    integer types (wrap-around products are exact modulo 2^bits).
+//    integer types (wrap-around products are exact modulo 2^bits);
+//  * MX blocks: see mx_value (exact at every rounding point, so the check is bitwise).
 #pragma once
 
 #include <cstddef>
@@ -43,6 +44,16 @@ class BenchPattern {
   void store_input(int rank, std::uint64_t i, std::byte* dst) const;
   // Expected reduction of input element i over all ranks, written in the type.
   void expected_reduction(std::uint64_t i, std::byte* dst) const;
+  // MX blocks (unit i = elements 32i .. 32i+31): element e's value is 0 or +-2^s(block), nonzero
+  // for at most mx_window_ ranks (a window rotating with e), so every partial sum of any subset
+  // of ranks is an integer times 2^s of magnitude <= mx_window_, which every MX format holds
+  // exactly at every scale the OCP conversion picks: each rounding point of every path (per
+  // host step, per switch hop, once at the root, f32 back to the hosts) re-encodes exactly and
+  // the result is the reference encoder's block of the exact reduction. prod: +-1 on every rank.
+  double mx_value(int rank, std::uint64_t e) const;
+  void mx_store_input(int rank, std::uint64_t i, std::byte* dst) const;
+  void mx_expected(std::uint64_t i, std::byte* dst) const;
+  int mx_window_ = 0;
   std::uint64_t hash(std::uint64_t a, std::uint64_t b) const;
 
   Collective coll_;

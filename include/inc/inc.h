@@ -26,7 +26,11 @@ typedef struct inc_request_s* inc_request_t;
 typedef enum INC_ENUM_INT {
   INC_F64 = 0, INC_F32, INC_F16, INC_BF16, INC_I8, INC_U8, INC_I32, INC_U32, INC_I64, INC_U64,
   INC_E4M3, INC_E5M2, /* OCP 8-bit floats */
-  INC_I4 /* signed 4-bit, two per byte, low nibble first; counts are elements, even */
+  INC_I4, /* signed 4-bit, two per byte, low nibble first; counts are elements, even */
+  /* OCP Microscaling blocks of 32 elements (an E8M0 scale byte, then the codes: 33 B; mxfp6 four
+   * codes per 3 bytes, 25 B; mxfp4 two per byte, low nibble first, 17 B); counts are elements,
+   * a multiple of 32 (docs/NUMERICS.md "MX as a data type") */
+  INC_MXFP8_E4M3, INC_MXFP8_E5M2, INC_MXINT8, INC_MXFP4, INC_MXFP6_E2M3, INC_MXFP6_E3M2
 } inc_datatype_t;
 
 typedef enum INC_ENUM_INT { INC_SUM = 0, INC_PROD, INC_MIN, INC_MAX, INC_AVG } inc_op_t;

@@ -14,8 +14,18 @@ namespace inc {
 // e4m3, e5m2: OCP 8-bit floating point (E4M3: no infinities, NaN = S.1111.111, max 448;
 // E5M2: IEEE-like with infinities and NaNs, max 57344). i4: signed 4-bit integers packed two
 // per byte, element 2k in the low nibble of byte k (docs/NUMERICS.md "8- and 4-bit types").
-enum class DataType : std::uint8_t { f64, f32, f16, bf16, i8, u8, i32, u32, i64, u64, e4m3, e5m2, i4 };
-inline constexpr int kNumDataTypes = 13;
+// mx*: OCP Microscaling block formats (spec v1.0; docs/NUMERICS.md "MX as a data type"): the
+// storage unit is one block of 32 elements, an E8M0 scale byte followed by the element codes:
+// mxfp8_e4m3, mxfp8_e5m2, mxint8 one code per byte (33 B), mxfp6_e2m3/e3m2 four codes per three
+// bytes (element k at bits 6k..6k+5 of the little-endian code bytes, 25 B), mxfp4 two codes per
+// byte, element 2k in the low nibble (17 B). Counts in the API are elements, a multiple of 32.
+enum class DataType : std::uint8_t { f64, f32, f16, bf16, i8, u8, i32, u32, i64, u64, e4m3, e5m2, i4,
+                                     mxfp8_e4m3, mxfp8_e5m2, mxint8, mxfp4, mxfp6_e2m3, mxfp6_e3m2 };
+inline constexpr int kNumDataTypes = 19;
+
+// An OCP Microscaling block type (a unit of 32 elements sharing one scale).
+constexpr bool is_mx(DataType t) noexcept { return t >= DataType::mxfp8_e4m3 && t <= DataType::mxfp6_e3m2; }
+inline constexpr std::size_t kMxBlockElements = 32;
 
 enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
 inline constexpr int kNumReduceOps = 5;
@@ -68,23 +78,39 @@ constexpr std::size_t size_of(DataType t) noexcept {
       return 1;
     case DataType::i4:
       return 1;  // one storage unit, a byte, holds two elements: see elements_per_unit
+    case DataType::mxfp8_e4m3:
+    case DataType::mxfp8_e5m2:
+    case DataType::mxint8:
+      return 1 + kMxBlockElements;  // one block: scale + 32 one-byte codes
+    case DataType::mxfp6_e2m3:
+    case DataType::mxfp6_e3m2:
+      return 1 + kMxBlockElements * 6 / 8;
+    case DataType::mxfp4:
+      return 1 + kMxBlockElements / 2;
   }
   return 0;
 }
 
-// Elements per storage unit of size_of(t) bytes: 2 for i4 (two per byte), else 1. Counts in
-// the public API are elements; an i4 count must be even. Below the API (schedules, kernels,
-// wire) an i4 buffer is handled as count / 2 one-byte units, each holding two elements.
-constexpr std::size_t elements_per_unit(DataType t) noexcept { return t == DataType::i4 ? 2 : 1; }
+// Elements per storage unit of size_of(t) bytes: 2 for i4 (two per byte), 32 for the MX block
+// types, else 1. Counts in the public API are elements; an i4 count must be even, an MX count a
+// multiple of 32. Below the API (schedules, kernels, wire) an i4 buffer is handled as count / 2
+// one-byte units, each holding two elements, an MX buffer as count / 32 blocks.
+constexpr std::size_t elements_per_unit(DataType t) noexcept {
+  return t == DataType::i4 ? 2 : is_mx(t) ? kMxBlockElements : 1;
+}
+// The alignment the kernels need for a buffer of t: a unit's size for the power-of-two-sized
+// types, 1 for the MX blocks (read byte by byte).
+constexpr std::size_t unit_alignment(DataType t) noexcept { return is_mx(t) ? 1 : size_of(t); }
 
 constexpr bool is_floating(DataType t) noexcept {
   return t == DataType::f64 || t == DataType::f32 || t == DataType::f16 || t == DataType::bf16 ||
-         t == DataType::e4m3 || t == DataType::e5m2;
+         t == DataType::e4m3 || t == DataType::e5m2 || is_mx(t);  // MX: real values, mxint8 too
 }
 
 constexpr std::string_view name(DataType t) noexcept {
   constexpr std::string_view names[] = {"f64", "f32", "f16", "bf16", "i8",   "u8", "i32",
-                                        "u32", "i64", "u64", "e4m3", "e5m2", "i4"};
+                                        "u32", "i64", "u64", "e4m3", "e5m2", "i4",
+                                        "mxfp8_e4m3", "mxfp8_e5m2", "mxint8", "mxfp4", "mxfp6_e2m3", "mxfp6_e3m2"};
   auto i = static_cast<unsigned>(t);
   return i < kNumDataTypes ? names[i] : std::string_view("?");
 }

@@ -75,14 +75,18 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
                            const CallOptions& o) {
   if (!st) throw Error(Error::Kind::invalid_argument, fmt::format("{} on an empty communicator", name(call.coll)));
   // Below the API every count is in storage units of size_of(dtype) bytes: i4 packs two
-  // elements per byte, so an i4 count (elements) must be even and becomes count / 2 bytes.
+  // elements per byte, so an i4 count (elements) must be even and becomes count / 2 bytes; an
+  // MX count must be a multiple of 32 and becomes count / 32 blocks.
   Call c = call;
   if (static_cast<unsigned>(c.dtype) < kNumDataTypes && elements_per_unit(c.dtype) > 1) {
     if (c.count % elements_per_unit(c.dtype) != 0)
       throw Error(Error::Kind::invalid_argument,
-                  fmt::format("{}: {} packs {} elements per byte; count {} is not a multiple of {}",
-                              name(c.coll), name(c.dtype), elements_per_unit(c.dtype), c.count,
-                              elements_per_unit(c.dtype)));
+                  fmt::format("{}: {} packs {} elements per {}; count {} (elements) is not a multiple of {}",
+                              name(c.coll), name(c.dtype), elements_per_unit(c.dtype),
+                              is_mx(c.dtype) ? fmt::format("block of {} bytes (one E8M0 scale and the element codes)",
+                                                           size_of(c.dtype))
+                                             : std::string("byte"),
+                              c.count, elements_per_unit(c.dtype)));
     c.count /= elements_per_unit(c.dtype);
   }
   validate(*st, c);

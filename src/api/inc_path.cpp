@@ -302,9 +302,30 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
                                        "overflow flags exactly a total outside -8..7",
                               op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
   }
+  if (is_mx(t)) {
+    if (!coll::mx_in_switch(t))
+      return {false, fmt::format("the switch has no {} blocks (MX in the switch: mxfp8_e4m3, mxfp8_e5m2, mxint8, "
+                                 "mxfp4); the hosts reduce them ({})",
+                                 name(t), att_.where)};
+    if (op != ReduceOp::sum && op != ReduceOp::avg)
+      return {false, fmt::format("the switch adds MX blocks but has no {} for them ({})", name(op), att_.where)};
+    const double bpe = static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t));
+    const std::string how =
+        acc == Accumulate::narrow
+            ? fmt::format("{} sums narrow ({:.4g} B/element on every link; every aggregating switch decodes "
+                          "the blocks into f32, adds and re-quantises)", name(t), bpe)
+        : acc == Accumulate::wide
+            ? fmt::format("{} sums wide (the hosts decode to f32, 4 B/element; the switches add f32; each "
+                          "host re-quantises the f32 result once)", name(t))
+            : fmt::format("{0} sums widened at the first aggregating hop ({1:.4g} B/element from the hosts, "
+                          "f32 partial sums between switches, re-quantised once at the root; {1:.4g} "
+                          "B/element back)", name(t), bpe);
+    return {true, fmt::format("in-network aggregation, {}{}, via {}", how,
+                              op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
+  }
   if (t == DataType::u32 && (op == ReduceOp::sum || op == ReduceOp::avg))
     return {true, fmt::format("in-network aggregation, u32 as i32 wrap-around adds, via {}", att_.where)};
-  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8, u8, e4m3, e5m2 and i4, not {} {} ({})",
+  return {false, fmt::format("the switch adds only i32, f32, f16, bf16, i8, u8, e4m3, e5m2, i4 and MX blocks, not {} {} ({})",
                              name(t), name(op), att_.where)};
 }
 

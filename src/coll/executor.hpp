@@ -271,4 +271,10 @@ void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]);
 CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]);
 std::string describe_params(const CollectiveParams& p);
 
+// The MX types a switch aggregates (worker kinds mx*; sums only): MXFP6 has no wire type and
+// runs on the hosts.
+constexpr bool mx_in_switch(DataType t) noexcept {
+  return t == DataType::mxfp8_e4m3 || t == DataType::mxfp8_e5m2 || t == DataType::mxint8 || t == DataType::mxfp4;
+}
+
 }  // namespace inc::coll

@@ -21,6 +21,7 @@
 
 #include "coll/numerics_hops.hpp"
 #include "numerics/events.hpp"
+#include "numerics/mx_type.hpp"
 #include "numerics/reduce.hpp"
 #include "numerics/repro.hpp"
 
@@ -102,10 +103,12 @@ void Engine::check_inc_call(const CollOp& op) const {
   if (p.dtype == DataType::f16 || p.dtype == DataType::bf16) ok = sum || minmax;
   if (p.dtype == DataType::i8 || p.dtype == DataType::u8) ok = sum || minmax;
   if (p.dtype == DataType::e4m3 || p.dtype == DataType::e5m2 || p.dtype == DataType::i4) ok = sum || minmax;
+  if (mx_in_switch(p.dtype)) ok = sum;  // MX blocks: sums (and avg's sum) only
   if (!ok)
     throw Error(Error::Kind::invalid_argument,
                 fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8, u8, "
-                            "e4m3, e5m2 and i4 sum/min/max, u32 sum{})",
+                            "e4m3, e5m2 and i4 sum/min/max, u32 sum, mxfp8_e4m3, mxfp8_e5m2, "
+                            "mxint8 and mxfp4 sum{})",
                             describe(op), name(p.dtype), name(p.op),
                             fixed ? "; fixed-point f32 sums only" : ""));
 }
@@ -121,14 +124,30 @@ sw::NumKind float_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
   if (op == sw::ReduceKind::sum && acc == Accumulate::wide) return K::f32;
   return op == sw::ReduceKind::sum && acc != Accumulate::narrow ? widen[i] : narrow[i];
 }
+// How an MX sum travels (docs/NUMERICS.md "MX blocks in the switch"): narrow re-quantises at
+// every aggregating hop, widen once at the root, wide sends f32 (decoded on the hosts, see
+// widen_on_host) and each host re-quantises the f32 result once.
+sw::NumKind mx_kind(DataType t, Accumulate acc) {
+  using K = sw::NumKind;
+  const int i = t == DataType::mxfp8_e4m3 ? 0 : t == DataType::mxfp8_e5m2 ? 1 : t == DataType::mxint8 ? 2 : 3;
+  constexpr K narrow[] = {K::mxe4m3, K::mxe5m2, K::mxint8, K::mxfp4};
+  constexpr K widen[] = {K::mxe4m3_widen, K::mxe5m2_widen, K::mxint8_widen, K::mxfp4_widen};
+  if (acc == Accumulate::wide) return K::f32;
+  return acc == Accumulate::narrow ? narrow[i] : widen[i];
+}
 }  // namespace
 
 // Accumulate::wide: this rank's f16/bf16/fp8 input widened to f32 (exact) for the switch, and its
 // f32 result staged, to be rounded once into dst when the op completes (service_links).
 void Engine::widen_on_host(CollOp& op, std::uint32_t i, sw::Segment& seg) {
   const DataType t = op.params.dtype;
-  const std::size_t n = std::max(seg.in.size(), seg.out.size()) / size_of(t);
-  if (!seg.in.empty()) {
+  const std::size_t units = std::max(seg.in.size(), seg.out.size()) / size_of(t);
+  const std::size_t n = units * elements_per_unit(t);  // MX: 32 f32 values per block
+  if (!seg.in.empty() && is_mx(t)) {
+    auto& in = op.staging.emplace_back(n * 4);
+    numerics::mx_decode_blocks(t, seg.in.data(), units, reinterpret_cast<float*>(in.data()));
+    seg.in = {in.data(), in.size()};
+  } else if (!seg.in.empty()) {
     auto& in = op.staging.emplace_back(n * 4);
     for (std::size_t k = 0; k < n; ++k) {
       const float x = static_cast<float>(numerics::load_as_double(t, seg.in.data(), k));
@@ -188,6 +207,13 @@ sw::WorkerOp Engine::make_worker_op(CollOp& op, std::uint32_t i) {
         w.kind = float_kind(p.dtype, w.op, p.accumulate);
         if (w.op == sw::ReduceKind::sum)  // (fixed concerns f32: 16- and 8-bit sums run as widen)
           op.info_.accumulate = p.accumulate == Accumulate::fixed ? Accumulate::widen : p.accumulate;
+        if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
+      }
+      if (mx_in_switch(p.dtype)) {  // sums only (check_inc_call)
+        w.kind = mx_kind(p.dtype, p.accumulate);
+        op.info_.accumulate = p.accumulate == Accumulate::narrow || p.accumulate == Accumulate::wide
+                                  ? p.accumulate
+                                  : Accumulate::widen;
         if (w.kind == sw::NumKind::f32) widen_on_host(op, i, seg);  // Accumulate::wide
       }
       if (p.dtype == DataType::i8 || p.dtype == DataType::u8) {
@@ -324,7 +350,12 @@ void Engine::service_links() {
         const auto& wide = op.staging[s->second];
         std::byte* dst = region_ptr(op, o.dst);
         const std::uint64_t esz = size_of(op.params.dtype);
-        for (std::uint64_t k = 0; k < o.dst.bytes / esz; ++k) {
+        if (is_mx(op.params.dtype)) {  // each host re-quantises the f32 sum once
+          const float* x = reinterpret_cast<const float*>(wide.data());
+          const std::uint64_t blocks = o.dst.bytes / esz;
+          numerics::mx_encode_blocks(op.params.dtype, x, blocks, dst);  // saturates: no new events
+        }
+        for (std::uint64_t k = 0; !is_mx(op.params.dtype) && k < o.dst.bytes / esz; ++k) {
           float x;
           std::memcpy(&x, wide.data() + 4 * k, 4);
           numerics::store_from_double(op.params.dtype, dst, k, x);

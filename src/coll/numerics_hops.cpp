@@ -10,13 +10,20 @@ std::string level_name(std::size_t k, std::size_t levels) {
   if (levels == 2) return k == 0 ? "leaf" : "spine";
   return k + 1 == levels ? "root" : "switch" + std::to_string(k);
 }
+// An MX element's code bits (its share of the block's scale byte counts in the bytes only).
+std::uint32_t mx_element_bits(DataType t) {
+  return static_cast<std::uint32_t>(8 * (size_of(t) - 1) / elements_per_unit(t));
+}
 }  // namespace
 
 std::vector<NumericsHop> switch_hops(DataType t, ReduceOp op, Accumulate ran,
                                      const std::vector<std::uint32_t>& members, bool levels_known) {
   const std::size_t levels = members.empty() ? 1 : members.size();
   const bool sum = op == ReduceOp::sum || op == ReduceOp::avg;
-  const auto nbits = static_cast<std::uint32_t>(8 * size_of(t));
+  // Bits and bytes per element (i4 and the MX blocks hold several elements per unit; an MX
+  // element's share of its block's scale byte counts in the bytes, not the bits).
+  const auto nbits = is_mx(t) ? mx_element_bits(t) : static_cast<std::uint32_t>(8 * size_of(t));
+  const double bpe = static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t));
   const std::string tn(name(t));
   std::vector<NumericsHop> hops;
   const std::string first = levels_known ? level_name(0, levels) : "switch";
@@ -46,7 +53,7 @@ std::vector<NumericsHop> switch_hops(DataType t, ReduceOp op, Accumulate ran,
     down({"", 32, 4, "f32 result (each host rounds once)"});
     return hops;
   }
-  const bool narrow_type = t == DataType::f16 || t == DataType::bf16 || t == DataType::i8 || t == DataType::u8;
+  const bool narrow_type = t == DataType::f16 || t == DataType::bf16 || t == DataType::i8 || t == DataType::u8 || is_mx(t);
   if (sum && ran == Accumulate::widen && narrow_type) {
     const std::string wide = (t == DataType::i8 || t == DataType::u8) ? "i32" : "f32";
     // The first switch that adds two or more inputs widens; one with a single member passes
@@ -54,17 +61,17 @@ std::vector<NumericsHop> switch_hops(DataType t, ReduceOp op, Accumulate ran,
     bool widened = false;
     for (std::size_t k = 0; k < shown; ++k) {
       if (widened) up(k, {"", 32, 4, wide + " partial sums"});
-      else up(k, {"", nbits, static_cast<double>(size_of(t)), k == 0 ? tn + " inputs" : tn + " input passed on (one member below)"});
+      else up(k, {"", nbits, bpe, k == 0 ? tn + " inputs" : tn + " input passed on (one member below)"});
       if (members.size() > k && members[k] >= 2) widened = true;
     }
-    down({"", nbits, static_cast<double>(size_of(t)), tn + " result (rounded/wrapped once at the root)"});
+    down({"", nbits, bpe, tn + " result (rounded/wrapped once at the root)"});
     return hops;
   }
   // narrow sums, min/max and the types the switch keeps as they are (i32, f32, u32 as i32).
   const std::string what = sum ? (narrow_type ? tn + " partial sums (each add rounds/wraps)" : tn + " partial sums")
                                : tn + " (exact)";
-  for (std::size_t k = 0; k < shown; ++k) up(k, {"", nbits, static_cast<double>(size_of(t)), k == 0 ? tn + " inputs" : what});
-  down({"", nbits, static_cast<double>(size_of(t)), tn + " result"});
+  for (std::size_t k = 0; k < shown; ++k) up(k, {"", nbits, bpe, k == 0 ? tn + " inputs" : what});
+  down({"", nbits, bpe, tn + " result"});
   return hops;
 }
 
@@ -73,7 +80,8 @@ std::vector<NumericsHop> host_hops(DataType t, ReduceOp op, Accumulate ran) {
   if (sum && ran == Accumulate::reproducible)
     return {{"host->host", 64, 8, "two i32 limbs per element (exact; each host rounds once)"}};
   const std::string tn(name(t));
-  return {{"host->host", static_cast<std::uint32_t>(8 * size_of(t)) / static_cast<std::uint32_t>(elements_per_unit(t)),
+  return {{"host->host", is_mx(t) ? mx_element_bits(t)
+                                  : static_cast<std::uint32_t>(8 * size_of(t)) / static_cast<std::uint32_t>(elements_per_unit(t)),
            static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t)),
            sum ? tn + " partial sums (each step rounds/wraps)" : tn}};
 }

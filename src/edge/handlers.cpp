@@ -29,7 +29,7 @@ class Reduce final : public Handler {
   std::string_view name() const override { return "reduce"; }
   std::string_view summary() const override { return "reduce each chunk into place (every type and op)"; }
   Role role() const override { return Role::apply; }
-  std::size_t alignment(const coll::CollectiveParams& p) const override { return size_of(p.dtype); }
+  std::size_t alignment(const coll::CollectiveParams& p) const override { return unit_alignment(p.dtype); }
   std::size_t payload(Context& ctx, const Chunk& c) const override {
     const auto& m = ctx.msg();
     if (m.kind != coll::OpKind::recv_reduce)

@@ -10,6 +10,7 @@
 #include "numerics/int4.hpp"
 #include "numerics/kernel_isa.hpp"
 #include "numerics/reduce.hpp"
+#include "numerics/mx_type.hpp"
 
 namespace inc::numerics {
 
@@ -168,6 +169,8 @@ std::uint64_t sum_overflows(DataType t, const void* a, const void* b, std::size_
     case DataType::e4m3: return fp8_overflows<true>(a, b, n);
     case DataType::e5m2: return fp8_overflows<false>(a, b, n);
     case DataType::i4: return i4_overflows(a, b, n);
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8: case DataType::mxfp4:
+    case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return mx_sum_overflows(t, a, b, n);  // n blocks
   }
   return 0;
 }
@@ -220,6 +223,8 @@ std::uint64_t count_nonfinite(DataType t, const void* x, std::size_t n) noexcept
     case DataType::bf16: return count_at_least<std::uint16_t>(x, n, 0x7fff, 0x7f80);
     case DataType::e4m3: return count_at_least<std::uint8_t>(x, n, 0x7f, 0x7f);  // NaN only
     case DataType::e5m2: return count_at_least<std::uint8_t>(x, n, 0x7f, 0x7c);
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8: case DataType::mxfp4:
+    case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return mx_count_nonfinite(t, x, n);  // n blocks
     default: return 0;
   }
 }

@@ -237,6 +237,8 @@ void reduce_typed(DataType t, void* dst, const void* a, const void* b, std::size
     case DataType::e4m3: return combine_fp8<E4M3, Op>(dst, a, b, n);
     case DataType::e5m2: return combine_fp8<E5M2, Op>(dst, a, b, n);
     case DataType::i4: return combine_i4<Op>(dst, a, b, n);
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8: case DataType::mxfp4:
+    case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return;  // MX: reduce()/divide() call mx_type.cpp first
   }
 }
 
@@ -357,6 +359,8 @@ void divide_all(DataType t, void* buf, std::size_t n, std::uint64_t d) noexcept 
     case DataType::e4m3: return divide_fp8<E4M3>(buf, n, static_cast<float>(d));
     case DataType::e5m2: return divide_fp8<E5M2>(buf, n, static_cast<float>(d));
     case DataType::i4: return divide_i4(buf, n, d);
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8: case DataType::mxfp4:
+    case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return;  // MX: reduce()/divide() call mx_type.cpp first
   }
 }
 

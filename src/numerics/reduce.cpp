@@ -10,6 +10,7 @@
 #include "numerics/half.hpp"
 #include "numerics/int4.hpp"
 #include "numerics/kernel_isa.hpp"
+#include "numerics/mx_type.hpp"
 #include "numerics/kernels.hpp"
 #include "numerics/kernels_counted.hpp"
 
@@ -107,10 +108,12 @@ T saturate_cast(double v) noexcept {
 
 void reduce(DataType t, ReduceOp op, void* dst, const void* a, const void* b,
             std::size_t count) noexcept {
+  if (is_mx(t)) return mx_reduce(t, op, dst, a, b, count);  // blocks: mx_type.cpp
   detail::reduce_with(detail::selected_kernel_isa(), t, op, dst, a, b, count);
 }
 
 void divide(DataType t, void* buf, std::size_t count, std::uint64_t n) noexcept {
+  if (is_mx(t)) return mx_divide(t, buf, count, n);
   detail::divide_with(detail::selected_kernel_isa(), t, buf, count, n);
 }
 
@@ -129,6 +132,8 @@ double load_as_double(DataType t, const void* buf, std::size_t i) noexcept {
     case DataType::e4m3: return e4m3_to_f32(load_raw<std::uint8_t>(buf, i));
     case DataType::e5m2: return e5m2_to_f32(load_raw<std::uint8_t>(buf, i));
     case DataType::i4: return i4_get(load_raw<std::uint8_t>(buf, i / 2), i % 2);
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8:
+    case DataType::mxfp4: case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return mx_load(t, buf, i);
   }
   return 0.0;
 }
@@ -152,6 +157,8 @@ void store_from_double(DataType t, void* buf, std::size_t i, double v) noexcept 
       return store_raw(buf, i / 2,
                        i4_set(load_raw<std::uint8_t>(buf, i / 2), i % 2, static_cast<int>(c)));
     }
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8:
+    case DataType::mxfp4: case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: return mx_store(t, buf, i, v);
   }
 }
 

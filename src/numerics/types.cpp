@@ -42,6 +42,12 @@ constexpr std::pair<std::string_view, DT> kDataTypes[] = {
     {"e5m2", DT::e5m2},     {"fp8e5m2", DT::e5m2},  {"f8e5m2", DT::e5m2},   {"float8_e5m2", DT::e5m2},
     {"fp8_e5m2", DT::e5m2},
     {"i4", DT::i4},         {"int4", DT::i4},
+    {"mxfp8_e4m3", DT::mxfp8_e4m3}, {"mxfp8e4m3", DT::mxfp8_e4m3}, {"mxfp8", DT::mxfp8_e4m3},
+    {"mxfp8_e5m2", DT::mxfp8_e5m2}, {"mxfp8e5m2", DT::mxfp8_e5m2},
+    {"mxint8", DT::mxint8},
+    {"mxfp4", DT::mxfp4},           {"mxfp4_e2m1", DT::mxfp4},
+    {"mxfp6_e2m3", DT::mxfp6_e2m3}, {"mxfp6e2m3", DT::mxfp6_e2m3}, {"mxfp6", DT::mxfp6_e2m3},
+    {"mxfp6_e3m2", DT::mxfp6_e3m2}, {"mxfp6e3m2", DT::mxfp6_e3m2},
 };
 
 using RO = ReduceOp;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "src/numerics/mx.hpp"
+#include "src/numerics/mx_type.hpp"
 #include "src/switch/arith.hpp"
 
 namespace inc::sw {
@@ -25,24 +26,6 @@ numerics::MxElem mx_elem(ElemType narrow) noexcept {
   }
 }
 
-// Element values of every code (f32, exact: at most 4 significant bits) and E8M0 scales
-// (2^-127 .. 2^127 are all f32 values; 0xFF is NaN), built once.
-struct MxTables {
-  std::array<std::array<float, 256>, 6> elem{};
-  std::array<float, 256> scale{};
-  MxTables() {
-    for (int e = 0; e < 6; ++e)
-      for (int c = 0; c < 256; ++c)
-        elem[std::size_t(e)][std::size_t(c)] =
-            static_cast<float>(numerics::mx_element_value(numerics::MxElem(e), std::uint8_t(c)));
-    for (int c = 0; c < 256; ++c) scale[std::size_t(c)] = static_cast<float>(numerics::e8m0_to_double(std::uint8_t(c)));
-  }
-};
-const MxTables& tables() {
-  static const MxTables t;
-  return t;
-}
-
 }  // namespace
 
 void add_mx_blocks(ElemType acc_t, ElemType src_t, float* acc, const std::byte* src,
@@ -52,12 +35,13 @@ void add_mx_blocks(ElemType acc_t, ElemType src_t, float* acc, const std::byte* 
     add_f32(acc, src, blocks * K);
     return;
   }
-  const auto& T = tables();
-  const auto& v = T.elem[std::size_t(mx_elem(src_t))];
+  // Element values of every code and E8M0 scales, f32, exact (at most 4 significant bits).
+  const auto& v = numerics::mx_element_table(mx_elem(src_t));
+  const auto& scale = numerics::mx_scale_table();
   const std::size_t bytes = proto::elem_size(src_t);
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::byte* blk = src + b * bytes;
-    const float x = T.scale[std::to_integer<std::size_t>(blk[0])];
+    const float x = scale[std::to_integer<std::size_t>(blk[0])];
     float* a = acc + b * K;
     if (src_t == ElemType::mxfp4) {
       for (std::size_t i = 0; i < K / 2; ++i) {

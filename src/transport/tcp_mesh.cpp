@@ -239,7 +239,7 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
       // of odd length in the same read it is not. Move the unread bytes to the front of the
       // buffer (allocated by operator new: aligned for any element); payload_done stays a
       // multiple of esz, so the rest of this message is then aligned too.
-      if (reinterpret_cast<std::uintptr_t>(src) % esz != 0) {
+      if (reinterpret_cast<std::uintptr_t>(src) % unit_alignment(p.target.dtype) != 0) {  // MX blocks: 1
         std::memmove(p.rx.data(), src, avail);
         p.rx_begin = 0;
         p.rx_end = avail;

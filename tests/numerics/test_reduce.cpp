@@ -178,6 +178,8 @@ std::size_t first_mismatch(DataType t, ReduceOp op, const void* a, const void* b
     case DataType::e4m3:
     case DataType::e5m2:
     case DataType::i4: break;  // tested exhaustively in test_fp8.cpp / test_int4.cpp
+    case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8:
+    case DataType::mxfp4: case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: break;  // test_mx_type.cpp
   }
   return 0;
 }
@@ -499,6 +501,8 @@ TEST_P(DivideAll, MatchesReference) {
         case DataType::e4m3:
         case DataType::e5m2:
         case DataType::i4: ok = true; break;  // test_fp8.cpp / test_int4.cpp
+        case DataType::mxfp8_e4m3: case DataType::mxfp8_e5m2: case DataType::mxint8:
+        case DataType::mxfp4: case DataType::mxfp6_e2m3: case DataType::mxfp6_e3m2: ok = true; break;  // test_mx_type.cpp
       }
       ASSERT_TRUE(ok) << "divisor " << d << " count " << n << " element " << where << ": "
                       << load_as_double(t, in.data(), where) << " -> "
