@@ -84,7 +84,7 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--bind", "localhost"}, "invalid value for --bind: 'localhost'"},
       {{"--bind", "1.2.3.4:70000"}, "invalid value for --bind"},
       {{"--parent", "127.0.0.1:0"}, "invalid value for --parent"},
-      {{"--job", "7:65:4"}, "invalid value for --job: '7:65:4'"},
+      {{"--job", "7:1025:4"}, "invalid value for --job: '7:1025:4' (want ID:MEMBERS(1..1024)"},
       {{"--job", "7:2:4:1"}, "names a parent member but no --parent"},
       {{"--control-key", "0"}, "--control-key is gone"},
       {{"--controller", "127.0.0.1:7700"}, "--controller needs --control-key-file"},
