@@ -49,6 +49,7 @@ void SwitchDataPlane::init_copies(Job& j, std::uint32_t first) {
   // Before its first use, each copy looks like it completed chunk (first chunk - 2 x slots),
   // so the first contribution of its first chunk is accepted as "the next use". `first`: the
   // stream starts there (a live resize), not at 0.
+  static_assert(sizeof(Copy) <= 48, "a copy's header stays within 48 bytes (docs/SWITCH.md \"Member sets\")");
   const std::uint32_t S = j.spec.slots;
   for (std::uint32_t s = 0; s < S; ++s) {
     const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
