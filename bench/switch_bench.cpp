@@ -831,7 +831,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Core-INC switch: data-plane throughput against memcpy, lanes, UDP loopback against raw UDP "
                "(docs/SWITCH.md)"};
   app.add_option("mode", a.mode, "what to run")->check(CLI::IsMember({"dataplane", "keyed", "lanes", "udp", "auth", "all"}));
-  app.add_option("--members", a.members, "members per job")->check(CLI::Range(1, 64));
+  app.add_option("--members", a.members, "members per job")->check(CLI::Range(1, int(proto::kMaxMembers)));
   app.add_option("--runs", a.runs, "runs per point (median)")->check(CLI::Range(1, 1000));
   app.add_option("--seconds", a.seconds, "seconds per data-plane run")->check(CLI::Range(0.001, 3600.0));
   app.add_option("--workers", a.workers, "UDP workers")->check(CLI::Range(1, 64));

@@ -109,7 +109,7 @@ int udp_control(bool admit, const std::string& sw_addr, const std::string& key_f
                         : f.size() == 1 && f[0] >= 1 && f[0] <= 0xFFFFFFFFull;
   if (!ok) {
     std::fprintf(stderr, "inc controller %s: --job '%s': want %s\n", what, job.c_str(),
-                 admit ? "ID:MEMBERS(1..64):SLOTS(1..65535)[:PARENT_MEMBER]" : "ID");
+                 admit ? ("ID:MEMBERS(1.." + std::to_string(proto::kMaxMembers) + "):SLOTS(1..65535)[:PARENT_MEMBER]").c_str() : "ID");
     return 2;
   }
   if (!(timeout > 0 && timeout <= 3600)) {

@@ -139,6 +139,12 @@ class TreeLease {
   std::thread thread_;
 };
 
+std::uint32_t tree_wait_ms(std::chrono::milliseconds timeout) {
+  const auto margin = std::min<std::chrono::milliseconds>(timeout / 10, 1s);
+  const auto ms = std::max<std::int64_t>(1, (timeout - margin).count());
+  return std::uint32_t(std::min<std::int64_t>(ms, ctl::kMaxWaitMs));
+}
+
 bool controller_configured(const transport::EnvLookup& env) {
   auto c = env("INC_CONTROLLER");
   return c && !c->empty();
@@ -171,6 +177,7 @@ ControllerTree request_controller_tree(coll::Engine& engine, std::uint32_t comm_
       ctl::TreeRequest req;
       req.slots_wanted = cenv.slots;
       req.label = label;
+      req.wait_ms = tree_wait_ms(timeout);
       for (int r = 0; r < nranks; ++r) req.hosts.emplace_back(all.data() + 256 * r);
       auto m = client->call(req, timeout);
       if (auto* r = std::get_if<ctl::TreeReply>(&m)) rep = *r;

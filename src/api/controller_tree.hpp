@@ -32,6 +32,11 @@ struct ControllerTree {
   std::string why_not;
 };
 
+// How long the controller may keep a tree request waiting for slots that running jobs still
+// hold (TreeRequest::wait_ms): the job's timeout (INC_TIMEOUT) less a tenth, at most 1 s, for
+// the answer to arrive before the rank gives up on it.
+std::uint32_t tree_wait_ms(std::chrono::milliseconds timeout);
+
 // Is a controller configured? (INC_CONTROLLER set.) Throws Error(config) when its settings are bad.
 bool controller_configured(const transport::EnvLookup& env);
 

@@ -79,6 +79,10 @@ struct Pending {
   Grant grant;
   std::set<std::uint64_t> outstanding;
   Nanos deadline = 0;
+  // The job's own deadline (TreeRequest::wait_ms): a newcomer waits for its slots until then;
+  // once admissions went out, the switches have admit_timeout (and no more than this) to answer.
+  Nanos wait_until = 0, wait = 0;
+  bool waited = false;  // its slots were held by running jobs when it asked
 };
 
 class Loop {
@@ -235,7 +239,12 @@ void Loop::on_message(Conn& c, ctl::Message&& m, Nanos now) {
     Pending p;
     p.conn = c.fd;
     p.grant = g;
-    p.deadline = now + o_.admit_timeout;
+    const Nanos wait = tr->wait_ms ? Nanos(tr->wait_ms) * sw::kMillisecond : o_.admit_timeout;
+    p.wait = wait;
+    p.wait_until = now + wait;
+    auto rec = core_.jobs().find(g.job);
+    p.waited = rec != core_.jobs().end() && rec->second.waiting;
+    p.deadline = p.waited ? p.wait_until : std::min(p.wait_until, now + o_.admit_timeout);
     pending_[g.job] = std::move(p);
   } else if (auto* lr = std::get_if<ctl::LeaseRenew>(&m)) {
     if (role != ctl::Role::job) return wrong("lease renewal");
@@ -272,16 +281,21 @@ void Loop::dispatch(Nanos now) {
         continue;
       }
       p->second.outstanding.insert(req);
+      p->second.deadline = std::min(p->second.wait_until, now + o_.admit_timeout);
       req_job_[req] = a.spec.job;
       sc->s.send(ctl::Admit{req, a.spec, key_of_[a.spec.job]});
     } else if (sc) {
       sc->s.send(ctl::Release{req, a.spec.job});
     }
   }
-  std::vector<std::uint32_t> late;
+  std::vector<std::pair<std::uint32_t, std::string>> late;
   for (const auto& [job, p] : pending_)
-    if (now > p.deadline) late.push_back(job);
-  for (auto job : late) fail_pending(job, "the switches did not confirm the admission in time");
+    if (now > p.deadline)
+      late.emplace_back(job, p.outstanding.empty() && p.waited
+                                 ? "running jobs did not give up its share of the slots within its wait of " +
+                                       std::to_string(p.wait / sw::kMillisecond) + " ms (from its INC_TIMEOUT)"
+                                 : "the switches did not confirm the admission in time");
+  for (const auto& [job, why] : late) fail_pending(job, why);
 }
 
 void Loop::run(const std::atomic<bool>& stop) {

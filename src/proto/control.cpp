@@ -157,6 +157,7 @@ void enc(Writer& w, const TreeRequest& m) {
   w.str(m.label, 255);
   w.u32(std::uint32_t(m.hosts.size()));
   for (const auto& h : m.hosts) w.str(h, 255);
+  w.u32(m.wait_ms);
 }
 void enc(Writer& w, const TreeReply& m) {
   w.u8(m.ok ? 1 : 0);
@@ -260,6 +261,8 @@ std::optional<Message> dec(Reader& r, MsgType t) {
       const std::size_t n = r.u32("ranks");
       if (n == 0 || n > kMaxRanks) r.fail("ranks", "0 or above the limit");
       for (std::size_t i = 0; i < n && r.ok(); ++i) m.hosts.push_back(r.str("host", 255));
+      m.wait_ms = r.u32("wait");
+      if (m.wait_ms > kMaxWaitMs) r.fail("wait", "above one day");
       return m;
     }
     case MsgType::tree_reply: {

@@ -29,7 +29,7 @@
 
 namespace inc::proto::ctl {
 
-inline constexpr std::uint8_t kVersion = 2;  // 2: Resize (type 12)
+inline constexpr std::uint8_t kVersion = 3;  // 2: Resize (type 12); 3: TreeRequest's wait
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kHelloBytes = 4 + 1 + 1 + kNonceBytes;
 inline constexpr std::size_t kTagBytes = 16;
@@ -122,7 +122,12 @@ struct TreeRequest {
   std::uint32_t slots_wanted = 0;  // 0: the controller's default
   std::string label;               // for status and logs ("comm 3 of pid 1234")
   std::vector<std::string> hosts;
+  // How long the job waits for its answer (from its INC_TIMEOUT): a newcomer whose slots
+  // running jobs still hold waits for them this long (docs/CONTROLLER.md "Re-balancing").
+  // 0: the controller's own admission deadline. Encoded last, after the hosts (version 3).
+  std::uint32_t wait_ms = 0;
 };
+inline constexpr std::uint32_t kMaxWaitMs = 86'400'000;  // INC_TIMEOUT's bound (one day)
 struct RankAttachment {
   std::string sw;
   std::uint32_t ip = 0;

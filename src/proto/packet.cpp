@@ -263,7 +263,9 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
       return check_empty(h);
     case PacketType::pending:
       if ((r = allow_flags(flag::awaiting_parent)) != Reason::ok) return r;
-      return check_raw(h, kPendingBytes);
+      // aux: the members at the switch; the bitmap has one u64 word per 64 of them.
+      if (h.aux > kMaxMembers) return Reason::bad_field;
+      return check_raw(h, pending_bytes(h.aux));
     case PacketType::admit:
       if ((r = allow_flags(0)) != Reason::ok) return r;
       return check_raw(h, kAdmitInfoBytes);

@@ -28,7 +28,10 @@ inline constexpr std::size_t kMaxPayloadBytes = 65432;  // room for the auth tra
 inline constexpr std::size_t kAuthTrailerBytes = 40;  // flag auth: src/proto/auth.hpp
 inline constexpr std::size_t kMaxPacketBytes = kHeaderBytes + kMaxPayloadBytes + kAuthTrailerBytes;  // 65504
 inline constexpr std::uint16_t kNoMember = 0xFFFF;
-inline constexpr std::size_t kMaxMembers = 64;  // fan-in of one switch (contribution bitmap)
+// Fan-in of one switch per job: the radix of a 102.4 Tb/s switch (1024 x 100G SerDes lanes).
+// Member ids travel in the 16-bit `member` field; the switch keeps a job's member sets in 64
+// bits per copy plus ceil(members / 64) - 1 words sized at admission (docs/SWITCH.md).
+inline constexpr std::size_t kMaxMembers = 1024;
 
 enum class PacketType : std::uint8_t {
   join = 1,         // member -> switch: attach to a job (aux = session)
@@ -323,6 +326,11 @@ struct AdmitInfo {  // admit, 24 bytes
 inline constexpr std::size_t kAdmitInfoBytes = 24;
 inline constexpr std::size_t kReleaseInfoBytes = 8;  // u64 reserved (0; once the key in clear)
 inline constexpr std::size_t kPendingBytes = 8;      // u64 bitmap of members that contributed
+// A job of more than 64 members at the switch: the bitmap has ceil(members / 64) u64 words
+// (member m is bit m % 64 of word m / 64), so a job of up to 64 members keeps 8 bytes.
+inline constexpr std::size_t pending_bytes(std::size_t members) noexcept {
+  return members <= 64 ? kPendingBytes : 8 * ((members + 63) / 64);
+}
 
 // Writes header + payload into `out` (which must hold kHeaderBytes + payload.size()).
 // Returns the bytes written, or 0 if `out` is too small or the payload too large.

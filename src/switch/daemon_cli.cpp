@@ -187,7 +187,7 @@ std::string check_values(const CLI::App& app, RawArgs& r, SwitchDaemonOptions& o
     if ((parts.size() != 3 && parts.size() != 4) || !parse_uint(parts[0], id, 0xFFFFFFFFu) ||
         !parse_uint(parts[1], m, proto::kMaxMembers) || m == 0 || !parse_uint(parts[2], s, 0xFFFF) ||
         s == 0 || (parts.size() == 4 && !parse_uint(parts[3], pm, proto::kMaxMembers - 1)))
-      return bad("want ID:MEMBERS(1..64):SLOTS(1..65535, per lane)[:PARENT_MEMBER]");
+      return bad("want ID:MEMBERS(1.." + std::to_string(proto::kMaxMembers) + "):SLOTS(1..65535, per lane)[:PARENT_MEMBER]");
     o.jobs.push_back({std::uint32_t(id), std::uint16_t(m), std::uint32_t(s), std::uint16_t(pm), std::nullopt});
   }
   if (at("--control-key", r.control_key))

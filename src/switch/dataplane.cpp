@@ -45,10 +45,11 @@ std::uint32_t SwitchDataPlane::new_epoch() {
   }
 }
 
-void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
+void SwitchDataPlane::init_copies(Job& j, std::uint32_t first) {
   // Before its first use, each copy looks like it completed chunk (first chunk - 2 x slots),
   // so the first contribution of its first chunk is accepted as "the next use". `first`: the
   // stream starts there (a live resize), not at 0.
+  static_assert(sizeof(Copy) <= 48, "a copy's header stays within 48 bytes (docs/SWITCH.md \"Member sets\")");
   const std::uint32_t S = j.spec.slots;
   for (std::uint32_t s = 0; s < S; ++s) {
     const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
@@ -57,9 +58,12 @@ void SwitchDataPlane::init_copies(const Job& j, std::uint32_t first) {
       cp = Copy{};
       cp.seq = (((a / S) & 1) == c ? a : a + S) - 2 * S;
       cp.st = kComplete;
+      cp.local = s * 2 + c;
     }
   }
+  j.wide.assign(std::size_t(S) * 2 * 3 * j.wide_words, 0);
 }
+
 
 Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
   if (spec.members == 0 || spec.members > proto::kMaxMembers) return Reason::bad_member;
@@ -74,6 +78,7 @@ Reason SwitchDataPlane::admit(const JobSpec& spec, Nanos now, bool dynamic) {
   j.slot_of = std::move(*where);
   j.epoch = new_epoch();
   j.members.assign(spec.members, Member{});
+  j.wide_words = (spec.members + 63u) / 64u - 1u;
   if (spec.key) {
     j.mac.emplace(*spec.key, cfg_.auth_instance);
     j.member_auth.resize(spec.members);
@@ -245,12 +250,15 @@ void SwitchDataPlane::send_pending(Job& j, const Copy& cp, const Header& req, En
   h.epoch = j.epoch;
   h.chunk = req.chunk;
   h.slot = req.slot;
-  h.count = proto::kPendingBytes;
+  const std::size_t bytes = proto::pending_bytes(j.spec.members);
+  h.count = std::uint16_t(bytes);
   h.aux = j.spec.members;
-  std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kPendingBytes);
+  std::byte* p = out_.reserve(proto::kHeaderBytes + bytes);
   proto::encode_header(h, p);
   proto::store_u64(p + proto::kHeaderBytes, cp.contrib);
-  emit(&j, to, proto::kHeaderBytes + proto::kPendingBytes);
+  for (std::uint32_t w = 0; w < j.wide_words; ++w)
+    proto::store_u64(p + proto::kHeaderBytes + 8 * (w + 1), wide_of(j, cp, kContrib)[w]);
+  emit(&j, to, proto::kHeaderBytes + bytes);
 }
 
 namespace {
@@ -296,9 +304,8 @@ void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
   // A job with a group: if every member gets the same bytes (all or none want the payload; the
   // header and a keyed job's one seal carry nothing per member), one datagram to the group;
   // mixed wishes stay unicast (PROTOCOL.md, "Multicast results").
-  const std::uint64_t all = j.spec.members >= 64 ? ~0ull : (1ull << j.spec.members) - 1;
-  if (j.spec.multicast.valid() && (cp.want == all || cp.want == 0)) {
-    send_result(j, cp, idx, j.spec.multicast, cp.want != 0);
+  if (j.spec.multicast.valid() && (full(j, cp, kWant) || empty(j, cp, kWant))) {
+    send_result(j, cp, idx, j.spec.multicast, !empty(j, cp, kWant));
     ++c_.results_multicast;
     ++j.c.results_multicast;
     return;
@@ -306,7 +313,7 @@ void SwitchDataPlane::replicate(Job& j, const Copy& cp, std::uint32_t idx) {
   // One encode per variant (with payload / elided), then the same bytes to every member.
   std::size_t with_data = SIZE_MAX, without = SIZE_MAX;
   for (std::uint16_t m = 0; m < j.spec.members; ++m) {
-    bool want = (cp.want >> m) & 1;
+    bool want = has(j, cp, kWant, m);
     std::size_t& e = want ? with_data : without;
     const Endpoint to = j.members[m].ep;
     if (e == SIZE_MAX) {
@@ -331,7 +338,7 @@ void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool
   h.epoch = j.parent_epoch;
   h.chunk = cp.seq;
   h.slot = std::uint16_t(cp.seq % j.spec.slots);
-  if (cp.want) h.flags |= proto::flag::want_result;
+  if (!empty(j, cp, kWant)) h.flags |= proto::flag::want_result;
   if (cp.st & kOverflow) h.flags |= proto::flag::overflow;
   h.aux = proto::events_aux(cp.events);  // this subtree's events, for the parent to add
   if (resend) h.flags |= proto::flag::retransmit;
@@ -353,7 +360,7 @@ void SwitchDataPlane::forward_up(Job& j, const Copy& cp, std::uint32_t idx, bool
 void SwitchDataPlane::complete_local(Job& j, Copy& cp, std::uint32_t idx) {
   ++c_.aggregations;
   ++j.c.aggregations;
-  cp.signalled = 0;  // nobody misses anything here now; from here on it counts for the next use
+  clear(j, cp, kSignalled);  // nobody misses anything here now; from here on it counts for the next use
   if (j.has_parent()) {
     // MX under `sum` (narrow): every aggregating hop re-quantises its partial sum to MX.
     if (cp.op == WireOp::sum && proto::is_mx(proto::narrow_of(cp.elem)) &&
@@ -573,7 +580,8 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
     if (!(cp.st & kComplete) || !(other.st & kComplete) || other.seq != h.chunk - S)
       return drop(j, Reason::out_of_window);
     cp.seq = h.chunk;
-    cp.contrib = cp.want = 0;  // (signalled: those told before it opened, see signal_gaps)
+    clear(J, cp, kContrib);  // (signalled: those told before it opened, see signal_gaps)
+    clear(J, cp, kWant);
     cp.n = cp.count = 0;
     cp.elem = ElemType::none;
     cp.op = WireOp::none;
@@ -584,8 +592,7 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   if (d < 0) return drop(j, Reason::stale_chunk);  // a late copy; its sender has the result
   if (d != 0) return drop(j, Reason::out_of_window);
 
-  const std::uint64_t bit = std::uint64_t(1) << h.member;
-  if (cp.contrib & bit) {
+  if (has(J, cp, kContrib, h.member)) {
     ++c_.duplicates;
     ++J.c.duplicates;
     if (cp.st & kComplete) {
@@ -639,10 +646,10 @@ void SwitchDataPlane::handle_data(const PacketView& v, Endpoint from) {
   }
   if (h.flags & proto::flag::overflow) cp.st |= kOverflow;  // a child's partial sum wrapped
   cp.events = proto::add_events(cp.events, proto::aux_events(h.aux));  // a child's events
-  cp.contrib |= bit;
-  if (h.flags & proto::flag::want_result) cp.want |= bit;
+  add(J, cp, kContrib, h.member);
+  if (h.flags & proto::flag::want_result) add(J, cp, kWant, h.member);
   if (++cp.n == J.spec.members) complete_local(J, cp, idx);
-  signal_gaps(J, h, from, bit, proto::kHeaderBytes + v.payload.size());
+  signal_gaps(J, h, from, h.member, proto::kHeaderBytes + v.payload.size());
 }
 
 // A probe asks what a retransmission of the member's data would learn, without the data: the
@@ -668,16 +675,15 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
   } else if (d != 0) {
     return drop(&J, Reason::out_of_window);
   }
-  const std::uint64_t bit = std::uint64_t(1) << h.member;
-  if (d != 0 || !(cp.contrib & bit)) {  // with the chunks before it that lack it as well
+  if (d != 0 || !has(J, cp, kContrib, h.member)) {  // with the chunks before it that lack it as well
     return nack(&J, from, h, Reason::missing,
-                proto::kMissingAnswersProbe | missing_before(J, h.chunk, bit));
+                proto::kMissingAnswersProbe | missing_before(J, h.chunk, h.member));
   }
   if (cp.st & kComplete) {
     ++c_.results_resent;
     ++J.c.results_resent;
     return send_result(J, cp, idx, from,
-                       (h.flags & proto::flag::want_result) && (cp.want & bit), true);
+                       (h.flags & proto::flag::want_result) && has(J, cp, kWant, h.member), true);
   }
   // Complete here and waiting for the parent: our partial may be what the parent misses, so
   // it goes up again (a leaf has no timers; its members' questions drive it), as for a
@@ -686,19 +692,19 @@ void SwitchDataPlane::answer_probe(Job& J, const Header& h, Endpoint from, std::
   send_pending(J, cp, h, from);
 }
 
-bool SwitchDataPlane::lacks(const Job& J, std::uint32_t q, std::uint64_t bit) const {
+bool SwitchDataPlane::lacks(const Job& J, std::uint32_t q, std::uint16_t m) const {
   const std::uint32_t S = J.spec.slots;
   const Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
-  if (qc.seq == q) return !(qc.st & (kComplete | kAwaitParent)) && !(qc.contrib & bit);
+  if (qc.seq == q) return !(qc.st & (kComplete | kAwaitParent)) && !has(J, qc, kContrib, m);
   return qc.seq == q - 2 * S && (qc.st & kComplete);  // not begun: nobody's packet arrived
 }
 
 std::uint32_t SwitchDataPlane::missing_before(const Job& J, std::uint32_t q,
-                                              std::uint64_t bit) const {
+                                              std::uint16_t m) const {
   std::uint32_t mask = 0;
   const std::uint32_t span = std::min<std::uint32_t>(proto::kMissingSpan, J.spec.slots - 1);
   for (std::uint32_t i = 1; i <= span; ++i)
-    if (lacks(J, q - i, bit)) mask |= std::uint32_t(1) << i;
+    if (lacks(J, q - i, m)) mask |= std::uint32_t(1) << i;
   return mask;
 }
 
@@ -713,7 +719,7 @@ std::uint32_t SwitchDataPlane::missing_before(const Job& J, std::uint32_t q,
 // holds its result), so in-order streams cost one comparison per packet. One nack names the
 // newest chunk missing and, in its detail, up to kMissingSpan before it; a packet draws at
 // most as many nacks as it has headers' worth of bytes (never more bytes than it brought).
-void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint64_t bit,
+void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::uint16_t who,
                                   std::size_t bytes) {
   const std::uint32_t S = J.spec.slots;
   Member& m = J.members[h.member];
@@ -734,7 +740,7 @@ void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::u
   for (std::uint32_t back = 1; back <= back_max; ++back) {  // newest first
     const std::uint32_t q = h.chunk - back;
     Copy& qc = copies_[J.slot_of[q % S] * 2 + ((q / S) & 1)];
-    if ((qc.signalled & bit) || !lacks(J, q, bit)) continue;
+    if (has(J, qc, kSignalled, who) || !lacks(J, q, who)) continue;
     if (open && head - q > proto::kMissingSpan) emit();
     if (!open) {
       if (budget == 0) break;
@@ -745,7 +751,7 @@ void SwitchDataPlane::signal_gaps(Job& J, const Header& h, Endpoint from, std::u
     } else {
       mask |= std::uint32_t(1) << (head - q);
     }
-    qc.signalled |= bit;
+    add(J, qc, kSignalled, who);
     ++c_.gaps_signalled;  // (chunks, not nacks)
     ++J.c.gaps_signalled;
   }

@@ -11,6 +11,7 @@
 // worker discipline; see docs/PROTOCOL.md ("exactly once").
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <cstdint>
@@ -200,7 +201,15 @@ class SwitchDataPlane {
     // wrapped or overflowed), the children's included; a leaf takes its parent's total with the
     // result. Saturates at proto::kMaxEvents; travels in aux (docs/PROTOCOL.md, "Arithmetic").
     std::uint32_t events = 0;
+    // The copy's place in its job (job slot x 2 + copy): where a job of more than 64 members
+    // keeps the rest of this copy's member sets (Job::wide).
+    std::uint32_t local = 0;
   };
+  // A copy's member sets. Members 0..63 are bits of the copy's own words (contrib, want,
+  // signalled): a job of up to 64 members pays nothing more. A larger job gets, at admission,
+  // ceil(members / 64) - 1 more words per set and copy (Job::wide), so a slot costs memory in
+  // proportion to the job's fan-in, not to kMaxMembers.
+  enum Set : std::uint32_t { kContrib = 0, kWant = 1, kSignalled = 2 };
   static constexpr std::uint8_t kComplete = 1, kHasData = 2, kOverflow = 4, kAwaitParent = 8;
   // What authenticates one peer of a keyed job (a member, or the parent): the MAC of its last
   // instance and its replay window. Never reset with the job: sequence numbers only grow.
@@ -233,8 +242,52 @@ class SwitchDataPlane {
     bool resizing = false;
     std::uint32_t resize_to = 0, resize_at = 0;
     std::uint32_t prev_epoch = 0;  // the epoch before the last resize: its packets are late
+    // Members 64.. of every copy's sets: per copy (Copy::local) kContrib, kWant, kSignalled,
+    // wide_words words each (wide_words = ceil(members / 64) - 1; sized by init_copies).
+    std::uint32_t wide_words = 0;
+    std::vector<std::uint64_t> wide;
     bool has_parent() const { return spec.parent_member != proto::kNoMember; }
   };
+  static std::uint64_t& word0(Copy& cp, Set s) {
+    return s == kContrib ? cp.contrib : s == kWant ? cp.want : cp.signalled;
+  }
+  static std::uint64_t word0(const Copy& cp, Set s) {
+    return s == kContrib ? cp.contrib : s == kWant ? cp.want : cp.signalled;
+  }
+  // Word w (>= 1) of set s of copy cp.
+  static std::uint64_t* wide_of(Job& j, const Copy& cp, Set s) {
+    return j.wide.data() + (std::size_t(cp.local) * 3 + s) * j.wide_words;
+  }
+  static const std::uint64_t* wide_of(const Job& j, const Copy& cp, Set s) {
+    return j.wide.data() + (std::size_t(cp.local) * 3 + s) * j.wide_words;
+  }
+  static bool has(const Job& j, const Copy& cp, Set s, std::uint16_t m) {
+    if (m < 64) return (word0(cp, s) >> m) & 1;
+    return (wide_of(j, cp, s)[m / 64 - 1] >> (m % 64)) & 1;
+  }
+  static void add(Job& j, Copy& cp, Set s, std::uint16_t m) {
+    if (m < 64) word0(cp, s) |= std::uint64_t(1) << m;
+    else wide_of(j, cp, s)[m / 64 - 1] |= std::uint64_t(1) << (m % 64);
+  }
+  static void clear(Job& j, Copy& cp, Set s) {
+    word0(cp, s) = 0;
+    if (j.wide_words) std::fill_n(wide_of(j, cp, s), j.wide_words, 0);
+  }
+  // Whether set s holds every member of the job, or none.
+  static bool full(const Job& j, const Copy& cp, Set s) {
+    const std::uint32_t n = j.spec.members;
+    if (word0(cp, s) != (n >= 64 ? ~0ull : (1ull << n) - 1)) return false;
+    const std::uint64_t* w = wide_of(j, cp, s);
+    for (std::uint32_t i = 0; i < j.wide_words; ++i) {
+      const std::uint32_t left = n - 64 * (i + 1);  // members in this word and after
+      if (w[i] != (left >= 64 ? ~0ull : (1ull << left) - 1)) return false;
+    }
+    return true;
+  }
+  static bool empty(const Job& j, const Copy& cp, Set s) {
+    const std::uint64_t* w = wide_of(j, cp, s);
+    return word0(cp, s) == 0 && std::all_of(w, w + j.wide_words, [](std::uint64_t x) { return x == 0; });
+  }
 
   // Keyed jobs: the packet is sealed, its tag right and its sequence number fresh (else it is
   // dropped, counted and not answered).
@@ -245,11 +298,11 @@ class SwitchDataPlane {
   void handle_leave(const proto::PacketView& v, Endpoint from);
   void answer_probe(Job& j, const proto::Header& h, Endpoint from, std::uint32_t idx,
                     std::int32_t d);
-  // Whether chunk q's copy lacks the contribution `bit` (begun without it, or not begun).
-  bool lacks(const Job& j, std::uint32_t q, std::uint64_t bit) const;
-  // Bits i (1..kMissingSpan) of the chunks q - i that lack `bit` (see proto::kMissingSpan).
-  std::uint32_t missing_before(const Job& j, std::uint32_t q, std::uint64_t bit) const;
-  void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint64_t bit,
+  // Whether chunk q's copy lacks the contribution of member m (begun without it, or not begun).
+  bool lacks(const Job& j, std::uint32_t q, std::uint16_t m) const;
+  // Bits i (1..kMissingSpan) of the chunks q - i that lack m's (see proto::kMissingSpan).
+  std::uint32_t missing_before(const Job& j, std::uint32_t q, std::uint16_t m) const;
+  void signal_gaps(Job& j, const proto::Header& h, Endpoint from, std::uint16_t m,
                    std::size_t bytes);
   void handle_from_parent(const proto::PacketView& v, Endpoint from);
   void handle_control(const proto::PacketView& v, std::span<const std::byte> bytes, Endpoint from,
@@ -277,7 +330,7 @@ class SwitchDataPlane {
   void fail_job(Job& j, proto::Reason r);
   void reset_job(Job& j);
   // Each copy as if it completed the chunk two uses before its first one at or after `first`.
-  void init_copies(const Job& j, std::uint32_t first = 0);
+  void init_copies(Job& j, std::uint32_t first = 0);
   // `n` free pool slots for `job` (marked its own), or nullopt if fewer are free.
   std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
   // Every member drained and joined again: move the job to its new slots, answer the joins.

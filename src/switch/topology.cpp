@@ -120,6 +120,9 @@ std::optional<Topology> parse_topology(std::string_view text, std::string& err) 
         } else if (k == "slot-elements") {
           if (!parse_u32(v, s.slot_elems, proto::kMaxPayloadBytes / 4) || s.slot_elems == 0)
             return fail("bad slot-elements '" + v + "' (1.." + std::to_string(proto::kMaxPayloadBytes / 4) + ")");
+        } else if (k == "ports") {
+          if (!parse_u32(v, s.ports, proto::kMaxMembers) || s.ports == 0)
+            return fail("bad ports '" + v + "' (1.." + std::to_string(proto::kMaxMembers) + ")");
         } else if (k == "lanes") {
           std::uint32_t l = 0;
           if (!parse_u32(v, l, proto::kMaxLanes) || l == 0)
@@ -282,9 +285,11 @@ std::optional<JobPlan> plan_job(const Topology& t, const TopoJob& job, std::stri
     auto& d = direct[s.name];
     std::sort(d.begin(), d.end());
     const std::size_t members = d.size() + children[s.name].size();
-    if (members > proto::kMaxMembers) {
+    if (members > s.ports) {
       err = "switch '" + s.name + "' would have " + std::to_string(members) + " members in job " +
-            std::to_string(job.id) + " (at most " + std::to_string(proto::kMaxMembers) + ")";
+            std::to_string(job.id) + " (at most " + std::to_string(s.ports) +
+            (s.ports < proto::kMaxMembers ? ", its ports=" + std::to_string(s.ports) : std::string(", the data plane's limit")) +
+            ")";
       return std::nullopt;
     }
     if (job.slots > s.slots / s.lanes) {

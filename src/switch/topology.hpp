@@ -4,7 +4,7 @@
 //   # comment
 //   switch spine 127.0.0.1:7100
 //   switch leaf0 127.0.0.1:7102 parent=spine slots=512 slot-elements=256 types=i32,f32 lanes=2
-//   switch leaf1 127.0.0.1:7104 parent=spine
+//   switch leaf1 127.0.0.1:7104 parent=spine ports=128
 //   job 7 slots=32 leaf0=0-3 leaf1=4-7
 //   host node3 leaf=leaf1            (the controller's fabric: which leaf a host hangs off)
 //
@@ -35,6 +35,9 @@ struct TopoSwitch {
   std::uint32_t slot_elems = 256;
   std::uint32_t caps = proto::cap::all;
   std::uint16_t lanes = 1;         // lane l serves addr port + l (default 1 in files)
+  // ports=N: members one job may have here (ranks and child switches; the switch's radix);
+  // default and upper bound: what the data plane takes (proto::kMaxMembers).
+  std::uint32_t ports = proto::kMaxMembers;
   double uplink_gbps = 0;          // rate= of the link to the parent (0: not given)
   int line = 0;
 };

@@ -25,13 +25,25 @@ std::string seconds(Nanos t) {
   return b;
 }
 
-std::string member_list(std::uint64_t bits, std::uint32_t n, bool present) {
+// "{0,2-5,9}": the members (of n) whose bit is `present`, runs as ranges.
+std::string member_list(const std::vector<std::uint64_t>& bits, std::uint32_t n, bool present) {
+  auto in = [&](std::uint32_t m) {
+    const bool bit = m / 64 < bits.size() && ((bits[m / 64] >> (m % 64)) & 1);
+    return bit == present;
+  };
   std::string s;
-  for (std::uint32_t m = 0; m < n && m < 64; ++m)
-    if (((bits >> m) & 1) == present) {
-      if (!s.empty()) s.push_back(',');
-      s.append(std::to_string(m));
+  for (std::uint32_t m = 0; m < n; ++m) {
+    if (!in(m)) continue;
+    std::uint32_t last = m;
+    while (last + 1 < n && in(last + 1)) ++last;
+    if (!s.empty()) s.push_back(',');
+    s.append(std::to_string(m));
+    if (last > m) {
+      s.push_back(last == m + 1 ? ',' : '-');
+      s.append(std::to_string(last));
     }
+    m = last;
+  }
   s.insert(s.begin(), '{');
   s.push_back('}');
   return s;
@@ -407,7 +419,9 @@ void WorkerProtocol::on_packet(std::span<const std::byte> bytes, Endpoint from, 
       count_rx(op_by_id(e->op)->rep, bytes.size());
       const bool first = !e->pending_seen;
       e->pending_seen = true;
-      e->contributed = proto::load_u64(v.payload.data());
+      e->contributed.resize(v.payload.size() / 8);
+      for (std::size_t w = 0; w < e->contributed.size(); ++w)
+        e->contributed[w] = proto::load_u64(v.payload.data() + 8 * w);
       e->members = h.aux;
       e->awaiting_parent = h.flags & proto::flag::awaiting_parent;
       on_pending(*e, first, now);

@@ -362,7 +362,9 @@ class WorkerProtocol {
     bool held = false;          // out of the pipe, polled only (pending, or presumed so)
     Nanos suspect_at = 0;       // held: when a chunk after it in the stream completed
     bool awaiting_parent = false;
-    std::uint64_t contributed = 0;
+    // From its last `pending`: the members at the switch whose contributions it holds (one
+    // word per 64 members, member m in bit m % 64 of word m / 64).
+    std::vector<std::uint64_t> contributed;
     std::uint32_t members = 0;
     // The outbox generation in which a transmission of it last referenced the op's input
     // (0: never): its result must not overwrite that input before the outbox let go of it.

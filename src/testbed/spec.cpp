@@ -10,6 +10,7 @@
 
 #include "inc/types.hpp"
 #include "sim/config.hpp"
+#include "src/proto/packet.hpp"
 
 namespace inc::testbed {
 
@@ -419,9 +420,9 @@ Spec build_spec(const SpecInput& in) {
     s.leaves.push_back(l);
   }
 
-  // Switch fan-in: one switch aggregates at most 64 members (ranks, or leaf switches).
+  // Switch fan-in: one switch aggregates at most proto::kMaxMembers (ranks, or leaf switches).
   if (s.with_switch) {
-    constexpr int kFanIn = 64;  // proto::kMaxMembers
+    constexpr int kFanIn = int(proto::kMaxMembers);
     if (!two && s.world_size() > kFanIn)
       fail(where("hosts", "--hosts"),
            fmt::format("{} ranks on one switch: a switch aggregates at most {} members; use a "

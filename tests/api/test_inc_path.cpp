@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "api/controller_tree.hpp"
 #include "api/inc_path.hpp"
 
 using namespace inc;
@@ -147,4 +148,14 @@ TEST(IncPath, PlanSaysWhatTheSwitchCanDoAndWhyNot) {
   auto fixed = path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}});
   EXPECT_FALSE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::max, fixed->accumulate_default()).ok);
   EXPECT_TRUE(fixed->plan(Collective::allreduce, DataType::f32, ReduceOp::avg, fixed->accumulate_default()).ok);
+}
+
+// A tree request may wait for slots as long as the job's timeout, less a margin (a tenth, at
+// most 1 s) for the answer to reach rank 0 before it gives up (controller_tree.hpp).
+TEST(ControllerTree, TheWaitForSlotsFollowsTheJobsTimeout) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(api::tree_wait_ms(milliseconds(60000)), 59000u);
+  EXPECT_EQ(api::tree_wait_ms(milliseconds(2000)), 1800u);
+  EXPECT_EQ(api::tree_wait_ms(milliseconds(500)), 450u);
+  EXPECT_EQ(api::tree_wait_ms(milliseconds(86400000)), 86399000u);
 }

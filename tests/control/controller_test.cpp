@@ -207,14 +207,46 @@ TEST(Controller, MoreThan64MembersUseMoreThanOneSwitch) {
   ASSERT_TRUE(g.ok) << g.why;
   EXPECT_EQ(g.ranks.size(), 120u);
   EXPECT_EQ(g.root, "spine");
-  // 70 ranks on one leaf cannot be aggregated there: refused with the reason.
-  std::string crowded = kTwoLevel;
+  // 70 ranks on a leaf of 64 ports (ports=64) cannot be aggregated there: refused with the reason.
+  std::string crowded = "switch spine 127.0.0.1:7100 slots=64\n"
+                        "switch leaf0 127.0.0.1:7101 parent=spine slots=64 ports=64\n";
   for (int i = 0; i < 70; ++i) add_host(crowded, "a", i, "leaf0");
   Controller c2 = make(crowded, Policy::fair_share);
   auto r = c2.request_tree(req(hosts(70, "a")), 0);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.refusal, Refusal::too_many_members);
-  EXPECT_NE(r.why.find("64"), std::string::npos) << r.why;
+  EXPECT_NE(r.why.find("at most 64, its ports=64"), std::string::npos) << r.why;
+}
+
+// A switch takes up to its ports (default: the data plane's 1024 members): 100 ranks on one
+// leaf, or on a fabric of one switch, get a tree of that one switch, members 0..99.
+TEST(Controller, HundredMembersGetOneSwitch) {
+  std::string text = kTwoLevel;
+  for (int i = 0; i < 100; ++i) add_host(text, "a", i, "leaf0");
+  for (const char* fab : {"leaf", "one"}) {
+    SCOPED_TRACE(fab);
+    Controller c = make(fab == std::string("leaf") ? text : std::string(kOne), Policy::fair_share);
+    auto g = c.request_tree(req(hosts(100, "a")), 0);
+    ASSERT_TRUE(g.ok) << g.why;
+    const std::string sw = fab == std::string("leaf") ? "leaf0" : "s0";
+    EXPECT_EQ(g.root, sw);
+    ASSERT_EQ(g.tree.size(), 1u);
+    EXPECT_EQ(g.tree[0].first, sw);
+    EXPECT_EQ(g.tree[0].second.members, 100);
+    EXPECT_EQ(g.tree[0].second.parent_member, proto::kNoMember);
+    ASSERT_EQ(g.ranks.size(), 100u);
+    for (std::uint16_t r = 0; r < 100; ++r) {
+      EXPECT_EQ(g.ranks[r].sw, sw);
+      EXPECT_EQ(g.ranks[r].member, r);
+    }
+  }
+  // Above the data plane's limit on one leaf: refused, naming the limit.
+  std::string huge = kTwoLevel;
+  for (int i = 0; i < 1025; ++i) add_host(huge, "a", i, "leaf0");
+  Controller c = make(huge, Policy::fair_share);
+  auto r = c.request_tree(req(hosts(1025, "a")), 0);
+  EXPECT_EQ(r.refusal, Refusal::too_many_members);
+  EXPECT_NE(r.why.find("at most 1024, the data plane's limit"), std::string::npos) << r.why;
 }
 
 TEST(Controller, RefusesUnknownHostsAndSilentSwitches) {

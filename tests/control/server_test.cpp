@@ -177,5 +177,54 @@ TEST_F(Served, AJobWithoutARegisteredSwitchGetsAReasonNotAHang) {
   EXPECT_NE(r.why.find("has not registered"), std::string::npos) << r.why;
 }
 
+// A newcomer whose share a running job still holds waits for it as long as its request says
+// (TreeRequest::wait_ms, from the job's INC_TIMEOUT), not the controller's admission deadline:
+// here the switch never completes the running job's shrink (an idle job), so the newcomer is
+// answered, with the reason, only once its own wait of 1.5 s is over, though switches must
+// answer admissions within 0.3 s.
+class ServedShortAdmit : public Served {
+ protected:
+  void SetUp() override {
+    opts_.admit_timeout = 300 * sw::kMillisecond;
+    Served::SetUp();
+  }
+};
+
+TEST_F(ServedShortAdmit, ANewcomerWaitsForItsSlotsAsLongAsItsRequestSays) {
+  Client agent(addr_, key(1), ctl::Role::switch_agent, 5s);
+  ctl::SwitchState st;
+  st.name = "s0";
+  st.ip = 0x7F000001;
+  st.port = 7100;
+  st.slots_per_lane = 64;
+  st.slot_elems = 256;
+  st.incarnation = 1;
+  agent.send(st, 5s);
+  std::atomic<bool> stop{false};
+  std::atomic<int> resizes{0};
+  std::thread sw([&] {  // admits whatever it is asked; never finishes a resize (an idle job)
+    while (!stop.load()) {
+      auto m = agent.recv(100ms);
+      if (!m) continue;
+      if (auto* a = std::get_if<ctl::Admit>(&*m)) agent.send(ctl::Outcome{a->req, a->spec.job, 0}, 5s);
+      if (std::holds_alternative<ctl::Resize>(*m)) ++resizes;
+    }
+  });
+  Client a(addr_, key(1), ctl::Role::job, 5s);
+  auto ra = std::get<ctl::TreeReply>(a.call(ctl::TreeRequest{64, "a", {"h0", "h1"}, 10000}, 5s));
+  EXPECT_TRUE(ra.ok) << ra.why;
+  EXPECT_EQ(ra.slots, 64u);
+  Client b(addr_, key(1), ctl::Role::job, 5s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rb = std::get<ctl::TreeReply>(b.call(ctl::TreeRequest{64, "b", {"h0", "h1"}, 1500}, 10s));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  stop.store(true);
+  sw.join();
+  EXPECT_FALSE(rb.ok);
+  EXPECT_NE(rb.why.find("within its wait of 1500 ms"), std::string::npos) << rb.why;
+  EXPECT_GE(waited, 1500ms);  // (a lower bound: it cannot have been answered sooner)
+  EXPECT_GE(resizes.load(), 1);
+}
+
 }  // namespace
 }  // namespace inc::control

@@ -42,7 +42,7 @@ std::vector<ctl::Message> samples() {
           ctl::Admit{3, {5, 3, 16, 1}, key(9)},
           ctl::Release{4, 5},
           ctl::Outcome{3, 5, 0},
-          ctl::TreeRequest{32, "comm 1", {"h0", "h1", "h2"}},
+          ctl::TreeRequest{32, "comm 1", {"h0", "h1", "h2"}, 54000},
           rep,
           ctl::LeaseRenew{5, 99, rep.tree},
           ctl::LeaseReply{5, true},
@@ -75,7 +75,7 @@ TEST(ControlWire, EveryMessageRoundTripsAndEveryTruncationIsRefused) {
 
 TEST(ControlWire, FieldsOutOfRangeAreRefused) {
   std::string why;
-  ctl::Admit a{1, {5, 65, 16, proto::kNoMember}, key(1)};  // 65 members
+  ctl::Admit a{1, {5, std::uint16_t(proto::kMaxMembers + 1), 16, proto::kNoMember}, key(1)};  // 1025 members
   EXPECT_FALSE(ctl::decode(ctl::encode(a), why));
   a.spec = {0, 3, 16, proto::kNoMember};  // job 0
   EXPECT_FALSE(ctl::decode(ctl::encode(a), why));
@@ -83,6 +83,10 @@ TEST(ControlWire, FieldsOutOfRangeAreRefused) {
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
   r = {1, "", {}};  // no ranks
   EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
+  r = {1, "", {"h"}, ctl::kMaxWaitMs + 1};  // a wait above INC_TIMEOUT's bound
+  EXPECT_FALSE(ctl::decode(ctl::encode(r), why));
+  r.wait_ms = ctl::kMaxWaitMs;
+  EXPECT_TRUE(ctl::decode(ctl::encode(r), why)) << why;
   EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0}), why));  // a resize to no slots
   EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 5, 0x10000}), why));
   EXPECT_FALSE(ctl::decode(ctl::encode(ctl::Resize{1, 0, 4}), why));  // job 0

@@ -430,5 +430,25 @@ TEST(Packet, ResultAndDataAuxAreResentMarkAndEventsOnly) {
   EXPECT_EQ(add_events(kMaxEvents - 1, 5), kMaxEvents);
 }
 
+// `pending` of a job of more than 64 members at the switch (aux) carries one u64 word per 64
+// of them; up to 64, and for senders that leave aux 0, the 8 bytes of version 3.
+TEST(Packet, PendingBitmapHasOneWordPer64Members) {
+  Header pd;
+  pd.type = PacketType::pending;
+  pd.elem = ElemType::raw;
+  for (std::uint32_t members : {0u, 1u, 64u, 65u, 100u, 128u, 129u, 1024u}) {
+    pd.aux = members;
+    const std::size_t want = members <= 64 ? 8 : 8 * ((members + 63) / 64);
+    for (std::size_t bytes : {std::size_t(8), std::size_t(16), std::size_t(24), std::size_t(128)}) {
+      pd.count = std::uint16_t(bytes);
+      EXPECT_EQ(decode_bytes(build(pd, bytes)), bytes == want ? Reason::ok : Reason::length_mismatch)
+          << members << " members, " << bytes << " bytes";
+    }
+  }
+  pd.aux = std::uint32_t(kMaxMembers + 1);  // more members than a switch takes
+  pd.count = 136;
+  EXPECT_EQ(decode_bytes(build(pd, 136)), Reason::bad_field);
+}
+
 }  // namespace
 }  // namespace inc::proto

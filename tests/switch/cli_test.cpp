@@ -84,7 +84,7 @@ TEST(SwitchCli, HelpAndStrictFlags) {
       {{"--bind", "localhost"}, "invalid value for --bind: 'localhost'"},
       {{"--bind", "1.2.3.4:70000"}, "invalid value for --bind"},
       {{"--parent", "127.0.0.1:0"}, "invalid value for --parent"},
-      {{"--job", "7:65:4"}, "invalid value for --job: '7:65:4'"},
+      {{"--job", "7:1025:4"}, "invalid value for --job: '7:1025:4' (want ID:MEMBERS(1..1024)"},
       {{"--job", "7:2:4:1"}, "names a parent member but no --parent"},
       {{"--control-key", "0"}, "--control-key is gone"},
       {{"--controller", "127.0.0.1:7700"}, "--controller needs --control-key-file"},
@@ -299,6 +299,8 @@ TEST(Topology, ErrorsNameTheLine) {
       {"switch a 127.0.0.1:1\njob 1 a=0-1,1\n", "line 2: rank 1 attached twice"},
       {"switch a 127.0.0.1:1\njob 1 slots=0 a=0\n", "line 2: bad slots '0'"},
       {"switch a 127.0.0.1:1 lanes=0\n", "line 1: bad lanes '0'"},
+      {"switch a 127.0.0.1:1 ports=0\n", "line 1: bad ports '0' (1..1024)"},
+      {"switch a 127.0.0.1:1 ports=1025\n", "line 1: bad ports '1025' (1..1024)"},
       {"switch a 127.0.0.1:65535 lanes=2\n", "line 1: switch 'a': 2 lanes from port 65535 go beyond"},
       {"switch a 127.0.0.1:1 lanes=4 slots=3\n", "line 1: switch 'a': slots=3 cannot be split over 4 lanes"},
       {"switch a 127.0.0.1:7000 lanes=3\nswitch b 127.0.0.1:7002\n",
@@ -314,6 +316,16 @@ TEST(Topology, ErrorsNameTheLine) {
   ASSERT_TRUE(t);
   EXPECT_FALSE(plan_job(*t, t->jobs[0], err).has_value());
   EXPECT_NE(err.find("separate trees"), std::string::npos);
+  // A switch's ports bound the members of a job there (ranks and child switches).
+  t = parse_topology("switch a 127.0.0.1:1 ports=3\njob 1 a=0-3\n", err);
+  ASSERT_TRUE(t) << err;
+  EXPECT_FALSE(plan_job(*t, t->jobs[0], err).has_value());
+  EXPECT_NE(err.find("switch 'a' would have 4 members in job 1 (at most 3, its ports=3)"), std::string::npos) << err;
+  t = parse_topology("switch a 127.0.0.1:1\njob 1 a=0-299\n", err);  // no ports=: up to 1024
+  ASSERT_TRUE(t) << err;
+  auto big = plan_job(*t, t->jobs[0], err);
+  ASSERT_TRUE(big) << err;
+  EXPECT_EQ(big->specs.at("a").members, 300);
   // Job slots are per lane: they must fit each lane's share of the pool.
   t = parse_topology("switch a 127.0.0.1:7000 lanes=2 slots=16\njob 1 slots=9 a=0\n", err);
   ASSERT_TRUE(t) << err;

@@ -295,7 +295,7 @@ TEST_F(DP, SlotPoolAdmissionAndRelease) {
   EXPECT_EQ(sw->admit({1, 2, 5}, now), Reason::ok);  // idempotent
   EXPECT_EQ(sw->admit({1, 3, 5}, now), Reason::job_exists);
   EXPECT_EQ(sw->admit({3, 0, 1}, now), Reason::bad_member);
-  EXPECT_EQ(sw->admit({3, 65, 1}, now), Reason::bad_member);
+  EXPECT_EQ(sw->admit({3, std::uint16_t(proto::kMaxMembers + 1), 1}, now), Reason::bad_member);
   EXPECT_EQ(sw->admit({3, 2, 0}, now), Reason::bad_slot);
   EXPECT_EQ(sw->admit({3, 2, 1, 0}, now), Reason::bad_field);  // no parent configured
   auto s = sw->snapshot();

@@ -108,7 +108,10 @@ TEST(TestbedSpec, FlagErrorsNameTheFlag) {
   SpecInput in;
   in.hosts = 100;
   in.where["hosts"] = "--hosts";
-  EXPECT_TRUE(has(error_of([&] { build_spec(in); }), "--hosts: 100 ranks on one switch"));
+  EXPECT_EQ(error_of([&] { build_spec(in); }), "");  // a switch takes up to 1024 members
+  in.hosts = 129;
+  in.ranks_per_host = 8;
+  EXPECT_TRUE(has(error_of([&] { build_spec(in); }), "--hosts: 1032 ranks on one switch: a switch aggregates at most 1024"));
   in.leaves = 4;
   EXPECT_EQ(error_of([&] { build_spec(in); }), "");
   in = SpecInput{};
