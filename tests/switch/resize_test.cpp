@@ -139,15 +139,15 @@ TEST(SimResizeEdges, AJobOnScatteredSlotsStaysExact) {
   }
 }
 
-// What the switch refuses: unknown jobs, sizes out of range, jobs with a parent (the members
-// learn the boundary from the root's results) and multi-lane switches.
+// What the switch refuses: unknown jobs, sizes out of range and multi-lane switches (a leaf
+// is resized too since the tree resize: TwoLevelResize.*).
 TEST(SimResizeEdges, RefusedWhereTheBoundaryCannotBeAnnounced) {
   auto t = flat(1, faults_for(0.0), 2, 8, 8);
   EXPECT_EQ(t.c->sw(0).resize(99, 4), proto::Reason::unknown_job);
   EXPECT_EQ(t.c->sw(0).resize(7, 0), proto::Reason::bad_slot);
   EXPECT_EQ(t.c->sw(0).resize(7, 0x10000), proto::Reason::bad_slot);
   auto h = two_level(1, faults_for(0.0), {2, 2}, 4, 8);
-  EXPECT_EQ(h.c->sw(1).resize(7, 2), proto::Reason::unsupported);  // a leaf
+  EXPECT_EQ(h.c->sw(1).resize(7, 2), proto::Reason::ok);  // a leaf (nobody joined: at once)
   auto l = flat_lanes(1, faults_for(0.0), 2, 4, 8, 2);
   EXPECT_EQ(l.c->sw(0).resize(7, 2), proto::Reason::unsupported);
 }
