@@ -22,17 +22,18 @@ base=$(free_ports 4) || exit 1
 export INC_CONTROL_KEY_FILE="$dir/ctlkey" INC_TIMEOUT=60
 fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 status() { "$inc" controller status --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey"; }
-# Jobs holding exactly N slots at switch SW (what its last state reported: a shrink counts
-# once the job moved there).
-holding() {  # SW N
-  status 2>/dev/null | grep -o "\"name\":\"$1\"[^}]*}" | grep -o '"jobs":{.*' | grep -o ':[0-9]*' | grep -c "^:$2\$"
+# Jobs holding exactly N slots at switch SW in status text ST (what the switch's last state
+# reported: a shrink counts once the job moved there).
+holding() {  # ST SW N
+  grep -o "\"name\":\"$2\"[^}]*}" <<<"$1" | grep -o '"jobs":{.*' | grep -o ':[0-9]*' | grep -c "^:$3\$"
 }
-wait_holding() {  # N COUNT WHAT SW... (120 s bound)
-  local n=$1 count=$2 what=$3 i sw ok
+wait_holding() {  # N COUNT WHAT SW... (a 120 s deadline)
+  local n=$1 count=$2 what=$3 end=$((SECONDS + 120)) st sw ok
   shift 3
-  for ((i = 0; i < 1200; ++i)); do
+  while [ $SECONDS -lt $end ]; do
+    st=$(status 2>/dev/null)
     ok=1
-    for sw in "$@"; do [ "$(holding $sw $n)" -ge $count ] || ok=0; done
+    for sw in "$@"; do [ "$(holding "$st" $sw $n)" -ge $count ] || ok=0; done
     [ $ok = 1 ] && return 0
     sleep 0.1
   done
