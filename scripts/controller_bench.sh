@@ -9,6 +9,8 @@
 #      per policy: the slots each got, per-job throughput and Jain's fairness index
 #      (`fair` re-balances live: the running jobs shrink as the others arrive; the slots column
 #      then says "granted>running": what each job was granted, and what it held once all four ran)
+#   4. the same four jobs on a two-level tree (spine + 2 leaves of 64 slots, ranks on both leaves):
+#      every job's tree is 3 switches, resized live on all three under `fair`
 # usage: scripts/controller_bench.sh build/tools/inc build/tests/api/mp_controller
 #   SECTIONS="3" runs only the tables listed (default "1 2 3"; 4: table 3 on a two-level tree);
 #   POLICIES="fair;fair --no-rebalance" the policies of tables 3 and 4 (separated by ';');
