@@ -4,7 +4,8 @@
 // stopping it once its members drained up to a boundary (docs/PROTOCOL.md "Live resize");
 // until the switch says it is done, the job counts with the larger of its two sizes, so slots a
 // shrink gives up are promised to nobody before the job is off them. A newcomer whose share
-// is still held waits for it (admit_waiting).
+// is still held waits for it (admit_waiting). A job on a tree of several switches gets the
+// least share over them, on each of them (resize_tree).
 #include <algorithm>
 
 #include "src/control/controller.hpp"

@@ -521,16 +521,8 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
   m.join_nonce = h.chunk;
   if (j->has_parent() && !j->parent_joined) {
     // Join upward first; the member retries its join until the whole path is ready.
-    Header up;
-    up.type = PacketType::join;
-    up.flags = h.flags & proto::flag::retransmit;
-    up.member = j->spec.parent_member;
-    up.job = j->spec.job;
-    up.aux = j->session;
-    up.chunk = j->parent_join_nonce = j->epoch;  // unique per (re)start of the job here
-    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
-    emit(j, cfg_.parent, proto::kHeaderBytes);
-    return;
+    j->parent_join_nonce = j->epoch;  // unique per (re)start of the job here
+    return join_parent(*j, h.flags & proto::flag::retransmit);
   }
   send_join_ack(*j, m);
 }

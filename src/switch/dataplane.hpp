@@ -291,6 +291,8 @@ class SwitchDataPlane {
   // The job's slot table to `n` slots: a shrink keeps the first, a grow adds free ones (false,
   // nothing changed, when too few are free).
   bool take_slots(Job& j, std::uint32_t n);
+  // Our join at the parent (member parent_member, our session, nonce parent_join_nonce).
+  void join_parent(Job& j, std::uint8_t flags);
   // A leaf whose members all drained to the boundary: join the parent again (fresh nonce).
   void rejoin_parent(Job& j);
   // The parent's answer to that join: the tree's new size and epoch; the leaf moves too.

@@ -355,8 +355,13 @@ void SwitchDataPlane::rejoin_parent(Job& j) {
     j.rejoining = true;
     j.parent_join_nonce = new_epoch();  // fresh: an answer to an older join is ignored
   }
+  join_parent(j, 0);
+}
+
+void SwitchDataPlane::join_parent(Job& j, std::uint8_t flags) {
   Header up;
   up.type = PacketType::join;
+  up.flags = flags;
   up.member = j.spec.parent_member;
   up.job = j.spec.job;
   up.aux = j.session;

@@ -415,6 +415,18 @@ Controller make_rebalancing(const sw::Topology& fab) {
   return c;
 }
 
+// A spine and two leaves as model switches; every switch takes the controller's actions.
+std::vector<SimSwitch> tree_switches() { return {{"spine", 64, {}, {}}, {"leaf0", 64, {}, {}}, {"leaf1", 64, {}, {}}}; }
+bool take_all(Controller& c, std::vector<SimSwitch>& sws, std::string& why) {
+  auto acts = c.actions();
+  for (auto& s : sws) {
+    c.actions() = acts;
+    if (!s.take(c, why)) return false;
+  }
+  c.actions().clear();
+  return true;
+}
+
 TEST(Rebalance, SharesAreRecomputedAsJobsComeAndGo) {
   const auto fab = fabric(kOne);
   Controller c = make_rebalancing(fab);
@@ -479,15 +491,9 @@ TEST(Rebalance, TreesOfSeveralSwitchesAreResizedOnEverySwitch) {
   for (int i = 0; i < 4; ++i) add_host(text, "h", i, i % 2 ? "leaf1" : "leaf0");
   const auto fab = fabric(text);
   Controller c = make_rebalancing(fab);
-  std::vector<SimSwitch> sws{{"spine", 64, {}, {}}, {"leaf0", 64, {}, {}}, {"leaf1", 64, {}, {}}};
+  std::vector<SimSwitch> sws = tree_switches();
   std::string why;
-  auto take = [&] {
-    auto acts = c.actions();
-    for (auto& s : sws) {
-      c.actions() = acts;
-      ASSERT_TRUE(s.take(c, why)) << s.name << ": " << why;
-    }
-  };
+  auto take = [&] { ASSERT_TRUE(take_all(c, sws, why)) << why; };
   auto a = c.request_tree(req(hosts(4), 64), 0);  // spans both leaves and the spine
   ASSERT_TRUE(a.ok) << a.why;
   EXPECT_EQ(a.tree.size(), 3u);
@@ -560,19 +566,11 @@ TEST(Rebalance, SeededRandomTreesNeverPromiseASlotTwice) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     std::mt19937_64 rng(seed);
     Controller c = make_rebalancing(fab);
-    std::vector<SimSwitch> sws{{"spine", 64, {}, {}}, {"leaf0", 64, {}, {}}, {"leaf1", 64, {}, {}}};
+    std::vector<SimSwitch> sws = tree_switches();
     std::vector<Grant> live;
     std::string why;
     Nanos now = 0;
-    auto take = [&] {
-      auto acts = c.actions();
-      for (auto& s : sws) {
-        c.actions() = acts;
-        if (!s.take(c, why)) return false;
-      }
-      c.actions().clear();
-      return true;
-    };
+    auto take = [&] { return take_all(c, sws, why); };
     for (int step = 0; step < 300; ++step) {
       now += 10 * sw::kMillisecond;
       const auto r = rng() % 10;
