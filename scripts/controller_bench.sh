@@ -9,9 +9,12 @@
 #      per policy: the slots each got, per-job throughput and Jain's fairness index
 #      (`fair` re-balances live: the running jobs shrink as the others arrive; the slots column
 #      then says "granted>running": what each job was granted, and what it held once all four ran)
+#   4. the same four jobs on a two-level tree (spine + 2 leaves of 64 slots, ranks on both leaves):
+#      every job's tree is 3 switches, resized live on all three under `fair`
 # usage: scripts/controller_bench.sh build/tools/inc build/tests/api/mp_controller
-#   SECTIONS="3" runs only the tables listed (default "1 2 3"); POLICIES="fair;fair --no-rebalance"
-#   the policies of table 3 (separated by ';')
+#   SECTIONS="3" runs only the tables listed (default "1 2 3"; 4: table 3 on a two-level tree);
+#   POLICIES="fair;fair --no-rebalance" the policies of tables 3 and 4 (separated by ';');
+#   ITERS=N allreduces per job in tables 3 and 4 (default 200)
 set -u
 inc=$(readlink -f "$1")
 mp=$(readlink -f "$2")
@@ -112,17 +115,17 @@ done
 
 fi
 
-[[ " $sections " == *" 3 "* ]] || exit 0
-echo "== 3. four jobs of 4 ranks on one switch of 64 slots, each asking 32 slots; 200 x 100003 i32 allreduces each"
-IFS=';' read -ra policies <<<"${POLICIES:-fair;fair --no-rebalance;fair --fair-jobs 4;static;first-come;first-come --max-job-slots 16}"
+iters=${ITERS:-200}
+share_table() {  # KIND SWITCHES: the table of section 3 (one switch) or 4 (a two-level tree)
+local kind=$1 nsw=$2
 for pol in "${policies[@]}"; do
   set -- $pol
-  EXTRA="${*:2}" fabric one 64 $1
+  EXTRA="${*:2}" fabric $kind 64 $1
   rm -f "$dir/go"
   js=()
   for j in 1 2 3 4; do
     INC_CONTROLLER=127.0.0.1:$ctl INC_CONTROL_SLOTS=32 MP_CONTROLLER_HOLD="$dir/go" MP_CONTROLLER_EXPECT_ANY=1 \
-      "$inc" launch -n 4 -- "$mp" 0 200 100003 >"$dir/f$j" 2>&1 &
+      INC_CONTROL_HOST=$([ $kind = two ] && echo 'h{rank}') "$inc" launch -n 4 -- "$mp" 0 $iters 100003 >"$dir/f$j" 2>&1 &
     js+=($!)
   done
   # Until the controller answered all four (granted or refused); 60 s bound.
@@ -138,14 +141,14 @@ for pol in "${policies[@]}"; do
   running=
   while kill -0 ${js[0]} 2>/dev/null; do
     st=$("$inc" controller status --controller 127.0.0.1:$ctl --control-key-file "$dir/ctlkey" 2>/dev/null)
-    now=$(grep -o '"slots":[0-9]*,"switches":1,"adopted":false,"waiting":false' <<<"$st" | cut -d: -f2 | cut -d, -f1 | sort -rn | paste -sd/)
+    now=$(grep -o '"slots":[0-9]*,"switches":'$nsw',"adopted":false,"waiting":false' <<<"$st" | cut -d: -f2 | cut -d, -f1 | sort -rn | paste -sd/)
     [ "$(tr / '\n' <<<"$now" | grep -c .)" -ge "$(tr / '\n' <<<"$running" | grep -c .)" ] && running=$now
     sleep 0.2
   done
   for p in "${js[@]}"; do wait $p || { echo "job failed"; cat "$dir"/f*; exit 1; }; done
   printf "policy %-30s" "$pol:"
   for j in 1 2 3 4; do
-    slots=$(grep -o "1 switch, [0-9]* slots" "$dir/f$j" | head -1 | awk '{print $3}')
+    slots=$(grep -o "$nsw switch\(es\)\?, [0-9]* slots" "$dir/f$j" | head -1 | awk '{print $3}')
     tp=$(grep -o "job throughput world: .* = [0-9.]* MB/s" "$dir/f$j" | awk '{print $(NF-1)}')
     printf " job%d %s slots %7s MB/s |" $j "${slots:-hosts}" "$tp"
     echo "$tp" >>"$dir/tp-$1"
@@ -156,3 +159,14 @@ for pol in "${policies[@]}"; do
   grep -c "moved job" "$dir/ctl.log" | xargs printf "%s done)\n"
   rm -f "$dir/tp-$1"
 done
+}
+IFS=';' read -ra policies <<<"${POLICIES:-fair;fair --no-rebalance;fair --fair-jobs 4;static;first-come;first-come --max-job-slots 16}"
+if [[ " $sections " == *" 3 "* ]]; then
+echo "== 3. four jobs of 4 ranks on one switch of 64 slots, each asking 32 slots; $iters x 100003 i32 allreduces each"
+share_table one 1
+fi
+[[ " $sections " == *" 4 "* ]] || exit 0
+# The same on a two-level tree (a spine and two leaves of 64 slots each, ranks on both leaves:
+# every job's tree is the 3 switches; `fair` resizes each running job on all three).
+echo "== 4. four jobs of 4 ranks on a two-level tree (spine + 2 leaves of 64 slots), each asking 32 slots; $iters x 100003 i32 allreduces each"
+share_table two 3

@@ -110,9 +110,18 @@ std::string Controller::switch_state(const proto::ctl::SwitchState& st, Nanos no
       r.resizing.erase(rz);  // the size it ended with (a grow that did not fit keeps the old one)
       r.resized.erase(j.job);
     }
-    if (!r.resizing.count(j.job) && it->second.tree.size() == 1) {  // a resize done (or a grow that did not fit)
-      it->second.slots = j.slots;
-      it->second.tree.front().second.slots = j.slots;
+    if (!r.resizing.count(j.job)) {  // a resize done (or a grow that did not fit)
+      auto& rec = it->second;
+      for (auto& [name, spec] : rec.tree)
+        if (name == st.name) spec.slots = j.slots;
+      // Every switch of the tree done: the job's size is theirs (the same on each).
+      if (std::none_of(rec.tree.begin(), rec.tree.end(), [&](const auto& e) {
+            auto o = switches_.find(e.first);
+            return o != switches_.end() && o->second.resizing.count(j.job) != 0;
+          }))
+        rec.slots = std::min_element(rec.tree.begin(), rec.tree.end(), [](const auto& a, const auto& b) {
+                      return a.second.slots < b.second.slots;
+                    })->second.slots;
     }
   }
   r.releasing = std::move(still);

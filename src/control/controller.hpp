@@ -165,6 +165,8 @@ class Controller {
   std::uint32_t jobs_on(const std::string& sw) const;  // admitted or waiting
   std::uint32_t waiting_need(const std::string& sw) const;
   bool resizable(const JobRecord& j) const;
+  std::uint32_t share(const std::string& sw) const;  // pool / max(jobs on it, fair_jobs)
+  void resize_tree(JobRecord& j, std::uint32_t to);  // Resize to every switch of its tree
   // Resizes every running job of switch `sw` towards its fair share (shrinks first; grows
   // only into slots nobody waits for).
   void rebalance(const std::string& sw);

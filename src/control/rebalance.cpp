@@ -4,7 +4,8 @@
 // stopping it once its members drained up to a boundary (docs/PROTOCOL.md "Live resize");
 // until the switch says it is done, the job counts with the larger of its two sizes, so slots a
 // shrink gives up are promised to nobody before the job is off them. A newcomer whose share
-// is still held waits for it (admit_waiting).
+// is still held waits for it (admit_waiting). A job on a tree of several switches gets the
+// least share over them, on each of them (resize_tree).
 #include <algorithm>
 
 #include "src/control/controller.hpp"
@@ -29,12 +30,35 @@ std::uint32_t Controller::waiting_need(const std::string& sw) const {
   return need;
 }
 
-// The switch announces the boundary in its results to the members, so only a job whose tree
-// is that one switch, on one lane, can be resized (SwitchDataPlane::resize).
+// The root of a job's tree announces the boundary in its results, the leaves pass it down to
+// their members; every switch of the tree moves to the same size (docs/PROTOCOL.md "Live
+// resize of a tree"). The lanes of one job would need one common boundary: one-lane switches
+// only (SwitchDataPlane::resize).
 bool Controller::resizable(const JobRecord& j) const {
-  if (j.waiting || j.adopted || j.fixed_size || j.tree.size() != 1) return false;
-  const auto s = switches_.find(j.tree.front().first);
-  return s != switches_.end() && s->second.state.lanes == 1;
+  if (j.waiting || j.adopted || j.fixed_size || j.tree.empty()) return false;
+  return std::all_of(j.tree.begin(), j.tree.end(), [&](const auto& e) {
+    const auto s = switches_.find(e.first);
+    return s != switches_.end() && s->second.state.lanes == 1;
+  });
+}
+
+std::uint32_t Controller::share(const std::string& sw) const {
+  const SwitchRecord& s = switches_.at(sw);
+  return pool(s) / std::max(jobs_on(sw), cfg_.fair_jobs);
+}
+
+void Controller::resize_tree(JobRecord& j, std::uint32_t to) {
+  // The same size on every switch of the tree: a leaf and its parent map chunk c to the same
+  // slot c mod S. Each switch counts the job with the larger size until it says it moved.
+  j.slots = to;
+  for (auto& [name, spec] : j.tree) {
+    SwitchRecord& s = switches_.at(name);
+    s.resizing[j.job] = to;
+    s.resized.erase(j.job);
+    spec.slots = to;
+    actions_.push_back({name, SwitchAction::Kind::resize, spec});
+    ++c_.resizes;
+  }
 }
 
 void Controller::admit_on_tree(JobRecord& rec) {
@@ -63,27 +87,30 @@ void Controller::rebalance(const std::string& sw) {
   SwitchRecord& s = switches_.at(sw);
   const std::uint32_t n = jobs_on(sw);
   if (n == 0) return;
-  const std::uint32_t share = pool(s) / std::max(n, cfg_.fair_jobs);
-  auto resize = [&](JobRecord& j, std::uint32_t to) {
-    s.resizing[j.job] = to;
-    s.resized.erase(j.job);
-    j.slots = to;
-    j.tree.front().second.slots = to;
-    SwitchJob spec = j.tree.front().second;
-    actions_.push_back({sw, SwitchAction::Kind::resize, spec});
-    ++c_.resizes;
-  };
+  const std::uint32_t here = share(sw);
   auto current = [&](const JobRecord& j) {
     auto r = s.resizing.find(j.job);
     return r != s.resizing.end() ? r->second : s.reserved.at(j.job);
   };
-  auto settling = [&](const JobRecord& j) { return s.resized.count(j.job) != 0; };
+  // Done on some switch of its tree, whose next state is not in yet: not resized again.
+  auto settling = [&](const JobRecord& j) {
+    return std::any_of(j.tree.begin(), j.tree.end(), [&](const auto& e) {
+      auto t = switches_.find(e.first);
+      return t != switches_.end() && t->second.resized.count(j.job) != 0;
+    });
+  };
+  // A job's share is the least over its tree's switches.
+  auto tree_share = [&](const JobRecord& j) {
+    std::uint32_t least = here;
+    for (const auto& [name, spec] : j.tree) least = std::min(least, share(name));
+    return least;
+  };
   // Waiting jobs hold nothing yet: they take the share as it is now, and are admitted if
   // that fits already.
   for (auto& [id, j] : jobs_)
     if (j.waiting && std::any_of(j.tree.begin(), j.tree.end(), [&](const auto& e) { return e.first == sw; }))
     {
-      const std::uint32_t to = std::max(std::min(j.wanted, share), cfg_.min_slots);
+      const std::uint32_t to = std::max(std::min(j.wanted, here), cfg_.min_slots);
       j.slots = j.tree.size() == 1 ? to : std::min(j.slots, to);  // (other switches' shares may be less)
     }
   admit_waiting();
@@ -94,17 +121,21 @@ void Controller::rebalance(const std::string& sw) {
   }
   // Shrinks first: above the share (never below min_slots).
   for (JobRecord* j : mine) {
-    const std::uint32_t to = std::max(std::min(j->wanted, share), cfg_.min_slots);
-    if (!settling(*j) && to < current(*j)) resize(*j, to);
+    const std::uint32_t to = std::max(std::min(j->wanted, tree_share(*j)), cfg_.min_slots);
+    if (!settling(*j) && to < current(*j)) resize_tree(*j, to);
   }
-  // Grows: towards min(wanted, share), into slots free now that no waiting job needs.
+  // Grows: towards min(wanted, share), into slots free now that no waiting job needs, on
+  // every switch of the tree.
   for (JobRecord* j : mine) {
-    const std::uint32_t cur = current(*j), goal = std::min(j->wanted, share);
+    const std::uint32_t cur = current(*j), goal = std::min(j->wanted, tree_share(*j));
     if (settling(*j) || goal <= cur) continue;
-    const std::uint32_t F = free_slots(s), need = waiting_need(sw);
-    const std::uint32_t spare = F > need ? F - need : 0;
+    std::uint32_t spare = goal - cur;
+    for (const auto& [name, spec] : j->tree) {
+      const std::uint32_t F = free_slots(switches_.at(name)), need = waiting_need(name);
+      spare = std::min(spare, F > need ? F - need : 0);
+    }
     if (spare == 0) continue;
-    resize(*j, std::min(goal, cur + spare));
+    resize_tree(*j, cur + spare);
   }
 }
 
@@ -124,8 +155,21 @@ void Controller::resize_done(std::uint32_t job, const std::string& sw, proto::Re
     j->second.fixed_size = true;  // refused: keeps what it holds
     if (auto h = s->second.reserved.find(job); h != s->second.reserved.end()) {
       j->second.slots = h->second;
-      for (auto& [name, spec] : j->second.tree)
-        if (name == sw) spec.slots = h->second;
+      for (auto& [name, spec] : j->second.tree) {
+        if (name == sw) {
+          spec.slots = h->second;
+          continue;
+        }
+        // The other switches of the tree are asked back to the size they hold (a leaf that
+        // waits for a boundary its refusing parent will never announce stops waiting).
+        auto o = switches_.find(name);
+        if (o == switches_.end() || !o->second.resizing.count(job) || !o->second.reserved.count(job)) continue;
+        spec.slots = o->second.reserved.at(job);
+        o->second.resizing[job] = spec.slots;
+        o->second.resized.erase(job);
+        actions_.push_back({name, SwitchAction::Kind::resize, spec});
+        ++c_.resizes;
+      }
     }
   }
   if (rebalancing()) rebalance(sw);  // the waiting jobs, and grows that waited for these slots

@@ -126,6 +126,15 @@ void SwitchDataPlane::reset_job(Job& j) {
   j.fail_reason = Reason::ok;
   init_copies(j);
   ++c_.job_resets;
+  j.rejoining = false;
+  if (j.resizing) {  // a live resize under way: nobody streams now, so it moves at once
+    j.resize_at = 0;
+    if (j.resize_to) {
+      finish_resize(j);
+    } else {  // a leaf following its parent's resize only: the parent's size comes at the join
+      j.resizing = j.resize_known = false;
+    }
+  }
 }
 
 std::uint32_t SwitchDataPlane::job_epoch(std::uint32_t job) const {
@@ -279,7 +288,7 @@ void SwitchDataPlane::send_result(Job& j, const Copy& cp, std::uint32_t idx, End
                                   bool want, bool resent) {
   Header h = result_header(j.spec.job, j.epoch, cp.seq, std::uint16_t(cp.seq % j.spec.slots));
   h.aux = proto::events_aux(cp.events) | (resent ? proto::kResultResent : 0);
-  if (j.resizing) {  // every result says where the mapping ends, until the members moved
+  if (j.resizing && j.resize_known) {  // every result says where the mapping ends, until the members moved
     const std::int32_t d = proto::chunk_distance(j.resize_at, cp.seq);
     if (d > 0 && std::uint32_t(d) <= proto::kMaxResizeDistance) {
       h.flags |= proto::flag::resize;
@@ -498,13 +507,19 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     j->session = h.aux;
   }
   Member& m = j->members[h.member];
-  if (j->resizing && m.joined && !m.left && m.ep == from) {
+  if (j->resizing && j->resize_known && m.joined && !m.left && m.ep == from) {
     // A live resize: this member drained its stream up to the boundary and asks for the new
-    // mapping. The answer waits for every member (its join is retransmitted meanwhile).
+    // mapping. The answer waits for every member (its join is retransmitted meanwhile). A
+    // join with the nonce already answered is a late copy of that one (the member did not
+    // drain anything new): answered as before, never taken as a move.
+    if (!m.moved && h.chunk == m.join_nonce) return send_join_ack(*j, m);
     m.moved = true;
     m.join_nonce = h.chunk;
-    if (std::all_of(j->members.begin(), j->members.end(), [](const Member& x) { return x.moved; }))
+    if (std::all_of(j->members.begin(), j->members.end(), [](const Member& x) { return x.moved; })) {
+      // A leaf moves once its parent did (every leaf drained): it joins the parent again.
+      if (j->has_parent()) return rejoin_parent(*j);
       finish_resize(*j);
+    }
     return;
   }
   m.ep = from;
@@ -513,16 +528,8 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
   m.join_nonce = h.chunk;
   if (j->has_parent() && !j->parent_joined) {
     // Join upward first; the member retries its join until the whole path is ready.
-    Header up;
-    up.type = PacketType::join;
-    up.flags = h.flags & proto::flag::retransmit;
-    up.member = j->spec.parent_member;
-    up.job = j->spec.job;
-    up.aux = j->session;
-    up.chunk = j->parent_join_nonce = j->epoch;  // unique per (re)start of the job here
-    proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
-    emit(j, cfg_.parent, proto::kHeaderBytes);
-    return;
+    j->parent_join_nonce = j->epoch;  // unique per (re)start of the job here
+    return join_parent(*j, h.flags & proto::flag::retransmit);
   }
   send_join_ack(*j, m);
 }

@@ -143,7 +143,9 @@ class SwitchDataPlane {
   // slots and mapping until every member drained its chunk stream up to a boundary the switch
   // announces in its results, then joined again; then the job moves to `slots` (in place, or
   // elsewhere in the pool; a grow that does not fit keeps the old size) with a new epoch.
-  // Roots of one-lane data planes only (unsupported otherwise). A job nobody joined moves at once.
+  // One-lane data planes only (unsupported otherwise). A job nobody joined moves at once. A
+  // leaf takes the boundary from its parent's results and the new size from the parent's
+  // answer to its join once its members drained (docs/PROTOCOL.md "Live resize of a tree").
   proto::Reason resize(std::uint32_t job, std::uint32_t slots);
   bool resize_pending(std::uint32_t job) const {
     auto it = jobs_.find(job);
@@ -241,6 +243,10 @@ class SwitchDataPlane {
     // Live resize (resize()): the target, and the lane chunk where the current mapping ends.
     bool resizing = false;
     std::uint32_t resize_to = 0, resize_at = 0;
+    // A leaf learns resize_at from its parent's results (false until then; a root knows it at
+    // once); `rejoining`: its members moved, it joined the parent again and awaits the answer.
+    bool resize_known = false;
+    bool rejoining = false;
     std::uint32_t prev_epoch = 0;  // the epoch before the last resize: its packets are late
     // Members 64.. of every copy's sets: per copy (Copy::local) kContrib, kWant, kSignalled,
     // wide_words words each (wide_words = ceil(members / 64) - 1; sized by init_copies).
@@ -335,6 +341,17 @@ class SwitchDataPlane {
   std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
   // Every member drained and joined again: move the job to its new slots, answer the joins.
   void finish_resize(Job& j);
+  // The job's slot table to `n` slots: a shrink keeps the first, a grow adds free ones (false,
+  // nothing changed, when too few are free).
+  bool take_slots(Job& j, std::uint32_t n);
+  // Our join at the parent (member parent_member, our session, nonce parent_join_nonce).
+  void join_parent(Job& j, std::uint8_t flags);
+  // A leaf whose members all drained to the boundary: join the parent again (fresh nonce).
+  void rejoin_parent(Job& j);
+  // The parent's answer to that join: the tree's new size and epoch; the leaf moves too.
+  void follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch);
+  // Every member drained and joined again: the new epoch and copies, the members' join_acks.
+  void move_members(Job& j);
   std::uint32_t new_epoch();
   std::uint32_t slot_bytes() const { return cfg_.slot_elems * 4; }
   std::byte* cells(std::uint32_t idx) {

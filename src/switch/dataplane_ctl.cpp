@@ -60,12 +60,27 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
   switch (h.type) {
     case PacketType::join_ack: {
       auto info = proto::read_join_info(v.payload);
-      // Only the answer to our current join attempt counts (a late one is ignored).
-      if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
       // Our lane l joins the parent's lane l: a parent answering from another lane, or with
       // fewer lanes than ours while we are beyond them, is misconfigured.
-      if (info.slots != J.spec.slots || info.slot_elems == 0 || info.lane != cfg_.lane)
-        return fail_job(J, Reason::mismatch);
+      const bool fits = info.slot_elems != 0 && info.lane == cfg_.lane;
+      // A live resize: the answer to the join we sent once our members drained.
+      if (J.rejoining && h.chunk == J.parent_join_nonce) {
+        if (!fits) return fail_job(J, Reason::mismatch);
+        if (info.group != 0) return fail_job(J, Reason::unsupported);
+        return follow_parent(J, info, h.epoch);
+      }
+      // Only the answer to our current join attempt counts (a late one is ignored).
+      if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
+      // After a live resize here the parent's size is the tree's: a leaf that moved while
+      // nobody streamed through it (at once) takes the parent's at its first join (nobody
+      // streams yet: its members wait for this answer).
+      if (info.slots != J.spec.slots && info.slots != 0 && (J.prev_epoch != 0 || J.resizing) &&
+          take_slots(J, info.slots)) {
+        init_copies(J);
+        J.resizing = J.resize_known = false;
+        J.resize_to = 0;
+      }
+      if (info.slots != J.spec.slots || !fits) return fail_job(J, Reason::mismatch);
       // A leaf switch does not join groups: a parent that would send it results by multicast
       // only is misconfigured (between switches everything is unicast; PROTOCOL.md).
       if (info.group != 0) return fail_job(J, Reason::unsupported);
@@ -102,6 +117,13 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       }
       if (h.flags & proto::flag::overflow) cp.st |= kOverflow;
       cp.events = proto::header_events(h);  // the whole tree's (ours included)
+      if ((h.flags & proto::flag::resize) && !J.resize_known) {
+        // The root resizes the tree: its boundary, passed on in our results to our members
+        // (send_result). We follow even before our own Resize came (the size is the root's).
+        J.resizing = J.resize_known = true;
+        J.resize_at = h.chunk + proto::resize_distance(h.aux);
+        for (auto& m : J.members) m.moved = false;
+      }
       cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
       ++c_.results;
       ++J.c.results;
@@ -245,13 +267,20 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
   Job* j = find(job);
   if (!j) return Reason::unknown_job;
   if (slots == 0 || slots > 0xFFFF) return Reason::bad_slot;
-  // Members learn the boundary from the results of this switch; a leaf's results come from
-  // its parent, and the lanes of one job would each need the same boundary.
-  if (j->has_parent() || cfg_.lanes != 1) return Reason::unsupported;
+  // Members learn the boundary from the results of one switch; the lanes of one job would
+  // each need the same boundary.
+  if (cfg_.lanes != 1) return Reason::unsupported;
   // Results announce the boundary at most kMaxResizeDistance chunks ahead (it lies S ahead).
   if (j->spec.slots > proto::kMaxResizeDistance) return Reason::unsupported;
   if (j->failed) return Reason::job_failed;
   if (j->resizing) {
+    // A leaf still waiting for its parent's boundary, asked to stay as it is: nothing to do
+    // (the controller takes back a resize another switch of the tree refused).
+    if (j->has_parent() && !j->resize_known && !j->rejoining && slots == j->spec.slots) {
+      j->resizing = false;
+      j->resize_to = 0;
+      return Reason::ok;
+    }
     j->resize_to = slots;  // the boundary stands; the target changes
     return Reason::ok;
   }
@@ -264,6 +293,12 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
     finish_resize(*j);
     return Reason::ok;
   }
+  for (auto& m : j->members) m.moved = false;
+  if (j->has_parent()) {
+    // A leaf: the boundary is the root's, announced in the results coming down (handle_from_parent).
+    j->resize_known = false;
+    return Reason::ok;
+  }
   // The boundary: no member can have sent a chunk at or beyond it. A member sends chunk c only
   // once it holds the result of chunk c - S; every chunk that completed had a contribution of
   // every member, so lies below the newest chunk seen from any member (H); results of chunks
@@ -272,8 +307,21 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
   for (const auto& m : j->members)
     if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
   j->resize_at = h + j->spec.slots;
-  for (auto& m : j->members) m.moved = false;
+  j->resize_known = true;
   return Reason::ok;
+}
+
+bool SwitchDataPlane::take_slots(Job& j, std::uint32_t n) {
+  if (n < j.spec.slots) {
+    for (std::uint32_t i = n; i < j.spec.slots; ++i) owner_[j.slot_of[i]] = 0;
+    j.slot_of.resize(n);
+  } else if (n > j.spec.slots) {
+    auto more = allocate(n - j.spec.slots, j.spec.job);
+    if (!more) return false;
+    j.slot_of.insert(j.slot_of.end(), more->begin(), more->end());
+  }
+  j.spec.slots = n;
+  return true;
 }
 
 void SwitchDataPlane::finish_resize(Job& j) {
@@ -281,20 +329,14 @@ void SwitchDataPlane::finish_resize(Job& j) {
   // nothing in the old slots is needed any more. A shrink keeps the first slots and frees the
   // rest; a grow keeps them all and adds free slots (any: the job's slot table maps them), or
   // keeps the old size when too few are free.
-  std::uint32_t n = j.resize_to;
-  if (n < j.spec.slots) {
-    for (std::uint32_t i = n; i < j.spec.slots; ++i) owner_[j.slot_of[i]] = 0;
-    j.slot_of.resize(n);
-  } else if (n > j.spec.slots) {
-    if (auto more = allocate(n - j.spec.slots, j.spec.job))
-      j.slot_of.insert(j.slot_of.end(), more->begin(), more->end());
-    else
-      n = j.spec.slots;
-  }
-  j.spec.slots = n;
+  take_slots(j, j.resize_to);
+  move_members(j);
+}
+
+void SwitchDataPlane::move_members(Job& j) {
   j.prev_epoch = j.epoch;
   j.epoch = new_epoch();
-  j.resizing = false;
+  j.resizing = j.resize_known = j.rejoining = false;
   j.resize_to = 0;
   init_copies(j, j.resize_at);
   ++c_.job_resizes;
@@ -303,6 +345,42 @@ void SwitchDataPlane::finish_resize(Job& j) {
     m.next_chunk = j.resize_at;
     if (m.joined && !m.left) send_join_ack(j, m);
   }
+}
+
+void SwitchDataPlane::rejoin_parent(Job& j) {
+  // Every member of this leaf holds every result of the old mapping, so this leaf needs
+  // nothing more from its parent under it: it is drained, as a member of the parent. (Sent
+  // again at each join a member retransmits meanwhile: a leaf has no timers.)
+  if (!j.rejoining) {
+    j.rejoining = true;
+    j.parent_join_nonce = new_epoch();  // fresh: an answer to an older join is ignored
+  }
+  join_parent(j, 0);
+}
+
+void SwitchDataPlane::join_parent(Job& j, std::uint8_t flags) {
+  Header up;
+  up.type = PacketType::join;
+  up.flags = flags;
+  up.member = j.spec.parent_member;
+  up.job = j.spec.job;
+  up.aux = j.session;
+  up.chunk = j.parent_join_nonce;
+  proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
+  emit(&j, cfg_.parent, proto::kHeaderBytes);
+}
+
+void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch) {
+  // The parent moved (every leaf drained): the tree's slot count is the parent's, as at a
+  // first join (a leaf and its parent map chunk c to slot c mod S alike). A shrink always
+  // fits; a grow that does not fit here fails the job (its members retry and start afresh).
+  if (info.slots == 0 || !take_slots(j, info.slots)) {
+    j.rejoining = false;
+    return fail_job(j, Reason::no_slots);
+  }
+  j.parent_epoch = parent_epoch;
+  j.parent_info = info;
+  move_members(j);
 }
 
 SwitchSnapshot SwitchDataPlane::snapshot() const {

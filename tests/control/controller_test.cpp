@@ -2,6 +2,7 @@
 // rebuild after a restart, with seeded random sequences (the seed is printed on failure).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -446,6 +447,18 @@ Controller make_rebalancing(const sw::Topology& fab) {
   return c;
 }
 
+// A spine and two leaves as model switches; every switch takes the controller's actions.
+std::vector<SimSwitch> tree_switches() { return {{"spine", 64, {}, {}}, {"leaf0", 64, {}, {}}, {"leaf1", 64, {}, {}}}; }
+bool take_all(Controller& c, std::vector<SimSwitch>& sws, std::string& why) {
+  auto acts = c.actions();
+  for (auto& s : sws) {
+    c.actions() = acts;
+    if (!s.take(c, why)) return false;
+  }
+  c.actions().clear();
+  return true;
+}
+
 TEST(Rebalance, SharesAreRecomputedAsJobsComeAndGo) {
   const auto fab = fabric(kOne);
   Controller c = make_rebalancing(fab);
@@ -502,22 +515,137 @@ TEST(Rebalance, OffSharesAreTakenAtAdmissionOnly) {
   for (const auto& a : c.actions()) EXPECT_NE(a.kind, SwitchAction::Kind::resize);
 }
 
-// Trees of several switches are not resized (the members learn the boundary from the root's
-// results through the leaves, which the data plane does not do): a newcomer next to one only
-// gets what is free.
-TEST(Rebalance, TreesOfSeveralSwitchesKeepTheirSize) {
+// Trees of several switches are resized on every switch of the tree, to the same size: the
+// least share over the tree (docs/PROTOCOL.md "Live resize of a tree"). A newcomer next to one
+// waits until the switches it needs say the job moved there.
+TEST(Rebalance, TreesOfSeveralSwitchesAreResizedOnEverySwitch) {
   std::string text = kTwoLevel;
   for (int i = 0; i < 4; ++i) add_host(text, "h", i, i % 2 ? "leaf1" : "leaf0");
   const auto fab = fabric(text);
   Controller c = make_rebalancing(fab);
+  std::vector<SimSwitch> sws = tree_switches();
+  std::string why;
+  auto take = [&] { ASSERT_TRUE(take_all(c, sws, why)) << why; };
   auto a = c.request_tree(req(hosts(4), 64), 0);  // spans both leaves and the spine
   ASSERT_TRUE(a.ok) << a.why;
   EXPECT_EQ(a.tree.size(), 3u);
-  c.actions().clear();
-  auto b = c.request_tree(req({"h0", "h2"}, 16), 0);  // leaf0 only: share 32, held by a
+  take();
+  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
+  auto b = c.request_tree(req({"h0", "h2"}, 64), 0);  // leaf0 only: share 32, held by a
   ASSERT_TRUE(b.ok) << b.why;
+  EXPECT_EQ(b.tree.size(), 1u);
   EXPECT_TRUE(c.jobs().at(b.job).waiting);
-  for (const auto& x : c.actions()) EXPECT_NE(x.kind, SwitchAction::Kind::resize);
+  take();
+  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 32}})) << s.name;
+  sws[0].finish(c, a.job, fab, S);  // the spine moves first (the leaves follow it)
+  sws[2].finish(c, a.job, fab, S);
+  take();
+  EXPECT_TRUE(c.jobs().at(b.job).waiting);  // leaf0 still holds 64 for a
+  EXPECT_FALSE(sws[1].held.count(b.job));
+  sws[1].finish(c, a.job, fab, S);
+  take();
+  EXPECT_FALSE(c.jobs().at(b.job).waiting);
+  EXPECT_EQ(sws[1].held.at(b.job).slots, 32u);
+  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 32u) << s.name;
+  EXPECT_EQ(c.jobs().at(a.job).slots, 32u);
+  // b leaves: a grows back to 64 on every switch.
+  ASSERT_TRUE(c.release(b.job, b.lease));
+  take();
+  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 64}})) << s.name;
+  for (auto& s : sws) s.finish(c, a.job, fab, 2 * S);
+  take();
+  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
+  EXPECT_EQ(c.jobs().at(a.job).slots, 64u);
+}
+
+// A switch of the tree refuses the resize: the others are asked back to the size they hold
+// (a leaf waiting for its parent's boundary stops waiting), and the job keeps its size.
+TEST(Rebalance, ARefusalOnOneSwitchTakesTheTreeBack) {
+  std::string text = kTwoLevel;
+  for (int i = 0; i < 4; ++i) add_host(text, "h", i, i % 2 ? "leaf1" : "leaf0");
+  const auto fab = fabric(text);
+  Controller c = make_rebalancing(fab);
+  auto a = c.request_tree(req(hosts(4), 64), 0);
+  for (const auto& [name, spec] : a.tree) {
+    ctl::SwitchState st = state_of(fab, name);
+    st.jobs.push_back(spec);
+    ASSERT_EQ(c.switch_state(st, 0), "");
+  }
+  c.actions().clear();
+  auto b = c.request_tree(req({"h0", "h2"}, 64), 0);
+  ASSERT_TRUE(b.ok) << b.why;
+  std::map<std::string, std::uint32_t> asked;
+  for (const auto& x : c.actions())
+    if (x.kind == SwitchAction::Kind::resize) asked[x.sw] = x.spec.slots;
+  EXPECT_EQ(asked, (std::map<std::string, std::uint32_t>{{"spine", 32}, {"leaf0", 32}, {"leaf1", 32}}));
+  c.actions().clear();
+  c.resize_done(a.job, "spine", proto::Reason::unsupported, S);
+  asked.clear();
+  for (const auto& x : c.actions())
+    if (x.kind == SwitchAction::Kind::resize && x.spec.job == a.job) asked[x.sw] = x.spec.slots;
+  EXPECT_EQ(asked, (std::map<std::string, std::uint32_t>{{"leaf0", 64}, {"leaf1", 64}}));
+  EXPECT_TRUE(c.jobs().at(a.job).fixed_size);
+  EXPECT_EQ(c.jobs().at(a.job).slots, 64u);
+}
+
+// Seeded random jobs on one leaf or across the tree, departures and resizes finishing on each
+// switch in any order: no switch gets an admission that does not fit, and once quiet every
+// job holds the same size on every switch of its tree: min(wanted, the least share there).
+TEST(Rebalance, SeededRandomTreesNeverPromiseASlotTwice) {
+  std::string text = kTwoLevel;
+  for (int i = 0; i < 8; ++i) add_host(text, "h", i, i < 4 ? "leaf0" : "leaf1");
+  const auto fab = fabric(text);
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    Controller c = make_rebalancing(fab);
+    std::vector<SimSwitch> sws = tree_switches();
+    std::vector<Grant> live;
+    std::string why;
+    Nanos now = 0;
+    auto take = [&] { return take_all(c, sws, why); };
+    for (int step = 0; step < 300; ++step) {
+      now += 10 * sw::kMillisecond;
+      const auto r = rng() % 10;
+      SimSwitch& s = sws[rng() % sws.size()];
+      if (r < 3 && live.size() < 6) {
+        const int x = int(rng() % 8), y = int(rng() % 8);
+        auto g = c.request_tree(req({"h" + std::to_string(x), "h" + std::to_string(x == y ? (y + 1) % 8 : y)},
+                                    std::uint32_t(4 + rng() % 40)), now);
+        if (g.ok) live.push_back(g);
+      } else if (r < 5 && !live.empty()) {
+        const std::size_t k = rng() % live.size();
+        ASSERT_TRUE(c.release(live[k].job, live[k].lease));
+        live.erase(live.begin() + long(k));
+      } else if (r < 8 && !s.pending.empty()) {
+        auto it = s.pending.begin();
+        std::advance(it, long(rng() % s.pending.size()));
+        s.finish(c, it->first, fab, now);
+      } else {
+        s.report(c, fab, now);
+      }
+      ASSERT_TRUE(take()) << "seed " << seed << " step " << step << ": " << why;
+      for (auto& g : live) ASSERT_TRUE(c.renew({g.job, g.lease, {}}, now));
+    }
+    for (int round = 0; round < 8; ++round) {
+      for (auto& s : sws) {
+        while (!s.pending.empty()) s.finish(c, s.pending.begin()->first, fab, now);
+        ASSERT_TRUE(take()) << "seed " << seed << ": " << why;
+      }
+    }
+    std::map<std::string, std::uint32_t> jobs_on;
+    for (const auto& g : live)
+      for (const auto& [name, spec] : g.tree) ++jobs_on[name];
+    for (const auto& g : live) {
+      std::uint32_t share = 64;
+      for (const auto& [name, spec] : g.tree) share = std::min(share, 64 / jobs_on[name]);
+      const std::uint32_t want = std::min(c.jobs().at(g.job).wanted, share);
+      for (const auto& [name, spec] : g.tree) {
+        auto& s = *std::find_if(sws.begin(), sws.end(), [&](const SimSwitch& x) { return x.name == name; });
+        ASSERT_TRUE(s.held.count(g.job)) << "seed " << seed << ": job " << g.job << " never admitted on " << name;
+        EXPECT_EQ(s.held.at(g.job).slots, want) << "seed " << seed << " job " << g.job << " on " << name;
+      }
+    }
+  }
 }
 
 // Seeded random arrivals, departures, resizes finishing in any order, heartbeats: the switch

@@ -206,4 +206,39 @@ inline ByteOutcome run_bytes(Topo& t, NumKind k, ReduceKind op, const std::vecto
   return r;
 }
 
+// Live resize tests (resize_test.cpp, resize_tree_test.cpp): every member submits `ops`
+// allreduces of `count` seeded i32; check() asserts that each member finished with the exact
+// sums, completed every op once, and ended with the job at `slots`.
+struct ResizeStream {
+  std::uint16_t n = 0;
+  int ops = 0;
+  std::vector<std::vector<std::int32_t>> in;
+  std::vector<std::int32_t> want;
+  std::vector<std::vector<std::vector<std::int32_t>>> out;
+  ResizeStream(Topo& t, std::uint16_t members, int n_ops, std::size_t count, std::uint64_t seed)
+      : n(members), ops(n_ops), in(members, std::vector<std::int32_t>(count)), want(count, 0),
+        out(members, std::vector<std::vector<std::int32_t>>(n_ops, std::vector<std::int32_t>(count))) {
+    for (std::uint16_t r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < count; ++i) {
+        in[r][i] = std::int32_t((seed * 7919 + r * 104729 + i * 31) % 100000) - 50000;
+        want[i] += in[r][i];
+      }
+    for (std::uint16_t r = 0; r < n; ++r)
+      for (int k = 0; k < ops; ++k)
+        t.c->submit(r, WorkerOp::allreduce(NumKind::i32, ReduceKind::sum, cbytes(in[r]), wbytes(out[r][k]), count, n));
+  }
+  void check(Topo& t, std::uint32_t slots, std::uint64_t seed) const {
+    for (std::uint16_t r = 0; r < n; ++r) {
+      auto& w = t.c->worker(r);
+      ASSERT_TRUE(w.done()) << "seed " << seed << " member " << r << ": " << w.error().message;
+      EXPECT_EQ(w.join_info().slots, slots);
+      for (int k = 0; k < ops; ++k) ASSERT_EQ(out[r][k], want) << "seed " << seed << " member " << r << " op " << k;
+      int completed = 0;
+      WorkerCompletion c;
+      while (w.poll_completion(c)) ++completed;
+      EXPECT_EQ(completed, ops);
+    }
+  }
+};
+
 }  // namespace inc::sw::testing
