@@ -11,16 +11,8 @@
 # event; deadlines only bound a hang.
 # usage: controller_rebalance_tree.sh path/to/inc path/to/mp_controller
 set -u
-inc=$(readlink -f "$1")
-mp=$(readlink -f "$2")
-dir=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done; rm -rf "$dir"' EXIT
-source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
+source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
 base=$(free_ports 4) || exit 1
-(umask 077; echo "1 $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$dir/ctlkey")
-export INC_CONTROL_KEY_FILE="$dir/ctlkey" INC_TIMEOUT=60
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 status() { "$inc" controller status --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey"; }
 # Jobs holding exactly N slots at switch SW in status text ST (what the switch's last state
 # reported: a shrink counts once the job moved there).
