@@ -1,0 +1,315 @@
+// switch_bench udp: end-to-end allreduce over UDP loopback (a SwitchLanes daemon core with
+// --lanes L lane threads + worker threads) next to raw UDP loopback measured by the same harness
+// (see switch_bench.cpp's header for the options).
+#include <algorithm>
+#include <optional>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+#include <CLI/CLI.hpp>
+#include "src/proto/gmac.hpp"
+#include "src/switch/arith.hpp"
+#include "src/switch/dataplane.hpp"
+#include "src/switch/lanes.hpp"
+#include "src/switch/udp.hpp"
+#include "src/switch/worker.hpp"
+#include "bench/switch_bench.hpp"
+
+using namespace inc::sw;
+namespace proto = inc::proto;
+
+namespace inc_switch_bench {
+namespace {
+
+// ---- UDP loopback -----------------------------------------------------------------------------
+
+const Endpoint kLo = Endpoint::ipv4(0x7F000001, 0);
+
+struct UdpRun {
+  double seconds = 0;
+  double switch_cpu = 0;         // CPU seconds of the lane threads during the run
+  std::uint64_t datagrams = 0;   // datagrams the switch received
+  std::uint64_t recv_calls = 0;  // its recvmmsg calls
+};
+
+// One worker's loop over the lanes: one socket, one WorkerProtocol per lane (each lane is a
+// switch of its own), each allreducing its 1/L share of the vector. This is the work a striping
+// worker does (per-lane windows, one socket), without depending on the worker side of lanes.
+bool run_lane_worker(UdpPort& port, std::vector<std::unique_ptr<WorkerProtocol>>& lanes,
+                     const std::vector<Endpoint>& eps, std::vector<WorkerOp> ops) {
+  Nanos now = monotonic_now();
+  for (std::size_t l = 0; l < lanes.size(); ++l) lanes[l]->start(std::move(ops[l]), now);
+  auto busy = [&] {
+    for (auto& p : lanes)
+      if (p->busy()) return true;
+    return false;
+  };
+  while (busy()) {
+    now = monotonic_now();
+    Nanos until = now + 50 * kMillisecond;
+    for (auto& p : lanes) {
+      port.send_all(p->outbox(), nullptr, now);
+      until = std::min(until, p->next_deadline());
+    }
+    port.wait(until - now);
+    for (int round = 0; round < 64; ++round) {
+      std::size_t n = port.recv_batch();
+      if (n == 0) break;
+      now = monotonic_now();
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t l = 0; l < eps.size(); ++l)
+          if (port.from(i) == eps[l]) {
+            lanes[l]->on_packet(port.datagram(i), port.from(i), now);
+            break;
+          }
+      for (auto& p : lanes) port.send_all(p->outbox(), nullptr, now);
+    }
+    now = monotonic_now();
+    for (auto& p : lanes)
+      if (now >= p->next_deadline()) p->on_tick(now);
+  }
+  for (auto& p : lanes)
+    if (!p->done()) return false;
+  return true;
+}
+
+// INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E.
+int g_batch = 64;
+// --auth: the job is keyed (every packet sealed by its sender, checked by its receiver).
+std::optional<proto::auth::Key> g_key;
+
+UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
+  LanesConfig lc;
+  lc.cfg.slots = std::uint32_t(K) * L;
+  lc.cfg.slot_elems = E;
+  lc.bind = kLo;
+  lc.lanes = L;
+  lc.batch = std::size_t(g_batch);
+  lc.offload = off;
+  SwitchLanes sw(lc);
+  std::uint16_t refused = 0;
+  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K), proto::kNoMember, g_key}, 0, refused) != proto::Reason::ok) {
+    std::fprintf(stderr, "udp inc bench: admission refused\n");
+    std::exit(1);
+  }
+  std::atomic<bool> stop{false};
+  std::thread st([&] { sw.run(stop); });
+  std::vector<Endpoint> eps;
+  for (std::uint16_t l = 0; l < L; ++l) eps.push_back(sw.local(l));
+  std::vector<std::thread> ts;
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> t_end(static_cast<std::size_t>(W));
+  std::atomic<int> failures{0};
+  // Lane l allreduces elements [l * share, ...): whole slots per lane, the last lane the rest.
+  const std::uint64_t share = (count / L + E - 1) / E * E;
+  for (int r = 0; r < W; ++r)
+    ts.emplace_back([&, r] {
+      UdpPort port(kLo, std::size_t(g_batch), off);
+      std::vector<std::unique_ptr<WorkerProtocol>> lanes;
+      for (std::uint16_t l = 0; l < L; ++l) {
+        WorkerConfig c;
+        c.job = 1;
+        c.member = std::uint16_t(r);
+        c.switch_ep = eps[l];
+        c.single_lane = true;  // this bench stripes over the lanes itself
+        c.rto_initial = 20 * kMillisecond;
+        c.progress_timeout = 30 * kSecond;
+        if (g_key) {
+          c.key = g_key;
+          c.instance = proto::auth::random_instance();
+          c.seq_base = 1;
+        }
+        lanes.push_back(std::make_unique<WorkerProtocol>(c));
+      }
+      std::vector<std::int32_t> in(count, r + 1), out(count);
+      std::vector<WorkerOp> ops;
+      for (std::uint16_t l = 0; l < L; ++l) ops.push_back(WorkerOp::barrier());
+      if (!run_lane_worker(port, lanes, eps, std::move(ops))) ++failures;  // join + warm up
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      ops.clear();
+      for (std::uint16_t l = 0; l < L; ++l) {
+        const std::uint64_t lo = std::min(count, share * l), hi = l + 1 == L ? count : std::min(count, share * (l + 1));
+        ops.push_back(WorkerOp::allreduce(NumKind::i32, ReduceKind::sum,
+                                          std::as_bytes(std::span(in)).subspan(lo * 4, (hi - lo) * 4),
+                                          std::as_writable_bytes(std::span(out)).subspan(lo * 4, (hi - lo) * 4),
+                                          hi - lo, std::uint32_t(W)));
+      }
+      if (!run_lane_worker(port, lanes, eps, std::move(ops))) ++failures;
+      t_end[std::size_t(r)] = now_s();
+      if (out[0] != W * (W + 1) / 2 || out[count - 1] != W * (W + 1) / 2) ++failures;
+    });
+  while (ready.load() < W) std::this_thread::yield();
+  // The lanes publish their counters and CPU time every 100 ms: let the warm-up be published.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto before = sw.snapshot();
+  const double t0 = now_s();
+  go.store(true);
+  for (auto& t : ts) t.join();
+  stop.store(true);
+  st.join();
+  if (failures) {
+    std::fprintf(stderr, "udp inc bench: %d failures\n", failures.load());
+    std::exit(1);
+  }
+  const auto after = sw.snapshot();
+  UdpRun u;
+  u.seconds = *std::max_element(t_end.begin(), t_end.end()) - t0;
+  u.switch_cpu = after.cpu_seconds - before.cpu_seconds;
+  u.datagrams = after.counters.packets_in - before.counters.packets_in;
+  for (std::uint16_t l = 0; l < L; ++l) u.recv_calls += sw.lane(l).port().recv_calls;
+  return u;
+}
+
+// Raw UDP with the same sockets, batching and event loop: L echo threads ("lanes") return every
+// datagram to its sender; each worker keeps K datagrams of the same size in flight per lane and
+// sends as many as the INC run did (count / E per worker), spread over the lanes. Timed-out
+// datagrams are resent (loopback may drop).
+UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
+  std::vector<std::unique_ptr<UdpPort>> sws;
+  for (std::uint16_t l = 0; l < L; ++l) sws.push_back(std::make_unique<UdpPort>(kLo, std::size_t(g_batch), off));
+  std::atomic<bool> stop{false};
+  std::vector<double> cpu(L);
+  std::vector<std::thread> echo;
+  for (std::uint16_t l = 0; l < L; ++l)
+    echo.emplace_back([&, l] {
+      UdpPort& sw = *sws[l];
+      Outbox out;
+      while (!stop.load(std::memory_order_relaxed)) {
+        sw.wait(50 * kMillisecond);
+        for (int round = 0; round < 64; ++round) {
+          std::size_t n = sw.recv_batch();
+          if (n == 0) break;
+          for (std::size_t i = 0; i < n; ++i) {
+            auto d = sw.datagram(i);
+            std::memcpy(out.reserve(d.size()), d.data(), d.size());
+            out.commit(sw.from(i), d.size());
+          }
+          sw.send_all(out, nullptr, 0);
+        }
+      }
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      cpu[l] = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+    });
+  const std::uint64_t per_worker = (count + E - 1) / E;
+  std::vector<std::thread> ts;
+  std::vector<double> t_end(static_cast<std::size_t>(W));
+  const double t0 = now_s();
+  for (int r = 0; r < W; ++r)
+    ts.emplace_back([&, r] {
+      UdpPort p(kLo, std::size_t(g_batch), off);
+      Outbox out;
+      std::vector<std::byte> payload(proto::kHeaderBytes + E * 4, std::byte(r));
+      std::uint64_t sent = 0, got = 0;
+      std::uint16_t next_lane = 0;
+      const std::uint64_t window = std::uint64_t(K) * L;
+      Nanos last = monotonic_now();
+      auto send = [&](std::uint64_t n) {
+        for (std::uint64_t i = 0; i < n; ++i) {
+          std::memcpy(out.reserve(payload.size()), payload.data(), payload.size());
+          out.commit(sws[next_lane]->local(), payload.size());
+          next_lane = std::uint16_t((next_lane + 1) % L);
+        }
+        p.send_all(out, nullptr, 0);
+      };
+      sent = std::min(window, per_worker);
+      send(sent);
+      while (got < per_worker) {
+        p.wait(20 * kMillisecond);
+        std::size_t n = p.recv_batch();
+        if (n == 0 && monotonic_now() - last > 20 * kMillisecond) {
+          send(std::min(sent - got, window));  // lost in the loopback
+          last = monotonic_now();
+          continue;
+        }
+        got += n;
+        last = monotonic_now();
+        std::uint64_t more = std::min<std::uint64_t>(n, per_worker - std::min(per_worker, sent));
+        if (more) {
+          send(more);
+          sent += more;
+        }
+      }
+      t_end[std::size_t(r)] = now_s();
+    });
+  for (auto& t : ts) t.join();
+  stop.store(true);
+  for (auto& s : sws) s->wake();
+  for (auto& t : echo) t.join();
+  UdpRun u;
+  u.seconds = *std::max_element(t_end.begin(), t_end.end()) - t0;
+  for (double c : cpu) u.switch_cpu += c;  // whole life of the echo threads (they idle before t0)
+  for (auto& s : sws) {
+    u.datagrams += s->recv_datagrams;
+    u.recv_calls += s->recv_calls;
+  }
+  return u;
+}
+
+}  // namespace
+
+void bench_udp(const Args& a) {
+  g_batch = a.batch;
+  if (a.auth) g_key = proto::auth::random_key();
+  std::printf("\n# UDP loopback end to end%s: %d workers x %llu i32 (%.1f MiB each), %d slots per lane;"
+              " algbw = bytes per worker / time; sw-in = W x bytes / time; cpu = switch (or echo)"
+              " thread CPU seconds per second of run; dgram/call = datagrams per recvmmsg call\n",
+              a.auth ? " (keyed job: authenticated packets)" : "", a.workers, (unsigned long long)a.count,
+              double(a.count * 4) / (1 << 20), a.slots);
+  std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
+              "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
+              "ns/dgram", "inc/echo");
+  for (auto E : a.elems) {
+    if (E * 4 + proto::kHeaderBytes > proto::kMaxPacketBytes) continue;
+    for (auto L : a.lanes)
+      for (int o = 0; o < 2; ++o) {
+        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
+        const UdpOffload off = o == 0 ? UdpOffload{} : UdpOffload::none();
+        std::vector<double> ti, te;
+        std::vector<UdpRun> ri, re;
+        for (int r = 0; r < a.runs; ++r) {
+          ri.push_back(run_udp_inc(a.workers, a.count, E, a.slots, L, off));
+          re.push_back(run_udp_echo(a.workers, a.count, E, a.slots, L, off));
+          ti.push_back(ri.back().seconds);
+          te.push_back(re.back().seconds);
+        }
+        // The run with the median time, for the CPU and call figures.
+        auto pick = [](std::vector<UdpRun> v) {
+          std::sort(v.begin(), v.end(), [](const UdpRun& x, const UdpRun& y) { return x.seconds < y.seconds; });
+          return v[v.size() / 2];
+        };
+        const UdpRun mi = pick(ri), me = pick(re);
+        const double bytes = double(a.count) * 4;
+        const double inc_alg = bytes / mi.seconds / 1e9, echo_alg = bytes / me.seconds / 1e9;
+        const char* offs = o == 0 ? "gso+gro" : "none";
+        // Switch CPU per datagram received (each also leaves once: results, or the echo).
+        const double inc_ns = mi.datagrams ? mi.switch_cpu / double(mi.datagrams) * 1e9 : 0;
+        const double echo_ns = me.datagrams ? me.switch_cpu / double(me.datagrams) * 1e9 : 0;
+        std::printf("%6u %5u %8s %9.3f GB/s %9.3f GB/s %8.2f %10.1f %8.0f %9.3f GB/s %8.2f %10.1f %8.0f %9.2f\n", E,
+                    unsigned(L), offs, inc_alg, inc_alg * a.workers, mi.switch_cpu / mi.seconds,
+                    mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0, inc_ns, echo_alg,
+                    me.switch_cpu / me.seconds,
+                    me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, echo_ns, inc_alg / echo_alg);
+        char buf[768];
+        std::snprintf(buf, sizeof buf,
+                      "{\"bench\":\"udp\",\"auth\":%s,\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,\"count\":%llu,"
+                      "\"inc_algbw_GBps\":%.4f,\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f,"
+                      "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f,"
+                      "\"inc_switch_ns_per_datagram\":%.1f,\"echo_ns_per_datagram\":%.1f}",
+                      a.auth ? "true" : "false", E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
+                      median(te), mi.switch_cpu / mi.seconds,
+                      mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
+                      me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
+        emit_json(buf);
+      }
+  }
+}
+
+}  // namespace inc_switch_bench
