@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "numerics/minifloat.hpp"
+
 namespace inc::numerics {
 namespace {
 
@@ -79,7 +81,7 @@ void decode_block(DataType t, const std::uint8_t* blk, float* out) noexcept {
 
 void encode_block(DataType t, const float* in, std::uint8_t* blk) noexcept {
   std::uint8_t codes[K];
-  mx_encode(mx_elem_of(t), in, K, K, blk, codes);
+  mx_encode_f32(mx_elem_of(t), in, K, K, blk, codes);  // the scalar encoder's bits, vectorised
   pack_codes(t, codes, blk + 1);
 }
 
