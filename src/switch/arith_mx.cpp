@@ -4,10 +4,12 @@
 // the block scales is exact in f32: each element is decoded as its value (at most 4
 // significant bits) times the block's power-of-two scale, so the f32 accumulators see every
 // member's value exactly (barring f32 overflow past 2^128); the adds round only when a
-// partial sum needs more than 24 bits. Re-quantising is mx_encode's OCP conversion.
+// partial sum needs more than 24 bits. Re-quantising is mx_encode's OCP conversion
+// (mx_encode_f32: the same bits, vectorised).
 #include <array>
 #include <cstring>
 
+#include "src/numerics/minifloat.hpp"
 #include "src/numerics/mx.hpp"
 #include "src/numerics/mx_type.hpp"
 #include "src/switch/arith.hpp"
@@ -65,7 +67,7 @@ void narrow_mx_blocks(ElemType wide_t, void* cells, std::size_t blocks) noexcept
   for (std::size_t b = 0; b < blocks; ++b) {  // block b lands at b x bytes, below its f32 at 128 b
     std::memcpy(x, p + b * 4 * K, sizeof(x));
     std::uint8_t scale = 0;
-    numerics::mx_encode(mx_elem(t), x, K, K, &scale, codes);
+    numerics::mx_encode_f32(mx_elem(t), x, K, K, &scale, codes);  // mx_encode's bits, vectorised
     std::byte* out = p + b * bytes;
     out[0] = std::byte(scale);
     if (t == ElemType::mxfp4) {
