@@ -6,29 +6,17 @@
 #include <array>
 #include <cmath>
 
+#include "numerics/mx_type.hpp"
+
 namespace inc::numerics {
 
 namespace {
 
 using Table = std::array<float, 256>;
 
-// code -> f32 of every element format, from the scalar decoders (fp8.hpp, mx.hpp). The MX
-// element values are small (at most 8 significant bits): exact in f32.
-const Table& table(MxElem e) noexcept {
-  static const std::array<Table, 6> t = [] {
-    std::array<Table, 6> r{};
-    for (int k = 0; k < 6; ++k)
-      for (unsigned c = 0; c < 256; ++c) {
-        const auto fmt = static_cast<MxElem>(k);
-        const auto code = static_cast<std::uint8_t>(c);
-        r[k][c] = fmt == MxElem::fp8_e4m3   ? e4m3_to_f32(code)
-                  : fmt == MxElem::fp8_e5m2 ? e5m2_to_f32(code)
-                                            : static_cast<float>(mx_element_value(fmt, code));
-      }
-    return r;
-  }();
-  return t[static_cast<std::size_t>(e)];
-}
+// code -> f32 of every element format: the numerics module's table (mx_type.hpp, built once
+// from the scalar decoders; for fp8 elements mx_element_value is e4m3_to_f32 / e5m2_to_f32).
+const Table& table(MxElem e) noexcept { return mx_element_table(e); }
 
 bool use_v3(detail::KernelIsa isa) noexcept {
   return isa == detail::KernelIsa::x86_64_v3 && detail::kernel_isa_available(isa);
