@@ -5,12 +5,14 @@
 // itself sends is at least `bytes_sent` minus one full packet per retransmission.
 #include <cstdint>
 #include "inc/inc.hpp"
+#include "src/proto/packet.hpp"
 
 namespace inc_test {
 
 // One packet of the launcher's switches at most: a slot of 256 four-byte cells (`inc switch`'s
-// default --slot-elements), the 32-byte header and the 16-byte auth trailer.
-inline constexpr std::uint64_t kMaxLaunchPacketBytes = 256 * 4 + 32 + 16;
+// default --slot-elements), the header and the auth trailer (the launcher keys its jobs).
+inline constexpr std::uint64_t kMaxLaunchPacketBytes =
+    256 * 4 + inc::proto::kHeaderBytes + inc::proto::kAuthTrailerBytes;
 
 inline std::uint64_t first_transmission_bytes(const inc::Report& r) {
   const std::uint64_t resent = r.retransmissions * kMaxLaunchPacketBytes;
