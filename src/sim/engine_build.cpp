@@ -67,7 +67,6 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   Job J;
   J.spec = std::move(spec);
   J.res.name = J.spec.name;
-  J.mem_bytes.assign(p, 0);
   if (opt.model_contention && npeers > 0) {
     const Contention c = contention_symmetric(T, p, J.spec.hosts, topo);
     J.res.contended_bandwidth_s = c.bandwidth_s;
@@ -109,6 +108,7 @@ void Simulator::Impl::layout_symmetric(Job& J, std::uint32_t S) {
   const auto n = static_cast<std::uint32_t>(J.T.ops.size());
   J.T.S = S;
   J.rank_busy.assign(S, 0);
+  J.mem_bytes.assign(S, 0);
   J.dyn.resize(static_cast<std::size_t>(n) * S);
   for (std::uint32_t i = 0; i < n; ++i)
     std::fill_n(J.dyn.begin() + static_cast<std::ptrdiff_t>(i) * S, S,
