@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "inc/types.hpp"
+#include "numerics/kernels.hpp"
 
 namespace inc::numerics {
 namespace {
@@ -177,8 +178,97 @@ std::uint64_t sum_counted(void* dst, const void* a, const void* b, std::size_t n
   return ev;
 }
 
-// The types summed and counted here; false (nothing done) for the others, which events.cpp
-// counts in its own pass.
+// ---- 16-, 8- and 4-bit elements (f16 on the generic variant, bf16, e4m3, e5m2, i4) ----------
+// The same block scheme with the screen on the rounded results: a block (128 bytes, as above)
+// is summed with the uncounted kernel's own per-element step (kernels.hpp: widen, add in f32,
+// round once; i4 below) into a local array, every result ORs its flag (the top bit of a unit:
+// floats |r| >= the first non-finite pattern, i.e. (r & abs) + (abs + 1 - first) carries into
+// it; i4 the exact wrap of either nibble), the OR is tested once and only a tripped block is
+// counted exactly (events.cpp's predicates: finite operands, non-finite result), before the
+// block is stored (dst may alias a or b). The tail runs the same steps one unit at a time.
+template <class U, class H, unsigned kAbs, unsigned kFirst>
+struct FloatCounted {
+  using Unit = U;
+  static constexpr U kFlag = static_cast<U>(kAbs + 1);
+  [[gnu::always_inline]] static U sum(U x, U y, U& flag) noexcept {
+    const U r = static_cast<U>(H::narrow(H::widen(x) + H::widen(y)));
+    flag = static_cast<U>((r & kAbs) + (kAbs + 1 - kFirst));
+    return r;
+  }
+  [[gnu::always_inline]] static unsigned event(U x, U y, U r) noexcept {
+    return ((x & kAbs) < kFirst) & ((y & kAbs) < kFirst) & ((r & kAbs) >= kFirst);
+  }
+};
+using F16Counted = FloatCounted<std::uint16_t, F16Soft, 0x7fff, 0x7c00>;
+using Bf16Counted = FloatCounted<std::uint16_t, BF16Soft, 0x7fff, 0x7f80>;
+using E4m3Counted = FloatCounted<std::uint8_t, E4M3, 0x7f, 0x7f>;  // no infinity: NaN only
+using E5m2Counted = FloatCounted<std::uint8_t, E5M2, 0x7f, 0x7c>;
+
+// i4, two nibbles per byte: each nibble added at the top of a byte (low: shifted up; high: the
+// low nibble cleared), so the byte add wraps exactly where the nibble does and the signed wrap
+// test above ((x ^ r) & (y ^ r), top bit) is the event; the result's nibbles are the sums mod 16,
+// as combine_i4's.
+struct I4Counted {
+  using Unit = std::uint8_t;
+  static constexpr std::uint8_t kFlag = 0x80;
+  [[gnu::always_inline]] static std::uint8_t wraps(std::uint8_t x, std::uint8_t y, std::uint8_t& lo,
+                                                   std::uint8_t& hi) noexcept {
+    const auto xl = static_cast<std::uint8_t>(x << 4), yl = static_cast<std::uint8_t>(y << 4);
+    const auto xh = static_cast<std::uint8_t>(x & 0xf0), yh = static_cast<std::uint8_t>(y & 0xf0);
+    const auto rl = static_cast<std::uint8_t>(xl + yl), rh = static_cast<std::uint8_t>(xh + yh);
+    lo = static_cast<std::uint8_t>((xl ^ rl) & (yl ^ rl));
+    hi = static_cast<std::uint8_t>((xh ^ rh) & (yh ^ rh));
+    return static_cast<std::uint8_t>((rl >> 4) | rh);
+  }
+  [[gnu::always_inline]] static std::uint8_t sum(std::uint8_t x, std::uint8_t y, std::uint8_t& flag) noexcept {
+    std::uint8_t lo, hi;
+    const std::uint8_t r = wraps(x, y, lo, hi);
+    flag = static_cast<std::uint8_t>(lo | hi);
+    return r;
+  }
+  [[gnu::always_inline]] static unsigned event(std::uint8_t x, std::uint8_t y, std::uint8_t) noexcept {
+    std::uint8_t lo, hi;
+    wraps(x, y, lo, hi);
+    return static_cast<unsigned>((lo >> 7) + (hi >> 7));
+  }
+};
+
+template <class C>
+std::uint64_t sum_counted_small(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  using U = typename C::Unit;
+  constexpr std::size_t kBlock = 128 / sizeof(U);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    U x[kBlock], y[kBlock], r[kBlock];
+    __builtin_memcpy(x, px + i * sizeof(U), sizeof x);
+    __builtin_memcpy(y, py + i * sizeof(U), sizeof y);
+    U s = 0;
+    for (std::size_t k = 0; k < kBlock; ++k) {
+      U f;
+      r[k] = C::sum(x[k], y[k], f);
+      s = static_cast<U>(s | f);
+    }
+    if (__builtin_expect((s & C::kFlag) != 0, 0))
+      for (std::size_t k = 0; k < kBlock; ++k) ev += C::event(x[k], y[k], r[k]);
+    __builtin_memcpy(d + i * sizeof(U), r, sizeof r);
+  }
+  for (; i < n; ++i) {
+    U x, y, f;
+    __builtin_memcpy(&x, px + i * sizeof(U), sizeof(U));
+    __builtin_memcpy(&y, py + i * sizeof(U), sizeof(U));
+    const U r = C::sum(x, y, f);
+    ev += C::event(x, y, r);
+    __builtin_memcpy(d + i * sizeof(U), &r, sizeof(U));
+  }
+  return ev;
+}
+
+// The types summed and counted here; false (nothing done) for the others (MX), which
+// events.cpp counts in its own pass. (The x86-64-v3 variant counts f16 with F16C before this.)
 template <class Isa>
 bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::size_t n,
                      std::uint64_t& events) noexcept {
@@ -191,6 +281,11 @@ bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::s
     case DataType::u32: events = sum_counted<std::uint32_t, Isa>(dst, a, b, n); return true;
     case DataType::i64: events = sum_counted<std::int64_t, Isa>(dst, a, b, n); return true;
     case DataType::u64: events = sum_counted<std::uint64_t, Isa>(dst, a, b, n); return true;
+    case DataType::f16: events = sum_counted_small<F16Counted>(dst, a, b, n); return true;
+    case DataType::bf16: events = sum_counted_small<Bf16Counted>(dst, a, b, n); return true;
+    case DataType::e4m3: events = sum_counted_small<E4m3Counted>(dst, a, b, n); return true;
+    case DataType::e5m2: events = sum_counted_small<E5m2Counted>(dst, a, b, n); return true;
+    case DataType::i4: events = sum_counted_small<I4Counted>(dst, a, b, n); return true;
     default: return false;
   }
 }
