@@ -178,7 +178,7 @@ std::uint64_t sum_counted(void* dst, const void* a, const void* b, std::size_t n
   return ev;
 }
 
-// ---- 16-, 8- and 4-bit elements (f16 on the generic variant, bf16, e4m3, e5m2, i4) ----------
+// ---- 16-, 8- and 4-bit elements (bf16, e4m3, e5m2, i4) ----------------------------------------
 // The same block scheme with the screen on the rounded results: a block (128 bytes, as above)
 // is summed with the uncounted kernel's own per-element step (kernels.hpp: widen, add in f32,
 // round once; i4 below) into a local array, every result ORs its flag (the top bit of a unit:
@@ -199,7 +199,6 @@ struct FloatCounted {
     return ((x & kAbs) < kFirst) & ((y & kAbs) < kFirst) & ((r & kAbs) >= kFirst);
   }
 };
-using F16Counted = FloatCounted<std::uint16_t, F16Soft, 0x7fff, 0x7c00>;
 using Bf16Counted = FloatCounted<std::uint16_t, BF16Soft, 0x7fff, 0x7f80>;
 using E4m3Counted = FloatCounted<std::uint8_t, E4M3, 0x7f, 0x7f>;  // no infinity: NaN only
 using E5m2Counted = FloatCounted<std::uint8_t, E5M2, 0x7f, 0x7c>;
@@ -267,8 +266,117 @@ std::uint64_t sum_counted_small(void* dst, const void* a, const void* b, std::si
   return ev;
 }
 
+// bf16 in whole vectors: 32 bytes = 8 words of two elements, each half widened to f32 in its
+// own vector as combine_widened does (low half: shifted up; high half: the low one cleared),
+// added, narrowed with f32_to_bf16's integer rounding (NaN: the quiet bit) and joined again. The
+// screen is the rounded pair's (w & 0x7fff7fff) + 0x00800080: bit 15 / 31 set iff that half's
+// |h| >= 0x7f80 (the halves cannot carry into each other). A tripped block is recounted from
+// its operands (not yet overwritten) and its results.
+typedef std::uint32_t Bf16Words __attribute__((vector_size(32)));
+typedef float Bf16Floats __attribute__((vector_size(32)));
+
+// f32_to_bf16 lane by lane (by reference: see AnyLanes).
+[[gnu::always_inline]] inline void bf16_narrow(const Bf16Floats& f, Bf16Words& out) noexcept {
+  typedef std::int32_t I __attribute__((vector_size(32)));
+  using W = Bf16Words;
+  const W x = __builtin_bit_cast(W, f);
+  const W rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const W nan = (x >> 16) | 0x0040u;
+  const W is_nan = __builtin_bit_cast(W, __builtin_bit_cast(I, x & 0x7fffffffu) > 0x7f800000);
+  out = (nan & is_nan) | (rounded & ~is_nan);
+}
+
+// One vector of 16 bf16 sums and its screen (bit 15 / 31 of a word: that half's flag).
+[[gnu::always_inline]] inline void bf16_sum_screen(const unsigned char* px, const unsigned char* py, Bf16Words& r,
+                                                   Bf16Words& s) noexcept {
+  using W = Bf16Words;
+  using F = Bf16Floats;
+  W x, y, lo, hi;
+  __builtin_memcpy(&x, px, 32);
+  __builtin_memcpy(&y, py, 32);
+  bf16_narrow(__builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16), lo);
+  bf16_narrow(__builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u), hi);
+  r = lo | (hi << 16);
+  s = (r & 0x7fff7fffu) + 0x00800080u;
+}
+
+template <class Isa>
+std::uint64_t sum_counted_bf16(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  constexpr std::size_t kBlock = 64;  // elements: 4 vectors
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    const std::size_t o = 2 * i;
+    Bf16Words r0, r1, r2, r3, s0, s1, s2, s3;
+    bf16_sum_screen(px + o, py + o, r0, s0);
+    bf16_sum_screen(px + o + 32, py + o + 32, r1, s1);
+    bf16_sum_screen(px + o + 64, py + o + 64, r2, s2);
+    bf16_sum_screen(px + o + 96, py + o + 96, r3, s3);
+    if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, (s0 | s1 | s2 | s3) & 0x80008000u)), 0)) {
+      for (std::size_t k = 0; k < kBlock; ++k) {  // exact, on the operands (not yet overwritten)
+        std::uint16_t x, y, f;
+        __builtin_memcpy(&x, px + o + 2 * k, 2);
+        __builtin_memcpy(&y, py + o + 2 * k, 2);
+        ev += Bf16Counted::event(x, y, Bf16Counted::sum(x, y, f));
+      }
+    }
+    __builtin_memcpy(d + o, &r0, 32);
+    __builtin_memcpy(d + o + 32, &r1, 32);
+    __builtin_memcpy(d + o + 64, &r2, 32);
+    __builtin_memcpy(d + o + 96, &r3, 32);
+  }
+  return ev + sum_counted_small<Bf16Counted>(d + 2 * i, px + 2 * i, py + 2 * i, n - i);  // the tail
+}
+
+// i4 in whole vectors of bytes, I4Counted's steps lane by lane; the flags are the events, so a
+// tripped block counts them (the sign bits of the low- and high-nibble wrap vectors).
+typedef std::uint8_t I4Bytes __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline void i4_sum_wraps(const unsigned char* px, const unsigned char* py, I4Bytes& r, I4Bytes& lo,
+                                                I4Bytes& hi) noexcept {
+  I4Bytes x, y;
+  __builtin_memcpy(&x, px, 32);
+  __builtin_memcpy(&y, py, 32);
+  const I4Bytes xl = x << 4, yl = y << 4, xh = x & 0xf0, yh = y & 0xf0;
+  const I4Bytes rl = xl + yl, rh = xh + yh;
+  lo = (xl ^ rl) & (yl ^ rl);
+  hi = (xh ^ rh) & (yh ^ rh);
+  r = (rl >> 4) | rh;
+}
+
+template <class Isa>
+std::uint64_t sum_counted_i4(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  constexpr std::size_t kBlock = 128;  // bytes: 4 vectors
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  auto count = [](const I4Bytes& v) __attribute__((always_inline)) {
+    return Isa::template count<1>(__builtin_bit_cast(Mask256, v));
+  };
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    I4Bytes r0, r1, r2, r3, l0, l1, l2, l3, h0, h1, h2, h3;
+    i4_sum_wraps(px + i, py + i, r0, l0, h0);
+    i4_sum_wraps(px + i + 32, py + i + 32, r1, l1, h1);
+    i4_sum_wraps(px + i + 64, py + i + 64, r2, l2, h2);
+    i4_sum_wraps(px + i + 96, py + i + 96, r3, l3, h3);
+    if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, l0 | h0 | l1 | h1 | l2 | h2 | l3 | h3)), 0))
+      ev += count(l0) + count(h0) + count(l1) + count(h1) + count(l2) + count(h2) + count(l3) + count(h3);
+    __builtin_memcpy(d + i, &r0, 32);
+    __builtin_memcpy(d + i + 32, &r1, 32);
+    __builtin_memcpy(d + i + 64, &r2, 32);
+    __builtin_memcpy(d + i + 96, &r3, 32);
+  }
+  return ev + sum_counted_small<I4Counted>(d + i, px + i, py + i, n - i);  // the tail
+}
+
 // The types summed and counted here; false (nothing done) for the others (MX), which
-// events.cpp counts in its own pass. (The x86-64-v3 variant counts f16 with F16C before this.)
+// events.cpp counts in its own pass (and f16 on the generic variant; x86-64-v3 counts it with
+// F16C before this).
 template <class Isa>
 bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::size_t n,
                      std::uint64_t& events) noexcept {
@@ -281,11 +389,10 @@ bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::s
     case DataType::u32: events = sum_counted<std::uint32_t, Isa>(dst, a, b, n); return true;
     case DataType::i64: events = sum_counted<std::int64_t, Isa>(dst, a, b, n); return true;
     case DataType::u64: events = sum_counted<std::uint64_t, Isa>(dst, a, b, n); return true;
-    case DataType::f16: events = sum_counted_small<F16Counted>(dst, a, b, n); return true;
-    case DataType::bf16: events = sum_counted_small<Bf16Counted>(dst, a, b, n); return true;
+    case DataType::bf16: events = sum_counted_bf16<Isa>(dst, a, b, n); return true;
     case DataType::e4m3: events = sum_counted_small<E4m3Counted>(dst, a, b, n); return true;
     case DataType::e5m2: events = sum_counted_small<E5m2Counted>(dst, a, b, n); return true;
-    case DataType::i4: events = sum_counted_small<I4Counted>(dst, a, b, n); return true;
+    case DataType::i4: events = sum_counted_i4<Isa>(dst, a, b, n); return true;
     default: return false;
   }
 }
