@@ -497,7 +497,8 @@ TEST(EdgeHandlers, MxHalfPathsAndPackingEqualTheScalarReferenceBitForBit) {
         const std::size_t n = 256 * per_scale + 5;
         std::vector<std::uint8_t> scales((n + f.block - 1) / f.block), codes(n);
         for (std::size_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>((i % per_scale) % ncodes);
-        for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<std::uint8_t>(std::min<std::size_t>(255, b * f.block / per_scale));
+        for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<std::uint8_t>(b * f.block / per_scale % 256);
+        scales.back() = 130;  // the short last block with a finite scale, so that its codes show
         const auto wire = reference_wire(scales, codes, f.block, f.bits);
         Msg x = make_msg(t, ReduceOp::sum, n, coll::OpKind::recv, chain);
         ASSERT_EQ(x.m.wire_bytes, wire.size());
