@@ -9,7 +9,7 @@ namespace {
 
 std::uint8_t* pack_generic(unsigned bits, const std::uint8_t* codes, std::size_t n, std::uint8_t* out) noexcept {
   if (bits == 8) {
-    std::memcpy(out, codes, n);
+    if (n) std::memcpy(out, codes, n);
     return out + n;
   }
   std::uint32_t acc = 0;
@@ -24,7 +24,7 @@ std::uint8_t* pack_generic(unsigned bits, const std::uint8_t* codes, std::size_t
 
 void unpack_generic(unsigned bits, const std::uint8_t* in, std::size_t n, std::uint8_t* codes) noexcept {
   if (bits == 8) {
-    std::memcpy(codes, in, n);
+    if (n) std::memcpy(codes, in, n);
     return;
   }
   std::uint32_t acc = 0;

@@ -90,7 +90,7 @@ TEST(HalfBulk, EveryLengthInPlaceAndNot) {
         std::vector<std::uint32_t> x(n);
         for (auto& w : x) w = static_cast<std::uint32_t>(rng());
         std::vector<unsigned char> out(2 * n + 4, 0xee), inplace(4 * n + 4, 0xee);
-        std::memcpy(inplace.data(), x.data(), 4 * n);
+        if (n) std::memcpy(inplace.data(), x.data(), 4 * n);
         detail::f32_to_half_with(isa, t, reinterpret_cast<const float*>(x.data()), n, out.data());
         detail::f32_to_half_with(isa, t, reinterpret_cast<const float*>(inplace.data()), n, inplace.data());
         for (std::size_t i = 0; i < n; ++i) {
