@@ -186,12 +186,24 @@ std::uint64_t sum_counted(void* dst, const void* a, const void* b, std::size_t n
 // it; i4 the exact wrap of either nibble), the OR is tested once and only a tripped block is
 // counted exactly (events.cpp's predicates: finite operands, non-finite result), before the
 // block is stored (dst may alias a or b). The tail runs the same steps one unit at a time.
-template <class U, class H, unsigned kAbs, unsigned kFirst>
+// Where b is a NaN the result is b's NaN as the narrowing gives it (quietened; fp8: its sign
+// with the format's NaN code), whatever a is: what reduce()'s loops give for two NaNs (their add
+// returns the second operand's), spelt out so that the counted sum does not depend on the
+// operand order the compiler picks. N: first NaN magnitude pattern, and the result's bits.
+template <class U, unsigned kFirstNaN, unsigned kOr, bool kKeepPayload>
+struct NaNOfB {
+  [[gnu::always_inline]] static U apply(U y, U r) noexcept {
+    constexpr U kSign = static_cast<U>(1u << (8 * sizeof(U) - 1));
+    const U nan = static_cast<U>((kKeepPayload ? y : (y & kSign)) | kOr);
+    return (y & static_cast<U>(kSign - 1)) >= kFirstNaN ? nan : r;
+  }
+};
+template <class U, class H, unsigned kAbs, unsigned kFirst, class N>
 struct FloatCounted {
   using Unit = U;
   static constexpr U kFlag = static_cast<U>(kAbs + 1);
   [[gnu::always_inline]] static U sum(U x, U y, U& flag) noexcept {
-    const U r = static_cast<U>(H::narrow(H::widen(x) + H::widen(y)));
+    const U r = N::apply(y, static_cast<U>(H::narrow(H::widen(x) + H::widen(y))));
     flag = static_cast<U>((r & kAbs) + (kAbs + 1 - kFirst));
     return r;
   }
@@ -199,9 +211,9 @@ struct FloatCounted {
     return ((x & kAbs) < kFirst) & ((y & kAbs) < kFirst) & ((r & kAbs) >= kFirst);
   }
 };
-using Bf16Counted = FloatCounted<std::uint16_t, BF16Soft, 0x7fff, 0x7f80>;
-using E4m3Counted = FloatCounted<std::uint8_t, E4M3, 0x7f, 0x7f>;  // no infinity: NaN only
-using E5m2Counted = FloatCounted<std::uint8_t, E5M2, 0x7f, 0x7c>;
+using Bf16Counted = FloatCounted<std::uint16_t, BF16Soft, 0x7fff, 0x7f80, NaNOfB<std::uint16_t, 0x7f81, 0x0040, true>>;
+using E4m3Counted = FloatCounted<std::uint8_t, E4M3, 0x7f, 0x7f, NaNOfB<std::uint8_t, 0x7f, 0x7f, false>>;  // no infinity
+using E5m2Counted = FloatCounted<std::uint8_t, E5M2, 0x7f, 0x7c, NaNOfB<std::uint8_t, 0x7d, 0x7e, false>>;
 
 // i4, two nibbles per byte: each nibble added at the top of a byte (low: shifted up; high: the
 // low nibble cleared), so the byte add wraps exactly where the nibble does and the signed wrap
@@ -297,6 +309,12 @@ typedef float Bf16Floats __attribute__((vector_size(32)));
   bf16_narrow(__builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16), lo);
   bf16_narrow(__builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u), hi);
   r = lo | (hi << 16);
+  // b's NaN, quietened, where b is a NaN (NaNOfB), in 16-bit lanes
+  typedef std::uint16_t H16 __attribute__((vector_size(32)));
+  typedef std::int16_t S16 __attribute__((vector_size(32)));
+  const H16 yh = __builtin_bit_cast(H16, y);
+  const H16 ynan = __builtin_bit_cast(H16, __builtin_bit_cast(S16, yh & 0x7fff) > 0x7f80);
+  r = __builtin_bit_cast(W, ((yh | 0x0040) & ynan) | (__builtin_bit_cast(H16, r) & ~ynan));
   s = (r & 0x7fff7fffu) + 0x00800080u;
 }
 
