@@ -282,8 +282,7 @@ std::uint64_t sum_counted_small(void* dst, const void* a, const void* b, std::si
 // own vector as combine_widened does (low half: shifted up; high half: the low one cleared),
 // added, narrowed with f32_to_bf16's integer rounding (NaN: the quiet bit) and joined again. The
 // screen is the rounded pair's (w & 0x7fff7fff) + 0x00800080: bit 15 / 31 set iff that half's
-// |h| >= 0x7f80 (the halves cannot carry into each other). A tripped block is recounted from
-// its operands (not yet overwritten) and its results.
+// |h| >= 0x7f80 (the halves cannot carry into each other).
 typedef std::uint32_t Bf16Words __attribute__((vector_size(32)));
 typedef float Bf16Floats __attribute__((vector_size(32)));
 
@@ -309,12 +308,6 @@ typedef float Bf16Floats __attribute__((vector_size(32)));
   bf16_narrow(__builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16), lo);
   bf16_narrow(__builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u), hi);
   r = lo | (hi << 16);
-  // b's NaN, quietened, where b is a NaN (NaNOfB), in 16-bit lanes
-  typedef std::uint16_t H16 __attribute__((vector_size(32)));
-  typedef std::int16_t S16 __attribute__((vector_size(32)));
-  const H16 yh = __builtin_bit_cast(H16, y);
-  const H16 ynan = __builtin_bit_cast(H16, __builtin_bit_cast(S16, yh & 0x7fff) > 0x7f80);
-  r = __builtin_bit_cast(W, ((yh | 0x0040) & ynan) | (__builtin_bit_cast(H16, r) & ~ynan));
   s = (r & 0x7fff7fffu) + 0x00800080u;
 }
 
@@ -334,12 +327,19 @@ std::uint64_t sum_counted_bf16(void* dst, const void* a, const void* b, std::siz
     bf16_sum_screen(px + o + 64, py + o + 64, r2, s2);
     bf16_sum_screen(px + o + 96, py + o + 96, r3, s3);
     if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, (s0 | s1 | s2 | s3) & 0x80008000u)), 0)) {
-      for (std::size_t k = 0; k < kBlock; ++k) {  // exact, on the operands (not yet overwritten)
-        std::uint16_t x, y, f;
-        __builtin_memcpy(&x, px + o + 2 * k, 2);
-        __builtin_memcpy(&y, py + o + 2 * k, 2);
-        ev += Bf16Counted::event(x, y, Bf16Counted::sum(x, y, f));
+      // A tripped block (an event, or a NaN / infinity somewhere) again one element at a time
+      // from its operands (not yet overwritten): the count, and the results with NaNOfB's rule
+      // (only such a block can hold a NaN).
+      std::uint16_t x[kBlock], y[kBlock], rr[kBlock];
+      __builtin_memcpy(x, px + o, sizeof x);
+      __builtin_memcpy(y, py + o, sizeof y);
+      for (std::size_t k = 0; k < kBlock; ++k) {
+        std::uint16_t f;
+        rr[k] = Bf16Counted::sum(x[k], y[k], f);
+        ev += Bf16Counted::event(x[k], y[k], rr[k]);
       }
+      __builtin_memcpy(d + o, rr, sizeof rr);
+      continue;
     }
     __builtin_memcpy(d + o, &r0, 32);
     __builtin_memcpy(d + o + 32, &r1, 32);
