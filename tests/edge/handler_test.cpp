@@ -396,22 +396,25 @@ TEST(EdgeHandlers, PlainUnconvertedReceivesAreDepositedWithoutAHandler) {
   EXPECT_FALSE(own.deposits(f32.m)) << "a chain's own forward handler sees every plain receive";
 }
 
+// The MX handlers and block floating point: element type, block, bits per code on the wire.
+struct MxFmt {
+  const char* name;
+  numerics::MxElem e;
+  std::size_t block;
+  unsigned bits;
+};
+constexpr MxFmt kMxFormats[] = {{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, {"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
+                                {"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, {"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
+                                {"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4},     {"mxint8", numerics::MxElem::int8, 32, 8},
+                                {"bfp16", numerics::MxElem::int8, 16, 8}};
+
 // Every MX handler (and block floating point) against the reference encoder and decoder of
 // src/numerics (mx_encode / mx_decode, scalar, through double): the wire carries per block one
 // scale byte and the element codes packed to their width (6 or 4 bits), and the receiver's
 // values are the reference's decoded values in the collective's type, placed or summed.
 TEST(EdgeHandlers, EveryMxFormatEqualsTheReferenceEncoderThroughThePackedWire) {
   std::mt19937_64 rng(9);
-  struct Fmt {
-    const char* name;
-    numerics::MxElem e;
-    std::size_t block;
-    unsigned bits;
-  };
-  for (const Fmt& f : {Fmt{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, Fmt{"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
-                       Fmt{"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, Fmt{"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
-                       Fmt{"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4}, Fmt{"mxint8", numerics::MxElem::int8, 32, 8},
-                       Fmt{"bfp16", numerics::MxElem::int8, 16, 8}}) {
+  for (const MxFmt& f : kMxFormats) {
     HandlerChain chain(reg(), f.name);
     for (DataType t : {DataType::f32, DataType::f16, DataType::bf16})
       for (coll::OpKind kind : {coll::OpKind::recv, coll::OpKind::recv_reduce}) {
@@ -478,16 +481,7 @@ std::vector<std::byte> reference_wire(const std::vector<std::uint8_t>& scales, c
 
 TEST(EdgeHandlers, MxHalfPathsAndPackingEqualTheScalarReferenceBitForBit) {
   std::mt19937_64 rng(21);
-  struct Fmt {
-    const char* name;
-    numerics::MxElem e;
-    std::size_t block;
-    unsigned bits;
-  };
-  for (const Fmt& f : {Fmt{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, Fmt{"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
-                       Fmt{"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, Fmt{"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
-                       Fmt{"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4}, Fmt{"mxint8", numerics::MxElem::int8, 32, 8},
-                       Fmt{"bfp16", numerics::MxElem::int8, 16, 8}}) {
+  for (const MxFmt& f : kMxFormats) {
     HandlerChain chain(reg(), f.name);
     const std::size_t ncodes = std::size_t{1} << f.bits;
     for (DataType t : {DataType::f32, DataType::f16, DataType::bf16}) {

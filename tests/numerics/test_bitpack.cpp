@@ -12,18 +12,14 @@
 
 #include "numerics/bitpack.hpp"
 #include "numerics/kernel_isa.hpp"
+#include "tests/numerics/kernel_isas.hpp"
 
 namespace inc::numerics {
 namespace {
 
 using detail::KernelIsa;
 
-std::vector<KernelIsa> isas() {
-  std::vector<KernelIsa> v;
-  for (KernelIsa isa : detail::kAllKernelIsas)
-    if (detail::kernel_isa_available(isa)) v.push_back(isa);
-  return v;
-}
+std::vector<KernelIsa> isas() { return testing::available_isas(); }
 
 std::size_t packed_bytes(unsigned bits, std::size_t n) { return (n * bits + 7) / 8; }
 

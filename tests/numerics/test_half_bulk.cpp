@@ -11,6 +11,7 @@
 
 #include "numerics/half.hpp"
 #include "numerics/kernel_isa.hpp"
+#include "tests/numerics/kernel_isas.hpp"
 #include "numerics/minifloat.hpp"
 
 namespace inc::numerics {
@@ -18,12 +19,7 @@ namespace {
 
 using detail::KernelIsa;
 
-std::vector<KernelIsa> isas() {
-  std::vector<KernelIsa> v;
-  for (KernelIsa isa : detail::kAllKernelIsas)
-    if (detail::kernel_isa_available(isa)) v.push_back(isa);
-  return v;
-}
+std::vector<KernelIsa> isas() { return testing::available_isas(); }
 
 std::uint16_t scalar_narrow(DataType t, std::uint32_t x) {
   const float f = __builtin_bit_cast(float, x);
