@@ -4,6 +4,9 @@
 // the bulk conversions they call now (numerics/minifloat.hpp: decode tables, AVX2 encoders), on
 // the same f32 vector, rounds alternated (old, new, old, new, ...), medians and their ratio;
 // then the whole handler (HandlerChain: sender's encode + receiver's chain into place).
+// Then the MX handlers' code packing (6 and 4 bits) and f16/bf16 paths: the previous loops (the
+// generic variant of numerics/bitpack.hpp, which is the handlers' earlier scalar loop; per
+// element through double) against the vectorised ones, alternated the same way.
 //   edge_handler_bench [--mib 16] [--rounds 5]
 #include <CLI/CLI.hpp>
 
@@ -11,11 +14,13 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "edge/handler.hpp"
+#include "numerics/bitpack.hpp"
 #include "numerics/fp8.hpp"
 #include "numerics/minifloat.hpp"
 #include "numerics/mx.hpp"
@@ -103,6 +108,74 @@ void new_decode(const Fmt& f, const std::vector<std::uint8_t>& wire, std::vector
   }
 }
 
+// Per block of 32 as the handlers do it: [scale][codes packed to `bits`], generic vs selected.
+void packing_and_half_paths(const std::vector<float>& v, int rounds) {
+  using numerics::detail::KernelIsa;
+  const KernelIsa now = numerics::detail::selected_kernel_isa();
+  const std::size_t n = v.size() / 32 * 32, blocks = n / 32;
+  std::printf("\n%-22s %10s %10s %7s   %s\n", "MX handler step", "old MB/s", "new MB/s", "ratio", "bits");
+  auto row = [&](const char* what, double mb, auto&& old_run, auto&& new_run, auto&& same) {
+    std::vector<double> to, tn;
+    for (int r = 0; r < rounds; ++r) {
+      to.push_back(seconds(old_run));
+      tn.push_back(seconds(new_run));
+    }
+    std::printf("%-22s %10.0f %10.0f %6.1fx   %s\n", what, mb / median(to), mb / median(tn), median(to) / median(tn),
+                same() ? "identical" : "DIFFER");
+  };
+  std::vector<std::uint8_t> scales(blocks), codes(n), back1(n), back2(n);
+  for (unsigned bits : {6u, 4u}) {
+    const numerics::MxElem e = bits == 6 ? MxElem::fp6_e2m3 : MxElem::fp4_e2m1;
+    numerics::mx_encode_f32(e, v.data(), n, 32, scales.data(), codes.data());
+    const std::size_t unit = 1 + 4 * bits;
+    std::vector<std::uint8_t> w1(blocks * unit), w2(w1.size());
+    auto pack = [&](KernelIsa isa, std::vector<std::uint8_t>& w) {
+      for (std::size_t b = 0; b < blocks; ++b) {
+        w[b * unit] = scales[b];
+        numerics::detail::pack_codes_with(isa, bits, codes.data() + 32 * b, 32, w.data() + b * unit + 1);
+      }
+    };
+    auto unpack = [&](KernelIsa isa, const std::vector<std::uint8_t>& w, std::vector<std::uint8_t>& c) {
+      for (std::size_t b = 0; b < blocks; ++b) numerics::detail::unpack_codes_with(isa, bits, w.data() + b * unit + 1, 32, c.data() + 32 * b);
+    };
+    const double mb = static_cast<double>(n) / 1e6;  // MB of codes (one byte each)
+    const std::string name = std::string(bits == 6 ? "mxfp6" : "mxfp4") + " pack";
+    row(name.c_str(), mb, [&] { pack(KernelIsa::generic, w1); }, [&] { pack(now, w2); }, [&] { return w1 == w2; });
+    const std::string uname = std::string(bits == 6 ? "mxfp6" : "mxfp4") + " unpack";
+    row(uname.c_str(), mb, [&] { unpack(KernelIsa::generic, w1, back1); }, [&] { unpack(now, w2, back2); },
+        [&] { return back1 == back2 && back1 == codes; });
+  }
+  // f16/bf16 collectives: the sender widens (was load_as_double per element), the receiver
+  // narrows the decoded block (was mx_decode in double and store_from_double per element).
+  numerics::mx_encode_f32(MxElem::fp8_e4m3, v.data(), n, 32, scales.data(), codes.data());
+  for (DataType t : {DataType::f16, DataType::bf16}) {
+    std::vector<std::uint16_t> h(n), o1(n), o2(n);
+    for (std::size_t i = 0; i < n; ++i) numerics::store_from_double(t, h.data(), i, v[i]);
+    std::vector<float> f1(n), f2(n);
+    const double mb = static_cast<double>(n) * 2 / 1e6;  // MB of f16/bf16
+    const std::string wname = std::string(inc::name(t)) + " widen";
+    row(wname.c_str(), mb,
+        [&] { for (std::size_t i = 0; i < n; ++i) f1[i] = static_cast<float>(numerics::load_as_double(t, h.data(), i)); },
+        [&] { numerics::half_to_f32(t, h.data(), n, f2.data()); },
+        [&] { return std::memcmp(f1.data(), f2.data(), 4 * n) == 0; });
+    const std::string dname = std::string(inc::name(t)) + " mxfp8 decode";
+    row(dname.c_str(), mb,
+        [&] {
+          double wide[32];
+          for (std::size_t b = 0; b < blocks; ++b) {
+            numerics::mx_decode(MxElem::fp8_e4m3, &scales[b], codes.data() + 32 * b, 32, 32, wide);
+            for (std::size_t i = 0; i < 32; ++i) numerics::store_from_double(t, o1.data(), 32 * b + i, wide[i]);
+          }
+        },
+        [&] {
+          for (std::size_t b = 0; b < blocks; ++b)
+            numerics::mx_decode_f32(MxElem::fp8_e4m3, &scales[b], codes.data() + 32 * b, 32, 32, f2.data() + 32 * b);
+          numerics::f32_to_half(t, f2.data(), n, o2.data());
+        },
+        [&] { return o1 == o2; });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,23 +213,34 @@ int main(int argc, char** argv) {
                 median(eo) / median(en), mb / median(dold), mb / median(dn), median(dold) / median(dn),
                 same ? "identical" : "DIFFER");
   }
+  packing_and_half_paths(v, rounds);
   // The whole handlers now: the sender's encode and the receiver's chain (plain receive).
-  std::printf("\n%-10s %14s %14s\n", "handler", "encode MB/s", "receive MB/s");
+  std::printf("\n%-14s %14s %14s\n", "handler", "encode MB/s", "receive MB/s");
   const auto reg = edge::HandlerRegistry::with_builtins();
-  for (const char* h : {"e4m3", "mxfp8", "mxint8", "mxfp6e2m3", "mxfp4", "bfp16"}) {
-    edge::HandlerChain chain(reg, h);
+  std::vector<std::uint16_t> half(n);
+  for (const char* h : {"e4m3", "mxfp8", "mxint8", "mxfp6e2m3", "mxfp4", "bfp16", "mxfp8/f16", "mxfp6e2m3/f16",
+                        "mxfp4/bf16"}) {
+    const std::string hs(h);
+    const DataType t = hs.find("/bf16") != std::string::npos ? DataType::bf16
+                       : hs.find("/f16") != std::string::npos ? DataType::f16 : DataType::f32;
+    edge::HandlerChain chain(reg, hs.substr(0, hs.find('/')));
     coll::CollectiveParams p;
-    p.dtype = DataType::f32;
+    p.dtype = t;
+    const std::byte* src = reinterpret_cast<const std::byte*>(v.data());
+    if (t != DataType::f32) {
+      numerics::f32_to_half(t, v.data(), n, half.data());
+      src = reinterpret_cast<const std::byte*>(half.data());
+    }
     coll::RecvMessage m;
     m.params = &p;
     m.kind = coll::OpKind::recv;
-    m.bytes = n * 4;
+    m.bytes = n * size_of(t);
     m.wire_bytes = chain.wire_bytes(p, m.bytes);
     m.dst = reinterpret_cast<std::byte*>(out.data());
     std::vector<std::byte> wire(m.wire_bytes);
     std::vector<double> te, tr;
     for (int r = 0; r < rounds; ++r) {
-      te.push_back(seconds([&] { chain.encode(p, reinterpret_cast<const std::byte*>(v.data()), n * 4, wire.data()); }));
+      te.push_back(seconds([&] { chain.encode(p, src, m.bytes, wire.data()); }));
       tr.push_back(seconds([&] {
         auto proc = chain.open(m);
         std::size_t done = 0;
@@ -164,7 +248,7 @@ int main(int argc, char** argv) {
         proc->finish();
       }));
     }
-    std::printf("%-10s %14.0f %14.0f\n", h, mb / median(te), mb / median(tr));
+    std::printf("%-14s %14.0f %14.0f\n", h, mb / median(te), mb / median(tr));  // MB of f32-equivalent values
   }
   return 0;
 }

@@ -35,7 +35,7 @@ struct Buffers {
     std::mt19937 rng(42);
     std::uniform_real_distribution<double> real(-1.0, 1.0);
     std::uniform_int_distribution<int> small(-100, 100);
-    const std::size_t n = bytes / inc::size_of(t);
+    const std::size_t n = bytes / inc::size_of(t) * (t == DataType::i4 ? 2 : 1);  // i4: 2 per byte
     for (std::size_t i = 0; i < n; ++i) {
       // Moderate values: finite normal results, no subnormal operands (which would measure
       // the CPU's denormal assists rather than the kernel).
@@ -132,6 +132,27 @@ void BM_reduce_counted(benchmark::State& state, DataType t) {
                           static_cast<std::int64_t>(bytes));
 }
 
+// The same sum and count as two passes per 2048 elements, sum_overflows() then reduce() (what
+// reduce_counted() did for the types its loops did not count): the baseline of the fused loops.
+void BM_reduce_counted_2pass(benchmark::State& state, DataType t) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Buffers buf(t, bytes);
+  const std::size_t n = bytes / inc::size_of(t), esz = inc::size_of(t);
+  for (auto _ : state) {
+    std::uint64_t ev = 0;
+    for (std::size_t i = 0; i < n; i += 2048) {
+      const std::size_t m = std::min<std::size_t>(n - i, 2048);
+      ev += inc::numerics::sum_overflows(t, buf.a.data() + i * esz, buf.b.data() + i * esz, m);
+      inc::numerics::reduce(t, ReduceOp::sum, buf.dst.data() + i * esz, buf.a.data() + i * esz,
+                            buf.b.data() + i * esz, m);
+    }
+    benchmark::DoNotOptimize(ev);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
 // The reproducible mode's three host passes over one rank's input (scan, encode at the scanned
 // exponents, decode of the limbs), on one kernel variant; bytes = the input's.
 void BM_repro_passes(benchmark::State& state, KernelIsa isa, DataType t) {
@@ -196,6 +217,16 @@ int register_all() {
   for (DataType t : {DataType::f32, DataType::f16, DataType::bf16, DataType::i8, DataType::i32}) {
     const std::string n(inc::name(t));
     benchmark::RegisterBenchmark(("reduce_sum_counted/" + n).c_str(), BM_reduce_counted, t)->Apply(apply_sizes);
+  }
+  // The narrow types' fused counting against the two-pass baseline (and their plain sums).
+  for (DataType t : {DataType::bf16, DataType::e4m3, DataType::e5m2, DataType::i4}) {
+    const std::string n(inc::name(t));
+    if (t != DataType::bf16) {
+      benchmark::RegisterBenchmark(("reduce_sum/" + n).c_str(), BM_reduce, t, ReduceOp::sum)->Apply(apply_sizes);
+      benchmark::RegisterBenchmark(("reduce_sum_counted/" + n).c_str(), BM_reduce_counted, t)->Apply(apply_sizes);
+    }
+    benchmark::RegisterBenchmark(("reduce_sum_counted_2pass/" + n).c_str(), BM_reduce_counted_2pass, t)
+        ->Apply(apply_sizes);
   }
   // Reproducible sums' host passes, scalar and AVX2 (docs/NUMERICS.md "Vectorised reproducible passes").
   for (KernelIsa isa : inc::numerics::detail::kAllKernelIsas) {

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "edge/handler.hpp"
+#include "numerics/bitpack.hpp"
 #include "numerics/fp8.hpp"
 #include "numerics/minifloat.hpp"
 #include "numerics/mx.hpp"
-#include "numerics/reduce.hpp"
 
 namespace inc::edge {
 
@@ -32,7 +32,7 @@ void load_f32(DataType t, const std::byte* src, std::size_t first, std::size_t k
     std::memcpy(out, src + first * sizeof(float), k * sizeof(float));
     return;
   }
-  for (std::size_t i = 0; i < k; ++i) out[i] = static_cast<float>(numerics::load_as_double(t, src, first + i));
+  numerics::half_to_f32(t, src + first * 2, k, out);  // f16/bf16: vectorised (minifloat.hpp)
 }
 
 // f32/f16/bf16 data as one fp8 byte per element: the sender rounds each value once (nearest
@@ -68,8 +68,7 @@ class Fp8 final : public Handler {
     for (std::size_t done = 0; done < c.bytes;) {
       const std::size_t k = std::min(c.bytes - done, kBatch);
       numerics::fp8_to_f32(fmt_, reinterpret_cast<const std::uint8_t*>(c.data + done), k, f);
-      if (t != DataType::f32)  // narrowing in place, front to back: element i's bytes lie below f[i]'s
-        for (std::size_t i = 0; i < k; ++i) numerics::store_from_double(t, ctx.scratch.data(), i, f[i]);
+      if (t != DataType::f32) numerics::f32_to_half(t, f, k, ctx.scratch.data());  // in place (minifloat.hpp)
       ctx.emit(Chunk{(c.offset + done) * esz, ctx.scratch.data(), k * esz});
       done += k;
     }
@@ -86,7 +85,7 @@ class Fp8 final : public Handler {
 // shorter), encoded as numerics::mx_encode does (shared exponent from the block's maximum,
 // elements rounded to nearest even and saturated; a block holding a NaN or an infinity gets
 // the NaN scale and arrives as NaNs). The receiver decodes exactly (f32: mx_decode_f32, the
-// same values; f16/bf16: mx_decode, rounded once) and passes the values on in the
+// same values; f16/bf16: narrowed from them once, minifloat.hpp) and passes the values on in the
 // collective's type.
 class Mx final : public Handler {
  public:
@@ -128,64 +127,40 @@ class Mx final : public Handler {
     ctx.scratch.resize(per * std::max(esz, sizeof(float)));
     auto* f = reinterpret_cast<float*>(ctx.scratch.data());  // the vector's allocation: aligned
     std::vector<std::uint8_t> codes(block_);
-    std::vector<double> wide(t == DataType::f32 ? 0 : block_);
+    // f16/bf16: the batch decoded into f32 (exact: a power-of-two scale times an element of at
+    // most 8 significant bits, in f32's range or beyond it, where both roundings give infinity),
+    // then narrowed in place, one rounding as mx_decode's double rounded to the type.
+    auto emit = [&] {
+      if (t != DataType::f32) numerics::f32_to_half(t, f, batched, ctx.scratch.data());
+      ctx.emit(Chunk{batch_first * esz, ctx.scratch.data(), batched * esz});
+    };
     for (; b * block_ < n; ++b) {
       const std::size_t k = std::min(block_, n - b * block_);
       if (c.bytes - used < unit(k)) break;  // the rest of the block comes with more bytes
       const auto* in = reinterpret_cast<const std::uint8_t*>(c.data + used);
       unpack(in + 1, k, codes.data());
-      if (t == DataType::f32) {
-        numerics::mx_decode_f32(elem_, in, codes.data(), k, block_, f + batched);
-      } else {
-        numerics::mx_decode(elem_, in, codes.data(), k, block_, wide.data());
-        for (std::size_t i = 0; i < k; ++i) numerics::store_from_double(t, ctx.scratch.data(), batched + i, wide[i]);
-      }
+      numerics::mx_decode_f32(elem_, in, codes.data(), k, block_, f + batched);
       batched += k;
       used += unit(k);
       if (batched + block_ > per) {
-        ctx.emit(Chunk{batch_first * esz, ctx.scratch.data(), batched * esz});
+        emit();
         batch_first += batched;
         batched = 0;
       }
     }
-    if (batched) ctx.emit(Chunk{batch_first * esz, ctx.scratch.data(), batched * esz});
+    if (batched) emit();
     return used;
   }
 
  private:
   // Wire bytes of a block of k elements: the scale and the packed codes.
   std::size_t unit(std::size_t k) const { return 1 + (k * bits_ + 7) / 8; }
-  // k codes of bits_ bits (their low bits), least significant bit first.
+  // k codes of bits_ bits (their low bits), least significant bit first (numerics/bitpack.hpp).
   std::uint8_t* pack(const std::uint8_t* codes, std::size_t k, std::uint8_t* out) const {
-    if (bits_ == 8) {
-      std::memcpy(out, codes, k);
-      return out + k;
-    }
-    std::uint32_t acc = 0;
-    unsigned have = 0;
-    for (std::size_t i = 0; i < k; ++i) {
-      acc |= static_cast<std::uint32_t>(codes[i] & ((1u << bits_) - 1)) << have;
-      for (have += bits_; have >= 8; have -= 8, acc >>= 8) *out++ = static_cast<std::uint8_t>(acc);
-    }
-    if (have) *out++ = static_cast<std::uint8_t>(acc);
-    return out;
+    return numerics::pack_codes(bits_, codes, k, out);
   }
   void unpack(const std::uint8_t* in, std::size_t k, std::uint8_t* codes) const {
-    if (bits_ == 8) {
-      std::memcpy(codes, in, k);
-      return;
-    }
-    std::uint32_t acc = 0;
-    unsigned have = 0;
-    for (std::size_t i = 0; i < k; ++i) {
-      if (have < bits_) {
-        acc |= static_cast<std::uint32_t>(*in++) << have;
-        have += 8;
-      }
-      codes[i] = static_cast<std::uint8_t>(acc & ((1u << bits_) - 1));
-      acc >>= bits_;
-      have -= bits_;
-    }
+    numerics::unpack_codes(bits_, in, k, codes);
   }
 
   std::string name_, summary_;

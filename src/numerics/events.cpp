@@ -181,10 +181,10 @@ std::uint64_t reduce_counted(DataType t, ReduceOp op, void* dst, const void* a, 
     reduce(t, op, dst, a, b, count);
     return 0;
   }
-  // f32/f64 and the integers except i4: counted in the add's own loop (kernels_counted.hpp).
+  // Every type but MX: counted in the add's own loop (kernels_counted.hpp).
   std::uint64_t fused = 0;
   if (detail::sum_counted_with(detail::selected_kernel_isa(), t, dst, a, b, count, fused)) return fused;
-  // The others: count a block, then add it, so that the operands are still in cache for the add (and are
+  // MX: count a block, then add it, so that the operands are still in cache for the add (and are
   // read before dst, which may alias them, is written).
   constexpr std::size_t kStep = 2048;
   const std::size_t esz = size_of(t);

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "inc/types.hpp"
+#include "numerics/kernels.hpp"
 
 namespace inc::numerics {
 namespace {
@@ -177,8 +178,223 @@ std::uint64_t sum_counted(void* dst, const void* a, const void* b, std::size_t n
   return ev;
 }
 
-// The types summed and counted here; false (nothing done) for the others, which events.cpp
-// counts in its own pass.
+// ---- 16-, 8- and 4-bit elements (bf16, e4m3, e5m2, i4) ----------------------------------------
+// The same block scheme with the screen on the rounded results: a block (128 bytes, as above)
+// is summed with the uncounted kernel's own per-element step (kernels.hpp: widen, add in f32,
+// round once; i4 below) into a local array, every result ORs its flag (the top bit of a unit:
+// floats |r| >= the first non-finite pattern, i.e. (r & abs) + (abs + 1 - first) carries into
+// it; i4 the exact wrap of either nibble), the OR is tested once and only a tripped block is
+// counted exactly (events.cpp's predicates: finite operands, non-finite result), before the
+// block is stored (dst may alias a or b). The tail runs the same steps one unit at a time.
+// Where b is a NaN the result is b's NaN as the narrowing gives it (quietened; fp8: its sign
+// with the format's NaN code), whatever a is: what reduce()'s loops give for two NaNs (their add
+// returns the second operand's), spelt out so that the counted sum does not depend on the
+// operand order the compiler picks. N: first NaN magnitude pattern, and the result's bits.
+template <class U, unsigned kFirstNaN, unsigned kOr, bool kKeepPayload>
+struct NaNOfB {
+  [[gnu::always_inline]] static U apply(U y, U r) noexcept {
+    constexpr U kSign = static_cast<U>(1u << (8 * sizeof(U) - 1));
+    const U nan = static_cast<U>((kKeepPayload ? y : (y & kSign)) | kOr);
+    return (y & static_cast<U>(kSign - 1)) >= kFirstNaN ? nan : r;
+  }
+};
+template <class U, class H, unsigned kAbs, unsigned kFirst, class N>
+struct FloatCounted {
+  using Unit = U;
+  static constexpr U kFlag = static_cast<U>(kAbs + 1);
+  [[gnu::always_inline]] static U sum(U x, U y, U& flag) noexcept {
+    const U r = N::apply(y, static_cast<U>(H::narrow(H::widen(x) + H::widen(y))));
+    flag = static_cast<U>((r & kAbs) + (kAbs + 1 - kFirst));
+    return r;
+  }
+  [[gnu::always_inline]] static unsigned event(U x, U y, U r) noexcept {
+    return ((x & kAbs) < kFirst) & ((y & kAbs) < kFirst) & ((r & kAbs) >= kFirst);
+  }
+};
+using Bf16Counted = FloatCounted<std::uint16_t, BF16Soft, 0x7fff, 0x7f80, NaNOfB<std::uint16_t, 0x7f81, 0x0040, true>>;
+using E4m3Counted = FloatCounted<std::uint8_t, E4M3, 0x7f, 0x7f, NaNOfB<std::uint8_t, 0x7f, 0x7f, false>>;  // no infinity
+using E5m2Counted = FloatCounted<std::uint8_t, E5M2, 0x7f, 0x7c, NaNOfB<std::uint8_t, 0x7d, 0x7e, false>>;
+
+// i4, two nibbles per byte: each nibble added at the top of a byte (low: shifted up; high: the
+// low nibble cleared), so the byte add wraps exactly where the nibble does and the signed wrap
+// test above ((x ^ r) & (y ^ r), top bit) is the event; the result's nibbles are the sums mod 16,
+// as combine_i4's.
+struct I4Counted {
+  using Unit = std::uint8_t;
+  static constexpr std::uint8_t kFlag = 0x80;
+  [[gnu::always_inline]] static std::uint8_t wraps(std::uint8_t x, std::uint8_t y, std::uint8_t& lo,
+                                                   std::uint8_t& hi) noexcept {
+    const auto xl = static_cast<std::uint8_t>(x << 4), yl = static_cast<std::uint8_t>(y << 4);
+    const auto xh = static_cast<std::uint8_t>(x & 0xf0), yh = static_cast<std::uint8_t>(y & 0xf0);
+    const auto rl = static_cast<std::uint8_t>(xl + yl), rh = static_cast<std::uint8_t>(xh + yh);
+    lo = static_cast<std::uint8_t>((xl ^ rl) & (yl ^ rl));
+    hi = static_cast<std::uint8_t>((xh ^ rh) & (yh ^ rh));
+    return static_cast<std::uint8_t>((rl >> 4) | rh);
+  }
+  [[gnu::always_inline]] static std::uint8_t sum(std::uint8_t x, std::uint8_t y, std::uint8_t& flag) noexcept {
+    std::uint8_t lo, hi;
+    const std::uint8_t r = wraps(x, y, lo, hi);
+    flag = static_cast<std::uint8_t>(lo | hi);
+    return r;
+  }
+  [[gnu::always_inline]] static unsigned event(std::uint8_t x, std::uint8_t y, std::uint8_t) noexcept {
+    std::uint8_t lo, hi;
+    wraps(x, y, lo, hi);
+    return static_cast<unsigned>((lo >> 7) + (hi >> 7));
+  }
+};
+
+template <class C>
+std::uint64_t sum_counted_small(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  using U = typename C::Unit;
+  constexpr std::size_t kBlock = 128 / sizeof(U);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    U x[kBlock], y[kBlock], r[kBlock];
+    __builtin_memcpy(x, px + i * sizeof(U), sizeof x);
+    __builtin_memcpy(y, py + i * sizeof(U), sizeof y);
+    U s = 0;
+    for (std::size_t k = 0; k < kBlock; ++k) {
+      U f;
+      r[k] = C::sum(x[k], y[k], f);
+      s = static_cast<U>(s | f);
+    }
+    if (__builtin_expect((s & C::kFlag) != 0, 0))
+      for (std::size_t k = 0; k < kBlock; ++k) ev += C::event(x[k], y[k], r[k]);
+    __builtin_memcpy(d + i * sizeof(U), r, sizeof r);
+  }
+  for (; i < n; ++i) {
+    U x, y, f;
+    __builtin_memcpy(&x, px + i * sizeof(U), sizeof(U));
+    __builtin_memcpy(&y, py + i * sizeof(U), sizeof(U));
+    const U r = C::sum(x, y, f);
+    ev += C::event(x, y, r);
+    __builtin_memcpy(d + i * sizeof(U), &r, sizeof(U));
+  }
+  return ev;
+}
+
+// bf16 in whole vectors: 32 bytes = 8 words of two elements, each half widened to f32 in its
+// own vector as combine_widened does (low half: shifted up; high half: the low one cleared),
+// added, narrowed with f32_to_bf16's integer rounding (NaN: the quiet bit) and joined again. The
+// screen is the rounded pair's (w & 0x7fff7fff) + 0x00800080: bit 15 / 31 set iff that half's
+// |h| >= 0x7f80 (the halves cannot carry into each other).
+typedef std::uint32_t Bf16Words __attribute__((vector_size(32)));
+typedef float Bf16Floats __attribute__((vector_size(32)));
+
+// f32_to_bf16 lane by lane (by reference: see AnyLanes).
+[[gnu::always_inline]] inline void bf16_narrow(const Bf16Floats& f, Bf16Words& out) noexcept {
+  typedef std::int32_t I __attribute__((vector_size(32)));
+  using W = Bf16Words;
+  const W x = __builtin_bit_cast(W, f);
+  const W rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const W nan = (x >> 16) | 0x0040u;
+  const W is_nan = __builtin_bit_cast(W, __builtin_bit_cast(I, x & 0x7fffffffu) > 0x7f800000);
+  out = (nan & is_nan) | (rounded & ~is_nan);
+}
+
+// One vector of 16 bf16 sums and its screen (bit 15 / 31 of a word: that half's flag).
+[[gnu::always_inline]] inline void bf16_sum_screen(const unsigned char* px, const unsigned char* py, Bf16Words& r,
+                                                   Bf16Words& s) noexcept {
+  using W = Bf16Words;
+  using F = Bf16Floats;
+  W x, y, lo, hi;
+  __builtin_memcpy(&x, px, 32);
+  __builtin_memcpy(&y, py, 32);
+  bf16_narrow(__builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16), lo);
+  bf16_narrow(__builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u), hi);
+  r = lo | (hi << 16);
+  s = (r & 0x7fff7fffu) + 0x00800080u;
+}
+
+template <class Isa>
+std::uint64_t sum_counted_bf16(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  constexpr std::size_t kBlock = 64;  // elements: 4 vectors
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    const std::size_t o = 2 * i;
+    Bf16Words r0, r1, r2, r3, s0, s1, s2, s3;
+    bf16_sum_screen(px + o, py + o, r0, s0);
+    bf16_sum_screen(px + o + 32, py + o + 32, r1, s1);
+    bf16_sum_screen(px + o + 64, py + o + 64, r2, s2);
+    bf16_sum_screen(px + o + 96, py + o + 96, r3, s3);
+    if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, (s0 | s1 | s2 | s3) & 0x80008000u)), 0)) {
+      // A tripped block (an event, or a NaN / infinity somewhere) again one element at a time
+      // from its operands (not yet overwritten): the count, and the results with NaNOfB's rule
+      // (only such a block can hold a NaN).
+      std::uint16_t x[kBlock], y[kBlock], rr[kBlock];
+      __builtin_memcpy(x, px + o, sizeof x);
+      __builtin_memcpy(y, py + o, sizeof y);
+      for (std::size_t k = 0; k < kBlock; ++k) {
+        std::uint16_t f;
+        rr[k] = Bf16Counted::sum(x[k], y[k], f);
+        ev += Bf16Counted::event(x[k], y[k], rr[k]);
+      }
+      __builtin_memcpy(d + o, rr, sizeof rr);
+      continue;
+    }
+    __builtin_memcpy(d + o, &r0, 32);
+    __builtin_memcpy(d + o + 32, &r1, 32);
+    __builtin_memcpy(d + o + 64, &r2, 32);
+    __builtin_memcpy(d + o + 96, &r3, 32);
+  }
+  return ev + sum_counted_small<Bf16Counted>(d + 2 * i, px + 2 * i, py + 2 * i, n - i);  // the tail
+}
+
+// i4 in whole vectors of bytes, I4Counted's steps lane by lane; the flags are the events, so a
+// tripped block counts them (the sign bits of the low- and high-nibble wrap vectors).
+typedef std::uint8_t I4Bytes __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline void i4_sum_wraps(const unsigned char* px, const unsigned char* py, I4Bytes& r, I4Bytes& lo,
+                                                I4Bytes& hi) noexcept {
+  I4Bytes x, y;
+  __builtin_memcpy(&x, px, 32);
+  __builtin_memcpy(&y, py, 32);
+  const I4Bytes xl = x << 4, yl = y << 4, xh = x & 0xf0, yh = y & 0xf0;
+  const I4Bytes rl = xl + yl, rh = xh + yh;
+  lo = (xl ^ rl) & (yl ^ rl);
+  hi = (xh ^ rh) & (yh ^ rh);
+  r = (rl >> 4) | rh;
+}
+
+template <class Isa>
+std::uint64_t sum_counted_i4(void* dst, const void* a, const void* b, std::size_t n) noexcept {
+  constexpr std::size_t kBlock = 128;  // bytes: 4 vectors
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* px = static_cast<const unsigned char*>(a);
+  const auto* py = static_cast<const unsigned char*>(b);
+  auto count = [](const I4Bytes& v) __attribute__((always_inline)) {
+    return Isa::template count<1>(__builtin_bit_cast(Mask256, v));
+  };
+  std::uint64_t ev = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    I4Bytes r0, r1, r2, r3, l0, l1, l2, l3, h0, h1, h2, h3;
+    i4_sum_wraps(px + i, py + i, r0, l0, h0);
+    i4_sum_wraps(px + i + 32, py + i + 32, r1, l1, h1);
+    i4_sum_wraps(px + i + 64, py + i + 64, r2, l2, h2);
+    i4_sum_wraps(px + i + 96, py + i + 96, r3, l3, h3);
+    if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, l0 | h0 | l1 | h1 | l2 | h2 | l3 | h3)), 0))
+      ev += count(l0) + count(h0) + count(l1) + count(h1) + count(l2) + count(h2) + count(l3) + count(h3);
+    __builtin_memcpy(d + i, &r0, 32);
+    __builtin_memcpy(d + i + 32, &r1, 32);
+    __builtin_memcpy(d + i + 64, &r2, 32);
+    __builtin_memcpy(d + i + 96, &r3, 32);
+  }
+  return ev + sum_counted_small<I4Counted>(d + i, px + i, py + i, n - i);  // the tail
+}
+
+// The types summed and counted here; false (nothing done) for the others (MX), which
+// events.cpp counts in its own pass (and f16 on the generic variant; x86-64-v3 counts it with
+// F16C before this).
 template <class Isa>
 bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::size_t n,
                      std::uint64_t& events) noexcept {
@@ -191,6 +407,10 @@ bool sum_counted_all(DataType t, void* dst, const void* a, const void* b, std::s
     case DataType::u32: events = sum_counted<std::uint32_t, Isa>(dst, a, b, n); return true;
     case DataType::i64: events = sum_counted<std::int64_t, Isa>(dst, a, b, n); return true;
     case DataType::u64: events = sum_counted<std::uint64_t, Isa>(dst, a, b, n); return true;
+    case DataType::bf16: events = sum_counted_bf16<Isa>(dst, a, b, n); return true;
+    case DataType::e4m3: events = sum_counted_small<E4m3Counted>(dst, a, b, n); return true;
+    case DataType::e5m2: events = sum_counted_small<E5m2Counted>(dst, a, b, n); return true;
+    case DataType::i4: events = sum_counted_i4<Isa>(dst, a, b, n); return true;
     default: return false;
   }
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
+#include "numerics/half.hpp"
 #include "numerics/mx_type.hpp"
 
 namespace inc::numerics {
@@ -78,7 +80,48 @@ void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, 
   }
 }
 
+void half_to_f32_with(KernelIsa isa, DataType t, const void* in, std::size_t n, float* out) noexcept {
+  const bool f16 = t == DataType::f16;
+  std::size_t i = 0;
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) i = half_to_f32_x86_64_v3(f16, in, n, out);
+#else
+  (void)isa;
+#endif
+  const auto* p = static_cast<const unsigned char*>(in);
+  for (; i < n; ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    out[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+}
+
+void f32_to_half_with(KernelIsa isa, DataType t, const float* in, std::size_t n, void* out) noexcept {
+  const bool f16 = t == DataType::f16;
+  std::size_t i = 0;
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) i = f32_to_half_x86_64_v3(f16, in, n, out);
+#else
+  (void)isa;
+#endif
+  auto* p = static_cast<unsigned char*>(out);
+  for (; i < n; ++i) {  // front to back, each value read before its 2 bytes are written
+    float x;
+    std::memcpy(&x, in + i, 4);
+    const std::uint16_t h = f16 ? f32_to_f16(x) : f32_to_bf16(x);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+}
+
 }  // namespace detail
+
+void half_to_f32(DataType t, const void* in, std::size_t n, float* out) noexcept {
+  detail::half_to_f32_with(detail::selected_kernel_isa(), t, in, n, out);
+}
+
+void f32_to_half(DataType t, const float* in, std::size_t n, void* out) noexcept {
+  detail::f32_to_half_with(detail::selected_kernel_isa(), t, in, n, out);
+}
 
 void f32_to_fp8(MxElem fmt, const float* in, std::size_t n, std::uint8_t* out, Fp8Overflow mode) noexcept {
   detail::f32_to_fp8_with(detail::selected_kernel_isa(), fmt, in, n, out, mode);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "inc/types.hpp"
 #include "numerics/fp8.hpp"
 #include "numerics/kernel_isa.hpp"
 #include "numerics/mx.hpp"
@@ -35,7 +36,21 @@ void mx_encode_f32(MxElem e, const float* v, std::size_t n, std::size_t block, s
 void mx_decode_f32(MxElem e, const std::uint8_t* scales, const std::uint8_t* codes, std::size_t n,
                    std::size_t block, float* out) noexcept;
 
+// f16 or bf16 (t) to f32 and back, for whole vectors: out[i] = f16_to_f32(in[i]) / bf16_to_f32
+// (exact; a NaN comes out quiet), and f32_to_f16 / f32_to_bf16 (nearest even). AVX2 + F16C when
+// the CPU has them, 8 values per step (f16: vcvtph2ps / vcvtps2ph with an explicit
+// nearest-even immediate; bf16: shifts and half.hpp's integer rounding), the same bits.
+// f32_to_half may narrow in place (out == in): element i's 2 bytes land below its f32.
+void half_to_f32(DataType t, const void* in, std::size_t n, float* out) noexcept;
+void f32_to_half(DataType t, const float* in, std::size_t n, void* out) noexcept;
+
 namespace detail {
+void half_to_f32_with(KernelIsa isa, DataType t, const void* in, std::size_t n, float* out) noexcept;
+void f32_to_half_with(KernelIsa isa, DataType t, const float* in, std::size_t n, void* out) noexcept;
+// The AVX2 loops (minifloat_x86_64_v3.cpp): whole groups of 8; return how many they did.
+std::size_t half_to_f32_x86_64_v3(bool f16, const void* in, std::size_t n, float* out) noexcept;
+std::size_t f32_to_half_x86_64_v3(bool f16, const float* in, std::size_t n, void* out) noexcept;
+
 // The same with an explicit variant (tests, benchmarks); an unavailable one falls back to generic.
 void f32_to_fp8_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n, std::uint8_t* out,
                      Fp8Overflow mode) noexcept;

@@ -1,5 +1,5 @@
-// f32 -> minifloat (fp8, fp6, fp4) and MXINT8 element encoders compiled with -march=x86-64-v3
-// (AVX2), 8 values per step; minifloat.cpp calls them only on CPUs that have AVX2. The
+// f32 -> minifloat (fp8, fp6, fp4) and MXINT8 element encoders, and f16/bf16 <-> f32, compiled
+// with -march=x86-64-v3 (AVX2, F16C), 8 values per step; minifloat.cpp calls them only on CPUs that have AVX2. The
 // rounding is fp8detail::round_magnitude's, lane by lane in integers on the f32 pattern (no
 // dependence on MXCSR): keep M mantissa bits (fewer below the format's smallest normal), round
 // to nearest even, let the carry move into the exponent; then overflow, infinity and NaN codes.
@@ -11,7 +11,7 @@
 
 #include "numerics/minifloat.hpp"
 
-#if !defined(__AVX2__)
+#if !defined(__AVX2__) || !defined(__F16C__)
 #error "minifloat_x86_64_v3.cpp must be compiled with -march=x86-64-v3"
 #endif
 
@@ -65,7 +65,46 @@ inline __m256i mxint8_8(__m256 x) noexcept {
   return _mm256_and_si256(_mm256_cvtps_epi32(q), _mm256_set1_epi32(0xff));
 }
 
+// 8 bf16 -> f32: the top half of the f32 pattern; a signalling NaN quietened (bf16_to_f32).
+inline __m256 bf16_widen8(__m128i h) noexcept {
+  const __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  return _mm256_castsi256_ps(_mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000))));
+}
+
+// 8 f32 -> bf16 (f32_to_bf16: nearest even on the dropped 16 bits, a NaN's quiet bit set).
+inline __m128i bf16_narrow8(__m256i x) noexcept {
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1))), 16);
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x0040)), is_nan);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));  // lanes <= 0xffff
+}
+
 }  // namespace
+
+std::size_t half_to_f32_x86_64_v3(bool f16, const void* in, std::size_t n, float* out) noexcept {
+  const auto* p = static_cast<const unsigned char*>(in);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+    _mm256_storeu_ps(out + i, f16 ? _mm256_cvtph_ps(h) : bf16_widen8(h));
+  }
+  return i;
+}
+
+// Reads 32 bytes at 4i before writing 16 at 2i: in place, no later value is overwritten.
+std::size_t f32_to_half_x86_64_v3(bool f16, const float* in, std::size_t n, void* out) noexcept {
+  auto* p = static_cast<unsigned char*>(out);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    const __m128i h = f16 ? _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                          : bf16_narrow8(x);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * i), h);
+  }
+  return i;
+}
 
 void encode_minifloat_x86_64_v3(const MiniFmt& f, const float* in, std::size_t n, std::uint8_t* out) noexcept {
   std::size_t i = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "numerics/bitpack.hpp"
 #include "numerics/minifloat.hpp"
 
 namespace inc::numerics {
@@ -32,42 +33,13 @@ unsigned code_bits(DataType t) noexcept {
   return t == DataType::mxfp4 ? 4 : (t == DataType::mxfp6_e2m3 || t == DataType::mxfp6_e3m2) ? 6 : 8;
 }
 
-// The 32 codes of one block (codes one per byte, in the low bits).
+// The 32 codes of one block (codes one per byte, in the low bits), and back (bitpack.hpp).
 void unpack_codes(DataType t, const std::uint8_t* p, std::uint8_t* codes) noexcept {
-  switch (code_bits(t)) {
-    case 4:
-      for (std::size_t i = 0; i < K / 2; ++i) {
-        codes[2 * i] = p[i] & 0xf;
-        codes[2 * i + 1] = p[i] >> 4;
-      }
-      return;
-    case 6:
-      for (std::size_t g = 0; g < K / 4; ++g) {  // four codes in three bytes, little-endian
-        const std::uint32_t w = p[3 * g] | std::uint32_t(p[3 * g + 1]) << 8 | std::uint32_t(p[3 * g + 2]) << 16;
-        for (std::size_t j = 0; j < 4; ++j) codes[4 * g + j] = static_cast<std::uint8_t>((w >> (6 * j)) & 0x3f);
-      }
-      return;
-    default: std::memcpy(codes, p, K);
-  }
+  numerics::unpack_codes(code_bits(t), p, K, codes);
 }
 
 void pack_codes(DataType t, const std::uint8_t* codes, std::uint8_t* p) noexcept {
-  switch (code_bits(t)) {
-    case 4:
-      for (std::size_t i = 0; i < K / 2; ++i)
-        p[i] = static_cast<std::uint8_t>((codes[2 * i] & 0xf) | (codes[2 * i + 1] & 0xf) << 4);
-      return;
-    case 6:
-      for (std::size_t g = 0; g < K / 4; ++g) {
-        std::uint32_t w = 0;
-        for (std::size_t j = 0; j < 4; ++j) w |= std::uint32_t(codes[4 * g + j] & 0x3f) << (6 * j);
-        p[3 * g] = static_cast<std::uint8_t>(w);
-        p[3 * g + 1] = static_cast<std::uint8_t>(w >> 8);
-        p[3 * g + 2] = static_cast<std::uint8_t>(w >> 16);
-      }
-      return;
-    default: std::memcpy(p, codes, K);
-  }
+  numerics::pack_codes(code_bits(t), codes, K, p);
 }
 
 void decode_block(DataType t, const std::uint8_t* blk, float* out) noexcept {

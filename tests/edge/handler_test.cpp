@@ -5,6 +5,7 @@
 // and its error bound. Payloads arrive in random pieces, as the transport hands them over.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -395,22 +396,25 @@ TEST(EdgeHandlers, PlainUnconvertedReceivesAreDepositedWithoutAHandler) {
   EXPECT_FALSE(own.deposits(f32.m)) << "a chain's own forward handler sees every plain receive";
 }
 
+// The MX handlers and block floating point: element type, block, bits per code on the wire.
+struct MxFmt {
+  const char* name;
+  numerics::MxElem e;
+  std::size_t block;
+  unsigned bits;
+};
+constexpr MxFmt kMxFormats[] = {{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, {"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
+                                {"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, {"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
+                                {"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4},     {"mxint8", numerics::MxElem::int8, 32, 8},
+                                {"bfp16", numerics::MxElem::int8, 16, 8}};
+
 // Every MX handler (and block floating point) against the reference encoder and decoder of
 // src/numerics (mx_encode / mx_decode, scalar, through double): the wire carries per block one
 // scale byte and the element codes packed to their width (6 or 4 bits), and the receiver's
 // values are the reference's decoded values in the collective's type, placed or summed.
 TEST(EdgeHandlers, EveryMxFormatEqualsTheReferenceEncoderThroughThePackedWire) {
   std::mt19937_64 rng(9);
-  struct Fmt {
-    const char* name;
-    numerics::MxElem e;
-    std::size_t block;
-    unsigned bits;
-  };
-  for (const Fmt& f : {Fmt{"mxfp8", numerics::MxElem::fp8_e4m3, 32, 8}, Fmt{"mxfp8e5m2", numerics::MxElem::fp8_e5m2, 32, 8},
-                       Fmt{"mxfp6e2m3", numerics::MxElem::fp6_e2m3, 32, 6}, Fmt{"mxfp6e3m2", numerics::MxElem::fp6_e3m2, 32, 6},
-                       Fmt{"mxfp4", numerics::MxElem::fp4_e2m1, 32, 4}, Fmt{"mxint8", numerics::MxElem::int8, 32, 8},
-                       Fmt{"bfp16", numerics::MxElem::int8, 16, 8}}) {
+  for (const MxFmt& f : kMxFormats) {
     HandlerChain chain(reg(), f.name);
     for (DataType t : {DataType::f32, DataType::f16, DataType::bf16})
       for (coll::OpKind kind : {coll::OpKind::recv, coll::OpKind::recv_reduce}) {
@@ -442,5 +446,107 @@ TEST(EdgeHandlers, EveryMxFormatEqualsTheReferenceEncoderThroughThePackedWire) {
           else ASSERT_EQ(w, got) << f.name << " " << name(t) << " element " << i << " of " << v[i];
         }
       }
+  }
+}
+
+// The f16/bf16 paths of the MX handlers and block floating point, and the packing of their
+// codes, bit for bit against the scalar reference of src/numerics (the handlers' earlier
+// per-element loops): the receiver, given a wire of every scale with every element code (packed
+// here, bit by bit, least significant first), must place what mx_decode's double rounded once
+// to the type gives; the sender, given every 16-bit pattern (in order and shuffled, so blocks
+// hold NaNs, infinities, subnormals and mixed magnitudes), must put on the wire exactly the
+// scales and packed codes of mx_encode of the values widened to f32. The fp8 handlers'
+// receivers likewise for every fp8 code.
+namespace {
+void put_bits(std::vector<std::uint8_t>& out, std::size_t bit0, unsigned bits, unsigned code) {
+  for (unsigned k = 0; k < bits; ++k)
+    if (code >> k & 1u) out[(bit0 + k) / 8] |= static_cast<std::uint8_t>(1u << ((bit0 + k) % 8));
+}
+// [scale][codes packed to `bits`] per block, the last block possibly shorter.
+std::vector<std::byte> reference_wire(const std::vector<std::uint8_t>& scales, const std::vector<std::uint8_t>& codes,
+                                      std::size_t block, unsigned bits) {
+  std::vector<std::uint8_t> w;
+  for (std::size_t b = 0; b * block < codes.size(); ++b) {
+    const std::size_t k = std::min(block, codes.size() - b * block);
+    w.push_back(scales[b]);
+    const std::size_t at = w.size();
+    w.resize(at + (k * bits + 7) / 8, 0);
+    for (std::size_t i = 0; i < k; ++i) put_bits(w, 8 * at + i * bits, bits, codes[b * block + i]);
+  }
+  std::vector<std::byte> out(w.size());
+  std::memcpy(out.data(), w.data(), w.size());
+  return out;
+}
+}  // namespace
+
+TEST(EdgeHandlers, MxHalfPathsAndPackingEqualTheScalarReferenceBitForBit) {
+  std::mt19937_64 rng(21);
+  for (const MxFmt& f : kMxFormats) {
+    HandlerChain chain(reg(), f.name);
+    const std::size_t ncodes = std::size_t{1} << f.bits;
+    for (DataType t : {DataType::f32, DataType::f16, DataType::bf16}) {
+      SCOPED_TRACE(std::string(f.name) + " " + std::string(name(t)));
+      {  // receive: every scale x every code, and a short last block
+        const std::size_t per_scale = (ncodes + f.block - 1) / f.block * f.block;
+        const std::size_t n = 256 * per_scale + 5;
+        std::vector<std::uint8_t> scales((n + f.block - 1) / f.block), codes(n);
+        for (std::size_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>((i % per_scale) % ncodes);
+        for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<std::uint8_t>(b * f.block / per_scale % 256);
+        scales.back() = 130;  // the short last block with a finite scale, so that its codes show
+        const auto wire = reference_wire(scales, codes, f.block, f.bits);
+        Msg x = make_msg(t, ReduceOp::sum, n, coll::OpKind::recv, chain);
+        ASSERT_EQ(x.m.wire_bytes, wire.size());
+        x.m.dst = x.dst.data();
+        auto p = chain.open(x.m);
+        feed(*p, wire, rng);
+        std::vector<double> dec(n);
+        numerics::mx_decode(f.e, scales.data(), codes.data(), n, f.block, dec.data());
+        std::vector<std::byte> want(n * size_of(t));
+        for (std::size_t i = 0; i < n; ++i) numerics::store_from_double(t, want.data(), i, dec[i]);
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_EQ(0, std::memcmp(x.dst.data() + i * size_of(t), want.data() + i * size_of(t), size_of(t)))
+              << "element " << i << ": scale " << int(scales[i / f.block]) << " code " << int(codes[i]);
+      }
+      if (t == DataType::f32) continue;
+      for (bool shuffled : {false, true}) {  // send: every 16-bit pattern
+        std::vector<std::uint16_t> h(65536 + 9);
+        for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<std::uint16_t>(i);
+        if (shuffled) std::shuffle(h.begin(), h.end(), rng);
+        const std::size_t n = h.size();
+        std::vector<std::byte> src(2 * n);
+        std::memcpy(src.data(), h.data(), 2 * n);
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(numerics::load_as_double(t, src.data(), i));
+        std::vector<std::uint8_t> scales((n + f.block - 1) / f.block), codes(n);
+        numerics::mx_encode(f.e, v.data(), n, f.block, scales.data(), codes.data());
+        const auto want = reference_wire(scales, codes, f.block, f.bits);
+        coll::CollectiveParams params;
+        params.dtype = t;
+        ASSERT_EQ(chain.wire_bytes(params, 2 * n), want.size());
+        std::vector<std::byte> wire(want.size());
+        chain.encode(params, src.data(), 2 * n, wire.data());
+        for (std::size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(wire[i], want[i]) << "wire byte " << i << (shuffled ? " (shuffled)" : "");
+      }
+    }
+  }
+  for (const char* h : {"e4m3", "e5m2"}) {
+    HandlerChain chain(reg(), h);
+    const bool e4 = std::string(h) == "e4m3";
+    for (DataType t : {DataType::f16, DataType::bf16}) {
+      const std::size_t n = 256 * 3 + 7;
+      std::vector<std::byte> wire(n);
+      for (std::size_t i = 0; i < n; ++i) wire[i] = static_cast<std::byte>(i % 256);
+      Msg x = make_msg(t, ReduceOp::sum, n, coll::OpKind::recv, chain);
+      x.m.dst = x.dst.data();
+      auto p = chain.open(x.m);
+      feed(*p, wire, rng);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<std::uint8_t>(i % 256);
+        std::byte want[2];
+        numerics::store_from_double(t, want, 0, e4 ? numerics::e4m3_to_f32(c) : numerics::e5m2_to_f32(c));
+        ASSERT_EQ(0, std::memcmp(x.dst.data() + 2 * i, want, 2)) << h << " " << name(t) << " code " << int(c);
+      }
+    }
   }
 }

@@ -4,7 +4,7 @@
 # Usage: cmake -DNM=<nm> -DOBJECTS=<list of object files> -P check_isa_symbols.cmake
 set(found FALSE)
 foreach(obj IN LISTS OBJECTS)
-  if(NOT obj MATCHES "(reduce|repro|minifloat)_x86_64_v3")
+  if(NOT obj MATCHES "(reduce|repro|minifloat|bitpack)_x86_64_v3")
     continue()
   endif()
   set(found TRUE)
@@ -18,7 +18,9 @@ foreach(obj IN LISTS OBJECTS)
     if(line STREQUAL "" OR line MATCHES "DW\\.ref\\.__gxx_personality_v0$"
        OR line MATCHES " T inc::numerics::detail::(reduce|divide|sum_counted)_x86_64_v3\\("
        OR line MATCHES " T inc::numerics::repro::detail::(scan|encode|decode)_x86_64_v3\\("
-       OR line MATCHES " T inc::numerics::detail::encode_(minifloat|mxint8)_x86_64_v3\\(")
+       OR line MATCHES " T inc::numerics::detail::encode_(minifloat|mxint8)_x86_64_v3\\("
+       OR line MATCHES " T inc::numerics::detail::(half_to_f32|f32_to_half)_x86_64_v3\\("
+       OR line MATCHES " T inc::numerics::detail::(pack|unpack)_codes_x86_64_v3\\(")
       continue()
     endif()
     message(FATAL_ERROR "unexpected external symbol in ${obj}:\n  ${line}")

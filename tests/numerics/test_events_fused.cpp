@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "numerics/events.hpp"
@@ -213,6 +215,96 @@ TEST(EventsFused, NonFiniteOperandsTripTheScreenButCountNothing) {
     std::memcpy(b.data(), y.data(), b.size());
     ASSERT_EQ(reference(DataType::f32, a.data(), b.data(), n), 2u);
     check_one(DataType::f32, a, b, n, "non-finite and overflows");
+  }
+}
+
+// bf16, fp8 and i4 (the small types' fused loop, kernels_counted.hpp): each kind of event -- an
+// overflow of either sign (bf16/e5m2 to infinity, e4m3 to NaN), an i4 wrap up and down in the low
+// and the high nibble -- and the non-finite operands that trip the screen without an event, in a
+// block's first and last element and in the tail, alone and beside each other.
+TEST(EventsFused, SmallTypesCountEveryEventKind) {
+  struct Case {
+    DataType t;
+    std::vector<std::pair<std::uint8_t, std::uint8_t>> events, quiet;  // bytes of a 1-byte element
+    std::vector<std::pair<std::uint16_t, std::uint16_t>> events16, quiet16;
+  };
+  const Case cases[] = {
+      {DataType::bf16, {}, {}, {{0x7f7f, 0x7f7f}, {0xff7f, 0xff7f}, {0x7f70, 0x7f40}}, {{0x7f80, 0x3f80}, {0x7fc1, 0x3f80}, {0xff80, 0x7f80}, {0x7f7f, 0xff7f}}},
+      {DataType::e4m3, {{0x7e, 0x7e}, {0xfe, 0xfe}, {0x7c, 0x78}}, {{0x7f, 0x38}, {0xff, 0x7e}, {0x7e, 0xfe}}, {}, {}},
+      {DataType::e5m2, {{0x7b, 0x7b}, {0xfb, 0xfb}, {0x7a, 0x78}}, {{0x7c, 0x3c}, {0xfc, 0x7c}, {0x7d, 0x3c}, {0x7b, 0xfb}}, {}, {}},
+      {DataType::i4, {{0x07, 0x01}, {0x08, 0x0f}, {0x70, 0x10}, {0x80, 0xf0}, {0x77, 0x11}}, {{0x07, 0x0f}, {0x88, 0x77}, {0xf0, 0x70}}, {}, {}},
+  };
+  std::mt19937_64 rng(33);
+  for (const Case& c : cases) {
+    const std::size_t sz = size_of(c.t), block = 128 / sz;
+    const bool wide = sz == 2;
+    const std::size_t kinds = wide ? c.events16.size() : c.events.size();
+    const std::size_t quiets = wide ? c.quiet16.size() : c.quiet.size();
+    for (std::size_t n : {block, 2 * block + 5, 3 * block + block / 2, std::size_t{7}}) {
+      for (std::size_t trial = 0; trial < 40; ++trial) {
+        std::vector<unsigned char> a(n * sz), b(n * sz);
+        for (std::size_t i = 0; i < n; ++i) {  // small values: 1.0 (floats) or 1 + 1 nibbles (i4)
+          const std::uint16_t one = c.t == DataType::bf16 ? 0x3f80 : c.t == DataType::e4m3 ? 0x38 : c.t == DataType::e5m2 ? 0x3c : 0x11;
+          std::memcpy(a.data() + i * sz, &one, sz);
+          std::memcpy(b.data() + i * sz, &one, sz);
+        }
+        // events and quiet trips at the ends of blocks, the last element and random places
+        const std::size_t places[] = {0, block - 1 < n ? block - 1 : n - 1, n - 1, rng() % n, rng() % n};
+        for (std::size_t p : places) {
+          const bool ev = (rng() & 1) != 0 || quiets == 0;
+          const std::size_t k = rng() % (ev ? kinds : quiets);
+          std::uint16_t x, y;
+          if (wide) std::tie(x, y) = ev ? c.events16[k] : c.quiet16[k];
+          else std::tie(x, y) = ev ? c.events[k] : c.quiet[k];
+          if (rng() & 1) std::swap(x, y);
+          std::memcpy(a.data() + p * sz, &x, sz);
+          std::memcpy(b.data() + p * sz, &y, sz);
+        }
+        check_one(c.t, a, b, n, "event kinds");
+      }
+    }
+    // each event kind alone counts once per element, each quiet trip counts nothing
+    for (std::size_t k = 0; k < kinds + quiets; ++k) {
+      std::vector<unsigned char> a(block * sz, 0), b(block * sz, 0);
+      std::uint16_t x, y;
+      if (wide) std::tie(x, y) = k < kinds ? c.events16[k] : c.quiet16[k - kinds];
+      else std::tie(x, y) = k < kinds ? c.events[k] : c.quiet[k - kinds];
+      std::memcpy(a.data() + 5 * sz, &x, sz);
+      std::memcpy(b.data() + 5 * sz, &y, sz);
+      const std::uint64_t want = reference(c.t, a.data(), b.data(), block);
+      if (k >= kinds) EXPECT_EQ(want, 0u) << name(c.t) << " quiet case " << k - kinds;
+      else EXPECT_GE(want, 1u) << name(c.t) << " event case " << k;
+      check_one(c.t, a, b, block, k < kinds ? "one event" : "one quiet trip");
+    }
+  }
+}
+
+// The counted sums of the small types give reduce()'s bits exactly, NaN payloads and signs
+// included (same_sums above lets two NaNs pass): every pair of fp8 and i4 bytes, and bf16 pairs
+// of every pattern with NaNs, infinities and large values of both signs, on every variant.
+TEST(EventsFused, SmallTypesEqualReduceBitForBitNaNsIncluded) {
+  std::mt19937_64 rng(44);
+  for (DataType t : {DataType::e4m3, DataType::e5m2, DataType::i4, DataType::bf16}) {
+    const std::size_t sz = size_of(t), n = 65536 + 77;
+    std::vector<unsigned char> a(n * sz), b(n * sz);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (sz == 1) {
+        a[i] = static_cast<unsigned char>(i & 0xff);
+        b[i] = static_cast<unsigned char>((i >> 8) & 0xff);
+        continue;
+      }
+      const auto x = static_cast<std::uint16_t>(i), y = static_cast<std::uint16_t>(rng() % 3 == 0 ? rng() : (rng() & 0x80ff) | 0x7f00);
+      std::memcpy(a.data() + 2 * i, &x, 2);
+      std::memcpy(b.data() + 2 * i, &y, 2);
+    }
+    for (KernelIsa isa : isas()) {
+      std::vector<unsigned char> want(a.size()), got = a;
+      reduce_with(isa, t, ReduceOp::sum, want.data(), a.data(), b.data(), n);
+      std::uint64_t ev = 0;
+      ASSERT_TRUE(detail::sum_counted_with(isa, t, got.data(), got.data(), b.data(), n, ev));
+      for (std::size_t i = 0; i < n * sz; ++i)
+        ASSERT_EQ(got[i], want[i]) << name(t) << " byte " << i << " " << name(isa);
+    }
   }
 }
 
