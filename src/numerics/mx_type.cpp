@@ -116,9 +116,6 @@ const std::array<float, 256>& mx_scale_table() noexcept { return tables().scale;
 void mx_unpack_codes(DataType t, const std::uint8_t* packed, std::uint8_t* codes) noexcept {
   unpack_codes(t, packed, codes);
 }
-void mx_pack_codes(DataType t, const std::uint8_t* codes, std::uint8_t* packed) noexcept {
-  pack_codes(t, codes, packed);
-}
 
 void mx_decode_blocks(DataType t, const void* src, std::size_t blocks, float* out) noexcept {
   const auto* p = static_cast<const std::uint8_t*>(src);

@@ -32,10 +32,9 @@ void mx_decode_blocks(DataType t, const void* src, std::size_t blocks, float* ou
 void mx_encode_blocks(DataType t, const float* in, std::size_t blocks, void* dst) noexcept;
 
 // The 32 element codes of one block's storage (the bytes after its scale), one per byte in the
-// low bits, and back: t's packing (8 bits: a copy; fp6: four per three bytes; fp4: two per
-// byte). For code that walks blocks itself (the switch's accumulators, src/switch/arith_mx.cpp).
+// low bits: t's packing undone (8 bits: a copy; fp6: four per three bytes; fp4: two per byte).
+// For code that walks blocks itself (the switch's accumulators, src/switch/arith_mx.cpp).
 void mx_unpack_codes(DataType t, const std::uint8_t* packed, std::uint8_t* codes) noexcept;
-void mx_pack_codes(DataType t, const std::uint8_t* codes, std::uint8_t* packed) noexcept;
 
 // reduce() and divide() for the MX types (counts in blocks): decode, combine in f32 (sum/avg
 // add, prod multiplies, min/max IEEE 754-2019 minimum/maximum as the other float types),
