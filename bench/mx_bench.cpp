@@ -17,6 +17,7 @@
 
 #include "src/numerics/half.hpp"
 #include "src/numerics/mx.hpp"
+#include "src/numerics/mx_type.hpp"
 #include "src/numerics/reduce.hpp"
 #include "src/switch/simnet.hpp"
 
@@ -66,34 +67,17 @@ std::vector<std::byte> bytes_of(const void* p, std::size_t n) {
   return v;
 }
 
-// MX wire blocks (scale + 32 codes; fp4 packed two per byte) of x, and back.
-std::vector<std::byte> mx_blocks(numerics::MxElem e, const std::vector<float>& x) {
-  const std::size_t nb = x.size() / 32, bb = e == numerics::MxElem::fp4_e2m1 ? 17 : 33;
-  std::vector<std::uint8_t> scales(nb), codes(x.size());
-  numerics::mx_encode(e, x.data(), x.size(), 32, scales.data(), codes.data());
-  std::vector<std::byte> w(nb * bb);
-  for (std::size_t b = 0; b < nb; ++b) {
-    w[b * bb] = std::byte(scales[b]);
-    for (std::size_t i = 0; i < 32; ++i) {
-      if (bb == 17) w[b * bb + 1 + i / 2] |= std::byte((codes[b * 32 + i] & 0xf) << (4 * (i % 2)));
-      else w[b * bb + 1 + i] = std::byte(codes[b * 32 + i]);
-    }
-  }
+// MX wire blocks of x (the library's block layout, which is the switch's wire: numerics'
+// mx_encode_blocks, the bits of mx_encode), and back (exact).
+std::vector<std::byte> mx_blocks(DataType t, const std::vector<float>& x) {
+  std::vector<std::byte> w(x.size() / 32 * size_of(t));
+  numerics::mx_encode_blocks(t, x.data(), x.size() / 32, w.data());
   return w;
 }
-std::vector<double> mx_values(numerics::MxElem e, const std::vector<std::byte>& w, std::size_t n) {
-  const std::size_t nb = n / 32, bb = e == numerics::MxElem::fp4_e2m1 ? 17 : 33;
-  std::vector<std::uint8_t> scales(nb), codes(n);
-  for (std::size_t b = 0; b < nb; ++b) {
-    scales[b] = std::to_integer<std::uint8_t>(w[b * bb]);
-    for (std::size_t i = 0; i < 32; ++i) {
-      const auto c = std::to_integer<unsigned>(bb == 17 ? w[b * bb + 1 + i / 2] : w[b * bb + 1 + i]);
-      codes[b * 32 + i] = std::uint8_t(bb == 17 ? (c >> (4 * (i % 2))) & 0xf : c);
-    }
-  }
-  std::vector<double> v(n);
-  numerics::mx_decode(e, scales.data(), codes.data(), n, 32, v.data());
-  return v;
+std::vector<double> mx_values(DataType t, const std::vector<std::byte>& w, std::size_t n) {
+  std::vector<float> f(n);
+  numerics::mx_decode_blocks(t, w.data(), n / 32, f.data());
+  return {f.begin(), f.end()};
 }
 
 struct Err {
@@ -195,9 +179,11 @@ int main(int argc, char** argv) {
           r.bytes_sent / double(elems));
     }
     // MX in the switch (widen: f32 accumulators, re-quantised once at the root).
-    for (auto [e, kind, name] : {std::tuple{numerics::MxElem::fp8_e4m3, NumKind::mxe4m3_widen, "switch MXFP8 E4M3 (widen)"},
-                                 std::tuple{numerics::MxElem::int8, NumKind::mxint8_widen, "switch MXINT8 (widen)"},
-                                 std::tuple{numerics::MxElem::fp4_e2m1, NumKind::mxfp4_widen, "switch MXFP4 (widen)"}}) {
+    for (auto [e, kind, name] : {std::tuple{DataType::mxfp8_e4m3, NumKind::mxe4m3_widen, "switch MXFP8 E4M3 (widen)"},
+                                 std::tuple{DataType::mxint8, NumKind::mxint8_widen, "switch MXINT8 (widen)"},
+                                 std::tuple{DataType::mxfp6_e2m3, NumKind::mxe2m3_widen, "switch MXFP6 E2M3 (widen)"},
+                                 std::tuple{DataType::mxfp6_e3m2, NumKind::mxe3m2_widen, "switch MXFP6 E3M2 (widen)"},
+                                 std::tuple{DataType::mxfp4, NumKind::mxfp4_widen, "switch MXFP4 (widen)"}}) {
       std::vector<std::vector<double>> dec(static_cast<std::size_t>(M));
       for (int m = 0; m < M; ++m) {
         in[std::size_t(m)] = mx_blocks(e, x[std::size_t(m)]);
@@ -206,7 +192,7 @@ int main(int argc, char** argv) {
       const auto contributed = sum_of([&](int m, std::uint64_t i) { return dec[std::size_t(m)][i]; });
       const Result r = through_switch(kind, in, elems / 32, slot);
       row(name, mx_values(e, r.out, elems), contributed, r.bytes_sent / double(elems));
-      if (e != numerics::MxElem::fp8_e4m3) continue;
+      if (e != DataType::mxfp8_e4m3) continue;
       // wide: the hosts decode to f32 (exact) and the switch adds f32; no re-quantisation.
       for (int m = 0; m < M; ++m) {
         std::vector<float> f(dec[std::size_t(m)].begin(), dec[std::size_t(m)].end());
@@ -219,8 +205,8 @@ int main(int argc, char** argv) {
     }
     // Decode MXFP8 / MXINT8 on the hosts to bf16, then a bf16 ring: chunk c's sum starts at rank
     // c + 1 and takes one rank per step, each add rounded to bf16 (the hosts' kernel).
-    for (auto [e, name] : {std::pair{numerics::MxElem::fp8_e4m3, "hosts: MXFP8 -> bf16, bf16 ring"},
-                           std::pair{numerics::MxElem::int8, "hosts: MXINT8 -> bf16, bf16 ring"}}) {
+    for (auto [e, name] : {std::pair{DataType::mxfp8_e4m3, "hosts: MXFP8 -> bf16, bf16 ring"},
+                           std::pair{DataType::mxint8, "hosts: MXINT8 -> bf16, bf16 ring"}}) {
       std::vector<std::vector<std::uint16_t>> h(static_cast<std::size_t>(M), std::vector<std::uint16_t>(elems));
       for (int m = 0; m < M; ++m) {
         const auto v = mx_values(e, mx_blocks(e, x[std::size_t(m)]), elems);
@@ -240,14 +226,16 @@ int main(int argc, char** argv) {
     // MX on the hosts (DataType::mxfp8_e4m3 / mxint8 / mxfp4): a ring whose every step decodes
     // the two blocks, adds in f32 and re-quantises (the hosts' MX kernel, numerics::reduce):
     // chunk c (in blocks) starts at rank c + 1; 2(p-1)/p x size_of/32 B per element.
-    for (auto [e, t, name] : {std::tuple{numerics::MxElem::fp8_e4m3, DataType::mxfp8_e4m3, "hosts: MXFP8 E4M3 ring (MX kernel)"},
-                              std::tuple{numerics::MxElem::int8, DataType::mxint8, "hosts: MXINT8 ring (MX kernel)"},
-                              std::tuple{numerics::MxElem::fp4_e2m1, DataType::mxfp4, "hosts: MXFP4 ring (MX kernel)"}}) {
+    for (auto [t, name] : {std::pair{DataType::mxfp8_e4m3, "hosts: MXFP8 E4M3 ring (MX kernel)"},
+                           std::pair{DataType::mxint8, "hosts: MXINT8 ring (MX kernel)"},
+                           std::pair{DataType::mxfp6_e2m3, "hosts: MXFP6 E2M3 ring (MX kernel)"},
+                           std::pair{DataType::mxfp6_e3m2, "hosts: MXFP6 E3M2 ring (MX kernel)"},
+                           std::pair{DataType::mxfp4, "hosts: MXFP4 ring (MX kernel)"}}) {
       std::vector<std::vector<std::byte>> b(static_cast<std::size_t>(M));
       std::vector<std::vector<double>> dec(static_cast<std::size_t>(M));
       for (int m = 0; m < M; ++m) {
-        b[std::size_t(m)] = mx_blocks(e, x[std::size_t(m)]);
-        dec[std::size_t(m)] = mx_values(e, b[std::size_t(m)], elems);
+        b[std::size_t(m)] = mx_blocks(t, x[std::size_t(m)]);
+        dec[std::size_t(m)] = mx_values(t, b[std::size_t(m)], elems);
       }
       const std::size_t bb = size_of(t), nb = elems / 32;
       const std::uint64_t chunk = (nb + std::uint64_t(M) - 1) / std::uint64_t(M);
@@ -258,7 +246,7 @@ int main(int argc, char** argv) {
         std::memcpy(acc, b[std::size_t((c + 1) % M)].data() + k * bb, bb);
         for (int s = 2; s <= M; ++s) numerics::reduce(t, ReduceOp::sum, acc, acc, b[std::size_t((c + s) % M)].data() + k * bb, 1);
       }
-      row(name, mx_values(e, out, elems), sum_of([&](int m, std::uint64_t i) { return dec[std::size_t(m)][i]; }),
+      row(name, mx_values(t, out, elems), sum_of([&](int m, std::uint64_t i) { return dec[std::size_t(m)][i]; }),
           M > 1 ? 2.0 * (M - 1) / M * double(bb) / 32 : 0.0);
     }
   }

@@ -214,7 +214,7 @@ void bench_dataplane(const Args& a) {
   std::printf("(16/8-bit rows: E elements of 2/1 bytes per packet, so memcpy/add-kernel move E x 4 bytes"
               " there: compare their packet rates; 'w' = sum_widen, f32/i32 cells, narrowed at the root)\n");
   std::printf("(fp8/i4/MX rows: 'elems' is the slot's cells; an fp8/i4 packet holds that many bytes (i4: two"
-              " elements each), an MX packet elems/32 blocks of 33 (mxfp4 17) bytes; ns/elem: CPU time per"
+              " elements each), an MX packet elems/32 blocks of 33 (mxfp6 25, mxfp4 17) bytes; ns/elem: CPU time per"
               " contributed element)\n");
   std::printf("%-8s %8s %12s %12s %12s %12s %10s %9s\n", "type", "elems", "dataplane", "memcpy", "add-kernel", "Mpkt/s",
               "dp/memcpy", "ns/elem");
@@ -228,7 +228,8 @@ void bench_dataplane(const Args& a) {
                        std::pair{ElemType::e5m2, WireOp::sum}, std::pair{ElemType::e5m2, WireOp::sum_widen},
                        std::pair{ElemType::i4, WireOp::sum}, std::pair{ElemType::i4, WireOp::sum_widen},
                        std::pair{ElemType::mxe4m3, WireOp::sum_widen}, std::pair{ElemType::mxint8, WireOp::sum_widen},
-                       std::pair{ElemType::mxfp4, WireOp::sum_widen}}) {
+                       std::pair{ElemType::mxfp4, WireOp::sum_widen}, std::pair{ElemType::mxe2m3, WireOp::sum_widen},
+                       std::pair{ElemType::mxe3m2, WireOp::sum_widen}}) {
     for (auto E : a.elems) {
       std::vector<double> dp, mc, ad;
       std::uint64_t bytes = 0;

@@ -303,10 +303,6 @@ IncPlan IncPath::plan(Collective coll, DataType t, ReduceOp op, Accumulate acc) 
                               op == ReduceOp::avg ? ", then divided on the hosts" : "", att_.where)};
   }
   if (is_mx(t)) {
-    if (!coll::mx_in_switch(t))
-      return {false, fmt::format("the switch has no {} blocks (MX in the switch: mxfp8_e4m3, mxfp8_e5m2, mxint8, "
-                                 "mxfp4); the hosts reduce them ({})",
-                                 name(t), att_.where)};
     if (op != ReduceOp::sum && op != ReduceOp::avg)
       return {false, fmt::format("the switch adds MX blocks but has no {} for them ({})", name(op), att_.where)};
     const double bpe = static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t));

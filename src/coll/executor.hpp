@@ -271,10 +271,11 @@ void encode_descriptor(const CollectiveParams& p, std::uint8_t (&desc)[32]);
 CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]);
 std::string describe_params(const CollectiveParams& p);
 
-// The MX types a switch aggregates (worker kinds mx*; sums only): MXFP6 has no wire type and
-// runs on the hosts.
+// The MX types a switch aggregates (worker kinds mx*; sums only): every MX type (MXFP6 since
+// its wire types mxe2m3/mxe3m2 and capability mx6_sum).
 constexpr bool mx_in_switch(DataType t) noexcept {
-  return t == DataType::mxfp8_e4m3 || t == DataType::mxfp8_e5m2 || t == DataType::mxint8 || t == DataType::mxfp4;
+  return t == DataType::mxfp8_e4m3 || t == DataType::mxfp8_e5m2 || t == DataType::mxint8 || t == DataType::mxfp4 ||
+         t == DataType::mxfp6_e2m3 || t == DataType::mxfp6_e3m2;
 }
 
 }  // namespace inc::coll

@@ -108,7 +108,7 @@ void Engine::check_inc_call(const CollOp& op) const {
     throw Error(Error::Kind::invalid_argument,
                 fmt::format("{}: the switch cannot aggregate {} {} (i32, f32, f16, bf16, i8, u8, "
                             "e4m3, e5m2 and i4 sum/min/max, u32 sum, mxfp8_e4m3, mxfp8_e5m2, "
-                            "mxint8 and mxfp4 sum{})",
+                            "mxint8, mxfp4, mxfp6_e2m3 and mxfp6_e3m2 sum{})",
                             describe(op), name(p.dtype), name(p.op),
                             fixed ? "; fixed-point f32 sums only" : ""));
 }
@@ -129,9 +129,11 @@ sw::NumKind float_kind(DataType t, sw::ReduceKind op, Accumulate acc) {
 // widen_on_host) and each host re-quantises the f32 result once.
 sw::NumKind mx_kind(DataType t, Accumulate acc) {
   using K = sw::NumKind;
-  const int i = t == DataType::mxfp8_e4m3 ? 0 : t == DataType::mxfp8_e5m2 ? 1 : t == DataType::mxint8 ? 2 : 3;
-  constexpr K narrow[] = {K::mxe4m3, K::mxe5m2, K::mxint8, K::mxfp4};
-  constexpr K widen[] = {K::mxe4m3_widen, K::mxe5m2_widen, K::mxint8_widen, K::mxfp4_widen};
+  const int i = t == DataType::mxfp8_e4m3 ? 0 : t == DataType::mxfp8_e5m2 ? 1 : t == DataType::mxint8 ? 2
+                : t == DataType::mxfp6_e2m3 ? 4 : t == DataType::mxfp6_e3m2 ? 5 : 3;
+  constexpr K narrow[] = {K::mxe4m3, K::mxe5m2, K::mxint8, K::mxfp4, K::mxe2m3, K::mxe3m2};
+  constexpr K widen[] = {K::mxe4m3_widen, K::mxe5m2_widen, K::mxint8_widen, K::mxfp4_widen, K::mxe2m3_widen,
+                         K::mxe3m2_widen};
   if (acc == Accumulate::wide) return K::f32;
   return acc == Accumulate::narrow ? narrow[i] : widen[i];
 }

@@ -85,6 +85,10 @@ MxElem mx_elem_of(DataType t) noexcept {
 const std::array<float, 256>& mx_element_table(MxElem e) noexcept { return tables().elem[std::size_t(e)]; }
 const std::array<float, 256>& mx_scale_table() noexcept { return tables().scale; }
 
+void mx_unpack_codes(DataType t, const std::uint8_t* packed, std::uint8_t* codes) noexcept {
+  unpack_codes(t, packed, codes);
+}
+
 void mx_decode_blocks(DataType t, const void* src, std::size_t blocks, float* out) noexcept {
   const auto* p = static_cast<const std::uint8_t*>(src);
   for (std::size_t b = 0; b < blocks; ++b) decode_block(t, p + b * size_of(t), out + b * K);

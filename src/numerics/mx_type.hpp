@@ -31,6 +31,11 @@ const std::array<float, 256>& mx_scale_table() noexcept;
 void mx_decode_blocks(DataType t, const void* src, std::size_t blocks, float* out) noexcept;
 void mx_encode_blocks(DataType t, const float* in, std::size_t blocks, void* dst) noexcept;
 
+// The 32 element codes of one block's storage (the bytes after its scale), one per byte in the
+// low bits: t's packing undone (8 bits: a copy; fp6: four per three bytes; fp4: two per byte).
+// For code that walks blocks itself (the switch's accumulators, src/switch/arith_mx.cpp).
+void mx_unpack_codes(DataType t, const std::uint8_t* packed, std::uint8_t* codes) noexcept;
+
 // reduce() and divide() for the MX types (counts in blocks): decode, combine in f32 (sum/avg
 // add, prod multiplies, min/max IEEE 754-2019 minimum/maximum as the other float types),
 // re-encode; dst may alias a and/or b.

@@ -17,7 +17,8 @@ std::string_view name(ElemType t) noexcept {
                                         "f16w", "bf16w", "i8", "u8", "i8w", "u8w",
                                         "e4m3", "e5m2", "i4", "e4m3w", "e5m2w", "i4w",
                                         "mxe4m3", "mxe5m2", "mxint8", "mxfp4", "mxe4m3w",
-                                        "mxe5m2w", "mxint8w", "mxfp4w"};
+                                        "mxe5m2w", "mxint8w", "mxfp4w", "mxe2m3", "mxe3m2",
+                                        "mxe2m3w", "mxe3m2w"};
   static_assert(sizeof(names) / sizeof(names[0]) == kMaxElemType + 1);
   auto i = static_cast<unsigned>(t);
   return i <= kMaxElemType ? names[i] : std::string_view("?");
@@ -90,6 +91,10 @@ std::uint32_t required_cap(ElemType elem, WireOp op) noexcept {
     case ElemType::mxe5m2w:
     case ElemType::mxint8w:
     case ElemType::mxfp4w: return op == WireOp::sum || op == WireOp::sum_widen ? cap::mx_sum : 0;
+    case ElemType::mxe2m3:
+    case ElemType::mxe3m2:
+    case ElemType::mxe2m3w:
+    case ElemType::mxe3m2w: return op == WireOp::sum || op == WireOp::sum_widen ? cap::mx6_sum : 0;
   }
   return 0;
 }
@@ -153,7 +158,11 @@ Reason check_elem_op(ElemType e, WireOp op) noexcept {
     case ElemType::mxe4m3:
     case ElemType::mxe5m2:
     case ElemType::mxint8:
-    case ElemType::mxfp4: return op == WireOp::sum || op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    case ElemType::mxfp4:
+    case ElemType::mxe2m3:
+    case ElemType::mxe3m2: return op == WireOp::sum || op == WireOp::sum_widen ? Reason::ok : Reason::bad_op;
+    case ElemType::mxe2m3w:
+    case ElemType::mxe3m2w:
     case ElemType::mxe4m3w:
     case ElemType::mxe5m2w:
     case ElemType::mxint8w:

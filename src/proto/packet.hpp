@@ -64,14 +64,17 @@ inline constexpr std::uint8_t kMaxPacketType = 12;
 // packed two per byte, element 2k in the low nibble (mxfp4: 17 bytes). A switch adding two or
 // more inputs decodes them into 32 f32 accumulators (mx*w, 128 bytes), added in f32; `sum`
 // re-quantises the partial sums at every aggregating hop, `sum_widen` once at the root.
+// mxe2m3/mxe3m2 (MXFP6): the 32 six-bit codes packed four per three bytes, element k at bits
+// 6k..6k+5 of the little-endian code bytes (25 bytes; numerics/mx_type.hpp's layout);
+// mxe2m3w/mxe3m2w their f32 accumulators as for the other MX types.
 enum class ElemType : std::uint8_t {
   none = 0, raw = 1, i32 = 2, f32 = 3, f16 = 4, bf16 = 5, f16w = 6, bf16w = 7,
   i8 = 8, u8 = 9, i8w = 10, u8w = 11,
   e4m3 = 12, e5m2 = 13, i4 = 14, e4m3w = 15, e5m2w = 16, i4w = 17,
   mxe4m3 = 18, mxe5m2 = 19, mxint8 = 20, mxfp4 = 21, mxe4m3w = 22, mxe5m2w = 23, mxint8w = 24,
-  mxfp4w = 25
+  mxfp4w = 25, mxe2m3 = 26, mxe3m2 = 27, mxe2m3w = 28, mxe3m2w = 29
 };
-inline constexpr std::uint8_t kMaxElemType = 25;
+inline constexpr std::uint8_t kMaxElemType = 29;
 inline constexpr std::size_t kMxBlockElems = 32;  // elements per MX block on the wire
 
 // sum_widen: a sum whose first aggregating hop (a switch adding two or more inputs) widens the
@@ -95,6 +98,8 @@ constexpr ElemType narrow_of(ElemType t) noexcept {
     case ElemType::mxe5m2w: return ElemType::mxe5m2;
     case ElemType::mxint8w: return ElemType::mxint8;
     case ElemType::mxfp4w: return ElemType::mxfp4;
+    case ElemType::mxe2m3w: return ElemType::mxe2m3;
+    case ElemType::mxe3m2w: return ElemType::mxe3m2;
     default: return t;
   }
 }
@@ -113,13 +118,15 @@ constexpr ElemType widened(ElemType t) noexcept {
     case ElemType::mxe5m2: return ElemType::mxe5m2w;
     case ElemType::mxint8: return ElemType::mxint8w;
     case ElemType::mxfp4: return ElemType::mxfp4w;
+    case ElemType::mxe2m3: return ElemType::mxe2m3w;
+    case ElemType::mxe3m2: return ElemType::mxe3m2w;
     default: return ElemType::none;
   }
 }
-// An MX block type (narrow: mxe4m3, mxe5m2, mxint8, mxfp4).
+// An MX block type (narrow: mxe4m3, mxe5m2, mxint8, mxfp4, mxe2m3, mxe3m2).
 constexpr bool is_mx(ElemType t) noexcept {
   return t == ElemType::mxe4m3 || t == ElemType::mxe5m2 || t == ElemType::mxint8 ||
-         t == ElemType::mxfp4;
+         t == ElemType::mxfp4 || t == ElemType::mxe2m3 || t == ElemType::mxe3m2;
 }
 
 namespace flag {
@@ -228,6 +235,10 @@ constexpr std::size_t elem_size(ElemType t) noexcept {
     case ElemType::mxe5m2:
     case ElemType::mxint8: return 1 + kMxBlockElems;
     case ElemType::mxfp4: return 1 + kMxBlockElems / 2;
+    case ElemType::mxe2m3:
+    case ElemType::mxe3m2: return 1 + kMxBlockElems * 3 / 4;
+    case ElemType::mxe2m3w:
+    case ElemType::mxe3m2w:
     case ElemType::mxe4m3w:
     case ElemType::mxe5m2w:
     case ElemType::mxint8w:
@@ -306,10 +317,11 @@ inline constexpr std::uint32_t fp8_minmax = 0x800;  // e4m3/e5m2 min/max
 inline constexpr std::uint32_t i4_sum = 0x1000;    // i4 sum and sum_widen (wrap, overflow flag)
 inline constexpr std::uint32_t i4_minmax = 0x2000;  // i4 min/max
 inline constexpr std::uint32_t mx_sum = 0x4000;    // MX blocks: sum and sum_widen
+inline constexpr std::uint32_t mx6_sum = 0x8000;   // MXFP6 blocks (mxe2m3, mxe3m2): sum and sum_widen
 // Counts numeric events per chunk in aux (kMaxEvents above); the top bit, clear of the
 // element-type bits that grow from the bottom.
 inline constexpr std::uint32_t events = 0x80000000u;
-inline constexpr std::uint32_t all = 0x7FFF | events;
+inline constexpr std::uint32_t all = 0xFFFF | events;
 }  // namespace cap
 // The capability needed to aggregate `elem` with `op` (0 if the pair is invalid).
 std::uint32_t required_cap(ElemType elem, WireOp op) noexcept;

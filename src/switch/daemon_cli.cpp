@@ -72,7 +72,7 @@ void define(CLI::App& app, RawArgs& r) {
                                      "the lanes (each lane gets slots / lanes; the remainder is unused)")->type_name("N");
   app.add_option("--slot-elements", r.slot_elems, "4-byte cells per slot = elements per packet (default 256, "
                                                   "max 16358)")->type_name("N");
-  app.add_option("--types", r.types, "element types the switch adds: i32,f32,f16,bf16,i8,u8,e4m3,e5m2,i4,mx (default all; raw replication "
+  app.add_option("--types", r.types, "element types the switch adds: i32,f32,f16,bf16,i8,u8,e4m3,e5m2,i4,mx (mx: the MX blocks mxfp8, mxint8, mxfp4, mxfp6; default all; raw replication "
                                      "is always available)")->type_name("LIST");
   app.add_option("--parent", r.parent, "ADDR:PORT of the parent switch's lane 0 (this switch is a leaf; "
                                        "lane l's parent is PORT + l)")->type_name("ADDR:PORT");

@@ -41,8 +41,8 @@ std::optional<std::uint32_t> parse_types(std::string_view list) {
       caps |= proto::cap::fp8_sum | proto::cap::fp8_minmax;
     else if (t == "i4")
       caps |= proto::cap::i4_sum | proto::cap::i4_minmax;
-    else if (t == "mx")  // MX blocks: mxfp8 (e4m3, e5m2), mxint8, mxfp4
-      caps |= proto::cap::mx_sum;
+    else if (t == "mx")  // MX blocks: mxfp8 (e4m3, e5m2), mxint8, mxfp4; mxfp6 (e2m3, e3m2)
+      caps |= proto::cap::mx_sum | proto::cap::mx6_sum;
     else if (t == "raw") {}
     else return std::nullopt;
     if (c == std::string_view::npos) break;

@@ -271,7 +271,11 @@ bool WorkerProtocol::begin_op(Op& op) {
     case NumKind::e5m2_widen: need = proto::cap::fp8_sum; break;
     case NumKind::i4: need = mm ? proto::cap::i4_minmax : proto::cap::i4_sum; break;
     case NumKind::i4_widen: need = proto::cap::i4_sum; break;
-    default: need = proto::cap::mx_sum; break;  // the MX kinds
+    case NumKind::mxe2m3:
+    case NumKind::mxe3m2:
+    case NumKind::mxe2m3_widen:
+    case NumKind::mxe3m2_widen: need = proto::cap::mx6_sum; break;
+    default: need = proto::cap::mx_sum; break;  // the other MX kinds
   }
   bool has_data = false;
   for (const auto& s : op.w.segments) has_data |= s.elems > 0;

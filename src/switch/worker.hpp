@@ -56,10 +56,11 @@ enum class NumKind : std::uint8_t {
   // each add rounded (fp8) / wrapped (i4) as on the hosts; min/max exact; overflow flagged:
   e4m3, e5m2, i4,
   e4m3_widen, e5m2_widen, i4_widen,  // sum only: f32 (i4: 2 x i16) accumulators, the root narrows
-  // MX blocks (counts are blocks of 32 elements: 33 bytes, mxfp4 17), sums only, f32
+  // MX blocks (counts are blocks of 32 elements: 33 bytes, mxfp4 17, mxfp6 25), sums only, f32
   // accumulators in the switch: re-quantised at every aggregating hop, or (_widen) once at the root
   mxe4m3, mxe5m2, mxint8, mxfp4,
   mxe4m3_widen, mxe5m2_widen, mxint8_widen, mxfp4_widen,
+  mxe2m3, mxe3m2, mxe2m3_widen, mxe3m2_widen,  // MXFP6: 25-byte blocks (codes four per three bytes)
 };
 enum class ReduceKind : std::uint8_t { sum, max, min };
 
@@ -100,6 +101,10 @@ struct WorkerOp {
       case NumKind::mxint8_widen: return 33;
       case NumKind::mxfp4:
       case NumKind::mxfp4_widen: return 17;
+      case NumKind::mxe2m3:
+      case NumKind::mxe3m2:
+      case NumKind::mxe2m3_widen:
+      case NumKind::mxe3m2_widen: return 25;
       default: return 1;  // raw, i8, u8, fp8, i4
     }
   }
@@ -116,11 +121,13 @@ struct WorkerOp {
       case NumKind::mxe4m3_widen:
       case NumKind::mxe5m2_widen:
       case NumKind::mxint8_widen:
-      case NumKind::mxfp4_widen: return true;
+      case NumKind::mxfp4_widen:
+      case NumKind::mxe2m3_widen:
+      case NumKind::mxe3m2_widen: return true;
       default: return false;
     }
   }
-  static bool is_mx(NumKind k) { return k >= NumKind::mxe4m3 && k <= NumKind::mxfp4_widen; }
+  static bool is_mx(NumKind k) { return k >= NumKind::mxe4m3 && k <= NumKind::mxe3m2_widen; }
   static WorkerOp allreduce(NumKind k, ReduceKind op, std::span<const std::byte> in,
                             std::span<std::byte> out, std::uint64_t count, std::uint32_t nranks);
   // in: nranks x count elements; out: this rank's count elements.

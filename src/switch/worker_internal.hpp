@@ -42,6 +42,10 @@ inline ElemType wire_elem(NumKind k) {
     case NumKind::mxint8_widen: return ElemType::mxint8;
     case NumKind::mxfp4:
     case NumKind::mxfp4_widen: return ElemType::mxfp4;
+    case NumKind::mxe2m3:
+    case NumKind::mxe2m3_widen: return ElemType::mxe2m3;
+    case NumKind::mxe3m2:
+    case NumKind::mxe3m2_widen: return ElemType::mxe3m2;
   }
   return ElemType::none;
 }

@@ -311,16 +311,21 @@ TEST(Packet, RequiredCaps) {
   EXPECT_EQ(required_cap(ElemType::i4w, WireOp::sum_widen), cap::i4_sum);
   EXPECT_EQ(required_cap(ElemType::mxint8, WireOp::sum), cap::mx_sum);
   EXPECT_EQ(required_cap(ElemType::mxint8, WireOp::max), 0u);  // MX: sums only
+  EXPECT_EQ(required_cap(ElemType::mxe2m3, WireOp::sum), cap::mx6_sum);  // MXFP6: a bit of its own
+  EXPECT_EQ(required_cap(ElemType::mxe3m2w, WireOp::sum_widen), cap::mx6_sum);
+  EXPECT_EQ(required_cap(ElemType::mxe3m2, WireOp::min), 0u);
 }
 
-// The 8/4-bit and MX element types: one byte per fp8/i4 unit, 33 (mxfp4 17) per MX block, so a
+// The 8/4-bit and MX element types: one byte per fp8/i4 unit, 33 (mxfp6 25, mxfp4 17) per MX block, so a
 // payload must hold whole blocks; MX carries sums only; accumulator types only sum_widen.
 TEST(Packet, LowPrecisionAndMxShapes) {
   PacketView v;
   for (auto [t, op, bytes] : {std::tuple{ElemType::e4m3, WireOp::max, 1}, std::tuple{ElemType::i4, WireOp::sum_widen, 1},
                               std::tuple{ElemType::e5m2w, WireOp::sum_widen, 4}, std::tuple{ElemType::i4w, WireOp::sum_widen, 4},
                               std::tuple{ElemType::mxe4m3, WireOp::sum, 33}, std::tuple{ElemType::mxfp4, WireOp::sum_widen, 17},
-                              std::tuple{ElemType::mxint8w, WireOp::sum_widen, 128}}) {
+                              std::tuple{ElemType::mxint8w, WireOp::sum_widen, 128},
+                              std::tuple{ElemType::mxe2m3, WireOp::sum, 25}, std::tuple{ElemType::mxe3m2, WireOp::sum_widen, 25},
+                              std::tuple{ElemType::mxe2m3w, WireOp::sum_widen, 128}}) {
     Header h = data_header();
     h.elem = t;
     h.op = op;
@@ -336,6 +341,11 @@ TEST(Packet, LowPrecisionAndMxShapes) {
   h.elem = ElemType::mxint8w;
   h.op = WireOp::sum;  // a partial sum in f32 accumulators travels only under sum_widen
   EXPECT_EQ(decode(build(h, 128), v), Reason::bad_op);
+  h.elem = ElemType::mxe3m2w;
+  EXPECT_EQ(decode(build(h, 128), v), Reason::bad_op);
+  h.elem = ElemType::mxe2m3;
+  h.op = WireOp::min;
+  EXPECT_EQ(decode(build(h, 25), v), Reason::bad_op);
   h.elem = ElemType::e4m3w;
   EXPECT_EQ(decode(build(h, 4), v), Reason::bad_op);
 }

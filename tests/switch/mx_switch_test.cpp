@@ -10,8 +10,10 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "src/numerics/mx_type.hpp"
 #include "tests/switch/sim_util.hpp"
 
 namespace inc::sw::testing {
@@ -26,10 +28,11 @@ struct Fmt {
   bool is_int;   // MXINT8: two's complement x 2^-6
   int ebits, mbits, bias;  // fp elements
   std::size_t bytes() const { return proto::elem_size(wire); }
-  int ncodes() const { return wire == proto::ElemType::mxfp4 ? 16 : 256; }
+  int bits() const { return is_int ? 8 : 1 + ebits + mbits; }  // per element code on the wire
+  int ncodes() const { return 1 << bits(); }
   int sign_bit() const { return ebits + mbits; }
   bool finite(int c) const {
-    if (is_int || wire == proto::ElemType::mxfp4) return true;
+    if (is_int || bits() < 8) return true;  // MXINT8, FP6, FP4: no inf/NaN codes
     if (ebits == 4) return (c & 0x7f) != 0x7f;  // e4m3: NaN only
     return (c & 0x7c) != 0x7c;                  // e5m2
   }
@@ -57,12 +60,26 @@ const Fmt kMxE4M3{proto::ElemType::mxe4m3, NumKind::mxe4m3, NumKind::mxe4m3_wide
 const Fmt kMxE5M2{proto::ElemType::mxe5m2, NumKind::mxe5m2, NumKind::mxe5m2_widen, 15, false, 5, 2, 15};
 const Fmt kMxInt8{proto::ElemType::mxint8, NumKind::mxint8, NumKind::mxint8_widen, 0, true, 0, 0, 0};
 const Fmt kMxFp4{proto::ElemType::mxfp4, NumKind::mxfp4, NumKind::mxfp4_widen, 2, false, 2, 1, 1};
+const Fmt kMxE2M3{proto::ElemType::mxe2m3, NumKind::mxe2m3, NumKind::mxe2m3_widen, 2, false, 2, 3, 1};
+const Fmt kMxE3M2{proto::ElemType::mxe3m2, NumKind::mxe3m2, NumKind::mxe3m2_widen, 4, false, 3, 2, 3};
 
 using Blocks = std::vector<std::uint8_t>;  // count blocks of f.bytes() bytes
 
+// Element i's code: bits i x b .. i x b + b - 1 of the block's code bytes (least significant
+// bit first; b = 8, 6 or 4), one bit at a time.
 int code_at(const Fmt& f, const std::uint8_t* blk, std::size_t i) {
-  if (f.wire == proto::ElemType::mxfp4) return (blk[1 + i / 2] >> (4 * (i % 2))) & 0xf;
-  return blk[1 + i];
+  int c = 0;
+  for (int j = 0; j < f.bits(); ++j) {
+    const std::size_t bit = i * std::size_t(f.bits()) + std::size_t(j);
+    c |= ((blk[1 + bit / 8] >> (bit % 8)) & 1) << j;
+  }
+  return c;
+}
+void set_code(const Fmt& f, std::uint8_t* blk, std::size_t i, int c) {  // (the bits were 0)
+  for (int j = 0; j < f.bits(); ++j) {
+    const std::size_t bit = i * std::size_t(f.bits()) + std::size_t(j);
+    blk[1 + bit / 8] = std::uint8_t(blk[1 + bit / 8] | ((c >> j) & 1) << (bit % 8));
+  }
 }
 std::vector<double> decode(const Fmt& f, const Blocks& b) {
   const std::size_t n = b.size() / f.bytes();
@@ -93,9 +110,7 @@ Blocks encode(const Fmt& f, const std::vector<double>& v) {
     shared = std::clamp(shared, -127, 127);
     blk[0] = std::uint8_t(shared + 127);
     for (std::size_t i = 0; i < K; ++i) {
-      const int c = f.encode(std::ldexp(v[k * K + i], -shared));
-      if (f.wire == proto::ElemType::mxfp4) blk[1 + i / 2] = std::uint8_t(blk[1 + i / 2] | c << (4 * (i % 2)));
-      else blk[1 + i] = std::uint8_t(c);
+      set_code(f, blk, i, f.encode(std::ldexp(v[k * K + i], -shared)));
     }
   }
   return b;
@@ -104,9 +119,8 @@ Blocks encode(const Fmt& f, const std::vector<double>& v) {
 // Random blocks: scales 2^-3..2^3, element codes of magnitude 0 or in [2^-3, 2^8]: every f32
 // partial sum of up to six members is exact (a grid of 2^-9 below 6 x 2^11 x 1.x < 2^15).
 Blocks random_blocks(const Fmt& f, std::size_t n, std::mt19937_64& rng) {
-  Blocks b(n * f.bytes());
+  Blocks b(n * f.bytes(), 0);
   for (std::size_t k = 0; k < n; ++k) {
-    std::vector<double> v(K);
     std::uint8_t* blk = b.data() + k * f.bytes();
     blk[0] = std::uint8_t(124 + rng() % 7);
     for (std::size_t i = 0; i < K; ++i) {
@@ -114,8 +128,7 @@ Blocks random_blocks(const Fmt& f, std::size_t n, std::mt19937_64& rng) {
       do c = int(rng() % unsigned(f.ncodes()));
       while (!f.finite(c) || (f.value(c) != 0 && (std::fabs(f.value(c)) < 0.125 || std::fabs(f.value(c)) > 256)) ||
              (!f.is_int && f.value(c) == 0 && c != 0));
-      if (f.wire == proto::ElemType::mxfp4) blk[1 + i / 2] = std::uint8_t((i % 2 ? blk[1 + i / 2] : 0) | c << (4 * (i % 2)));
-      else blk[1 + i] = std::uint8_t(c);
+      set_code(f, blk, i, c);
     }
   }
   return b;
@@ -157,24 +170,50 @@ std::vector<Blocks> run(Topo& t, NumKind k, const std::vector<Blocks>& in, std::
 
 const std::vector<std::vector<std::uint16_t>> kTrees = {{6}, {1, 5}, {3, 3}, {2, 1, 3}};
 
+// One allreduce of `blocks` random blocks per member on one switch (a one-leaf tree) or the
+// two-level tree, 5% loss/dup/reorder: "" when every member got the reference's bytes, else
+// which member did not.
+std::string check_tree(const Fmt& f, bool widen, const std::vector<std::uint16_t>& tree, std::size_t blocks,
+                       std::uint64_t seed, std::uint64_t net_seed) {
+  std::uint16_t n = 0;
+  for (auto m : tree) n += m;
+  std::mt19937_64 rng(seed);
+  std::vector<Blocks> in;
+  for (std::uint16_t m = 0; m < n; ++m) in.push_back(random_blocks(f, blocks, rng));
+  Topo t = tree.size() == 1 ? flat(net_seed, faults_for(0.05), n, 4, 64)
+                            : two_level(net_seed, faults_for(0.05), tree, 4, 64);
+  const auto out = run(t, widen ? f.widen : f.narrow, in, blocks);
+  const Blocks want = reference(f, tree, in, widen);
+  for (std::uint16_t m = 0; m < n; ++m)
+    if (out[m] != want)
+      return std::string(proto::name(f.wire)) + " widen " + std::to_string(widen) + " blocks " +
+             std::to_string(blocks) + " leaves " + std::to_string(tree.size()) + " member " + std::to_string(m);
+  return "";
+}
+
 TEST(MxSwitch, EveryFormatAndPolicyMatchesTheExactReferenceOnEveryTreeUnderLoss) {
   for (const Fmt* f : {&kMxE4M3, &kMxE5M2, &kMxInt8, &kMxFp4})
     for (bool widen : {false, true})
       for (const auto& tree : kTrees) {
         std::uint16_t n = 0;
         for (auto m : tree) n += m;
-        std::mt19937_64 rng(n * 13 + widen + 2 * unsigned(f->wire));
-        const std::size_t blocks = 37;  // chunks of 2 blocks (64 cells): the last one short
-        std::vector<Blocks> in;
-        for (std::uint16_t m = 0; m < n; ++m) in.push_back(random_blocks(*f, blocks, rng));
-        Topo t = tree.size() == 1 ? flat(20 + n, faults_for(0.05), n, 4, 64)
-                                  : two_level(20 + n, faults_for(0.05), tree, 4, 64);
-        const auto out = run(t, widen ? f->widen : f->narrow, in, blocks);
-        const Blocks want = reference(*f, tree, in, widen);
-        for (std::uint16_t m = 0; m < n; ++m)
-          ASSERT_EQ(out[m], want) << proto::name(f->wire) << " widen " << widen << " leaves " << tree.size()
-                                  << " member " << m;
+        // 37 blocks: chunks of 2 blocks (64 cells), the last one short
+        ASSERT_EQ(check_tree(*f, widen, tree, 37, n * 13 + widen + 2 * unsigned(f->wire), 20 + n), "");
       }
+}
+
+// MXFP6 (E2M3, E3M2: 25-byte blocks, the 32 six-bit codes four per three bytes) under both
+// switch policies, 1, 31 and 100 blocks (chunks of 2), one switch and the trees above, 5%
+// loss/dup/reorder: every member gets exactly the reference's bytes.
+TEST(MxSwitch, Mxfp6EveryPolicyAndBlockCountMatchesTheExactReferenceOnEveryTreeUnderLoss) {
+  for (const Fmt* f : {&kMxE2M3, &kMxE3M2})
+    for (bool widen : {false, true})
+      for (std::size_t blocks : {std::size_t{1}, std::size_t{31}, std::size_t{100}})
+        for (const auto& tree : kTrees) {
+          std::uint16_t n = 0;
+          for (auto m : tree) n += m;
+          ASSERT_EQ(check_tree(*f, widen, tree, blocks, n * 13 + widen + 2 * unsigned(f->wire) + 7 * blocks, 40 + n), "");
+        }
 }
 
 // Edge cases through one switch: a NaN-scale block makes the sum's block NaN (the next block
@@ -206,12 +245,12 @@ TEST(MxSwitch, NaNZeroAndSaturatingBlocks) {
   }
 }
 
-// Bytes per block on the members' links: 33 (mxfp4: 17) both ways, i.e. 1.03 (0.53) per
-// element; a chunk holds slot_elems / 32 blocks (32 f32 accumulators each).
+// Bytes per block on the members' links: 33 (mxfp6: 25, mxfp4: 17) both ways, i.e. 1.03
+// (0.78, 0.53) per element; a chunk holds slot_elems / 32 blocks (32 f32 accumulators each).
 TEST(MxSwitch, BytesOnTheHostLinks) {
   SimFaults none;
   none.jitter = 0;
-  for (const Fmt* f : {&kMxE4M3, &kMxFp4}) {
+  for (const Fmt* f : {&kMxE4M3, &kMxFp4, &kMxE2M3, &kMxE3M2}) {
     const std::uint16_t n = 3;
     const std::size_t blocks = 50;
     std::mt19937_64 rng(8);
@@ -220,6 +259,7 @@ TEST(MxSwitch, BytesOnTheHostLinks) {
     Topo t = flat(31, none, n, 4, 128);
     run(t, f->widen, in, blocks);
     const std::uint64_t chunks = (blocks + 3) / 4;
+    ASSERT_EQ(f->bytes(), 1 + K * std::size_t(f->bits()) / 8) << proto::name(f->wire);  // 33, 17, 25
     for (std::uint16_t r = 0; r < n; ++r) {
       const auto& rep = t.c->worker(r).report();
       EXPECT_EQ(rep.retransmissions, 0u);
@@ -245,6 +285,28 @@ TEST(MxSwitch, SlotsSmallerThanABlockAreRefused) {
     EXPECT_NE(t.c->worker(m).error().message.find("32 accumulator cells"), std::string::npos)
         << t.c->worker(m).error().message;
   }
+}
+
+// Why MX min/max stay on the hosts (docs/NUMERICS.md "MX blocks in the switch"): the hosts'
+// MX kernel re-encodes after every step and re-encoding is not idempotent, so the hosts' bits
+// depend on the order of their steps; a switch (IEEE max of the decoded blocks in f32, exact,
+// then one encoding) would give one of them. MXINT8, scale 2^0: A = (-128, 3, 0...) x 2^-6
+// (-2.0 and 3/64), C = (-64, 3, 0...) x 2^-6. max(max(A, A), C): max(A, A) re-encodes at
+// scale 2^1, where 3/64 is 1.5 steps and rounds to 2 (4/64), which then beats C's 3/64;
+// max(max(A, C), A) keeps 3/64, as does the exact max encoded once.
+TEST(MxSwitch, MaxStaysOnTheHostsBecauseTheirBitsDependOnTheOrderOfTheSteps) {
+  const DataType t = DataType::mxint8;
+  std::uint8_t a[33] = {127, 0x80, 3}, c[33] = {127, 0xC0, 3}, x[33], y[33], once[33];
+  numerics::mx_reduce(t, ReduceOp::max, x, a, a, 1);  // ((A max A) max C)
+  numerics::mx_reduce(t, ReduceOp::max, x, x, c, 1);
+  numerics::mx_reduce(t, ReduceOp::max, y, a, c, 1);  // ((A max C) max A)
+  numerics::mx_reduce(t, ReduceOp::max, y, y, a, 1);
+  float v[K];
+  numerics::mx_decode_blocks(t, c, 1, v);  // the exact max is C's values (-1 >= -2, 3/64)
+  numerics::mx_encode_blocks(t, v, 1, once);
+  EXPECT_EQ(std::vector<std::uint8_t>(x, x + 3), (std::vector<std::uint8_t>{127, 0xC0, 4}));
+  EXPECT_EQ(std::vector<std::uint8_t>(y, y + 3), (std::vector<std::uint8_t>{127, 0xC0, 3}));
+  EXPECT_EQ(std::vector<std::uint8_t>(y, y + 33), std::vector<std::uint8_t>(once, once + 33));
 }
 
 }  // namespace
