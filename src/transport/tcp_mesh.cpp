@@ -127,6 +127,25 @@ void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_
   if (!p.writing) handle_writable(peer);
 }
 
+void TcpMesh::send_ready(int peer, WireHeader h) {
+  if (peer < 0 || peer >= size() || peer == rank_)
+    throw Error(Error::Kind::internal, fmt::format("ready notice to invalid peer {}", peer));
+  Peer& p = *peers_[peer];
+  if (!p.alive)
+    throw Error(Error::Kind::peer_failure,
+                fmt::format("rank {} is not reachable (its connection is closed)", peer));
+  SendItem item;
+  item.h = h;
+  item.h.kind = static_cast<std::uint16_t>(MsgKind::ready);
+  item.h.bytes = 0;
+  // Ahead of every queued message that has not started to leave: the peer's send waits for
+  // this notice, the queued payloads do not.
+  auto at = p.sendq.begin();
+  while (at != p.sendq.end() && at->done > 0) ++at;
+  p.sendq.insert(at, item);
+  if (!p.writing) handle_writable(peer);
+}
+
 void TcpMesh::update_interest(int peer) {
   Peer& p = *peers_[peer];
   bool want = p.alive && !p.sendq.empty();
@@ -201,6 +220,18 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
                                     "version {}); is it the same INC build?",
                                     peer, p.hdr.magic, p.hdr.version));
         return false;
+      }
+      if (p.hdr.kind == static_cast<std::uint16_t>(MsgKind::ready)) {
+        if (p.hdr.bytes != 0) {
+          fail_peer(peer, fmt::format("rank {} sent a ready notice with a {}-byte payload", peer, p.hdr.bytes));
+          return false;
+        }
+        try {
+          if (sink_) sink_->on_ready(peer, p.hdr);
+        } catch (const Error& e) {
+          if (sink_) sink_->on_error(peer, e);
+        }
+        continue;
       }
       p.in_payload = true;
       p.payload_done = 0;
