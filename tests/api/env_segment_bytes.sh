@@ -86,6 +86,25 @@ for bad in 4K 63 1073741825 -1 abc; do
 done
 echo "bad values rejected at start-up: 4K 63 1073741825 -1 abc"
 
+# INC_EAGER_BYTES (largest message sent before its receiver posted the receive), read in init():
+# 0 (every message waits) and a value above every message (all eager) give right results with
+# host algorithms whose messages are above and below the default 64 KiB; bad values stop every
+# rank naming the variable.
+for eager in 0 1073741824; do
+  INC_EAGER_BYTES=$eager "$inc" launch -n 3 --no-prefix -- "$inc" bench -c allreduce \
+    -a ring,rabenseifner,recursive_doubling -b 1K -e 1M -f 32 -n 2 -w 1 --no-progress >"$tmp/eager.out" 2>&1 ||
+    fail "INC_EAGER_BYTES=$eager: $(tr '\n' ' ' <"$tmp/eager.out")"
+done
+for bad in abc -1 4611686018427387905 64K " 5"; do
+  if INC_EAGER_BYTES=$bad "$inc" launch -n 2 --no-prefix -- \
+       "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
+    fail "INC_EAGER_BYTES=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
+  fi
+  grep -qF "INC_EAGER_BYTES='$bad' must be an integer in [0, 2^62]" "$tmp/bad.out" ||
+    fail "INC_EAGER_BYTES=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+done
+echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-up: abc -1 2^62+1 64K ' 5'"
+
 # INC_SPIN_US (wait()'s polling before it sleeps), read in init() like the above: 0 (sleep at
 # once) still gives right results; bad values stop every rank naming the variable.
 INC_SPIN_US=0 "$inc" launch -n 2 --no-prefix -- "$inc" bench -c allreduce -b 1K -e 64K -n 2 -w 1 \
