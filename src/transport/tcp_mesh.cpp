@@ -112,13 +112,18 @@ void TcpMesh::drop_sends() {
   }
 }
 
-void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_t token) {
+TcpMesh::Peer& TcpMesh::live_peer(int peer) {
   if (peer < 0 || peer >= size() || peer == rank_)
     throw Error(Error::Kind::internal, fmt::format("send to invalid peer {}", peer));
   Peer& p = *peers_[peer];
   if (!p.alive)
     throw Error(Error::Kind::peer_failure,
                 fmt::format("rank {} is not reachable (its connection is closed)", peer));
+  return p;
+}
+
+void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_t token) {
+  Peer& p = live_peer(peer);
   SendItem item;
   item.h = h;
   item.data = static_cast<const std::byte*>(data);
@@ -128,12 +133,7 @@ void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_
 }
 
 void TcpMesh::send_ready(int peer, WireHeader h) {
-  if (peer < 0 || peer >= size() || peer == rank_)
-    throw Error(Error::Kind::internal, fmt::format("ready notice to invalid peer {}", peer));
-  Peer& p = *peers_[peer];
-  if (!p.alive)
-    throw Error(Error::Kind::peer_failure,
-                fmt::format("rank {} is not reachable (its connection is closed)", peer));
+  Peer& p = live_peer(peer);
   SendItem item;
   item.h = h;
   item.h.kind = static_cast<std::uint16_t>(MsgKind::ready);

@@ -134,6 +134,7 @@ class TcpMesh {
 
  private:
   struct Peer;
+  Peer& live_peer(int peer);  // throws for an invalid or closed peer
   void handle_readable(int peer);
   void handle_writable(int peer);
   void fail_peer(int peer, const std::string& why);

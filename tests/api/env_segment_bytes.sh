@@ -95,13 +95,16 @@ for eager in 0 1073741824; do
     -a ring,rabenseifner,recursive_doubling -b 1K -e 1M -f 32 -n 2 -w 1 --no-progress >"$tmp/eager.out" 2>&1 ||
     fail "INC_EAGER_BYTES=$eager: $(tr '\n' ' ' <"$tmp/eager.out")"
 done
-for bad in abc -1 4611686018427387905 64K " 5"; do
-  if INC_EAGER_BYTES=$bad "$inc" launch -n 2 --no-prefix -- \
+# rejected VAR VALUE MESSAGE: a 2-rank job with VAR=VALUE fails, saying MESSAGE.
+rejected() {
+  if env "$1=$2" "$inc" launch -n 2 --no-prefix -- \
        "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
-    fail "INC_EAGER_BYTES=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
+    fail "$1=$2 was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
   fi
-  grep -qF "INC_EAGER_BYTES='$bad' must be an integer in [0, 2^62]" "$tmp/bad.out" ||
-    fail "INC_EAGER_BYTES=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+  grep -qF "$3" "$tmp/bad.out" || fail "$1=$2: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+}
+for bad in abc -1 4611686018427387905 64K " 5"; do
+  rejected INC_EAGER_BYTES "$bad" "INC_EAGER_BYTES='$bad' must be an integer in [0, 2^62]"
 done
 echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-up: abc -1 2^62+1 64K ' 5'"
 
@@ -110,12 +113,7 @@ echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-
 INC_SPIN_US=0 "$inc" launch -n 2 --no-prefix -- "$inc" bench -c allreduce -b 1K -e 64K -n 2 -w 1 \
   --no-progress >"$tmp/spin.out" 2>&1 || fail "INC_SPIN_US=0: $(tr '\n' ' ' <"$tmp/spin.out")"
 for bad in abc -1 1000001 5us; do
-  if INC_SPIN_US=$bad "$inc" launch -n 2 --no-prefix -- \
-       "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
-    fail "INC_SPIN_US=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
-  fi
-  grep -qF "INC_SPIN_US='$bad' is not a whole number of microseconds" "$tmp/bad.out" ||
-    fail "INC_SPIN_US=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+  rejected INC_SPIN_US "$bad" "INC_SPIN_US='$bad' is not a whole number of microseconds"
 done
 echo "INC_SPIN_US: 0 runs, bad values rejected at start-up: abc -1 1000001 5us"
 echo OK
