@@ -107,3 +107,22 @@ TEST(EngineReady, ManyLargeMessagesBothWaysInOneCollective) {
     EXPECT_EQ(out1[i], out0[i]) << i;
   }
 }
+
+TEST(EngineReady, TimeoutNamesTheReceiverThatNeverPosted) {
+  Two t;
+  const std::uint64_t count = (Engine::kEagerBytes / 4) * 4;
+  std::vector<float> in(count, 1.0f), out(count);
+  StartOptions o;
+  o.timeout = std::chrono::milliseconds(300);
+  o.tentative = true;  // fails alone, tells nobody
+  auto a = t.e[0]->start(0, allreduce(0, count), in.data(), out.data(), "test", o);
+  try {
+    t.e[0]->wait(*a);
+    FAIL() << "rank 1 never started, yet the Allreduce finished";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::timeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 1 to post the receive of a large message"),
+              std::string::npos)
+        << e.what();
+  }
+}
