@@ -2,6 +2,7 @@
 // call, resolves the algorithm and hands the collective to the executor engine.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -53,6 +54,19 @@ std::chrono::microseconds parse_spin(const transport::EnvLookup& env) {
     throw Error(Error::Kind::config,
                 fmt::format("INC_SPIN_US='{}' is not a whole number of microseconds (0 <= t <= 1000000)", *v));
   return std::chrono::microseconds(us);
+}
+
+// Largest point-to-point message that leaves before its receiver posted the receive
+// (coll::Engine::set_eager_bytes); must be the same on every rank.
+std::uint64_t parse_eager(const transport::EnvLookup& env) {
+  auto v = env("INC_EAGER_BYTES");
+  if (!v) return coll::Engine::kEagerBytes;
+  char* end = nullptr;
+  unsigned long long b = std::strtoull(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(v->front())) || b > (1ull << 62))
+    throw Error(Error::Kind::config,
+                fmt::format("INC_EAGER_BYTES='{}' must be an integer in [0, 2^62]", *v));
+  return b;
 }
 
 std::uint64_t parse_segment(const transport::EnvLookup& env) {
@@ -254,6 +268,7 @@ Communicator Communicator::init(const Options& opts) {
                                                  boot.world_size));
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
   auto spin = parse_spin(env);  // before anything connects: a bad value fails every rank alike
+  const std::uint64_t eager = parse_eager(env);
 
   auto world = std::make_shared<detail::World>();
   world->store_handle = detail::shared_store(boot, timeout);
@@ -286,6 +301,7 @@ Communicator Communicator::init(const Options& opts) {
   auto mesh = std::make_unique<transport::TcpMesh>(boot.rank, std::move(fds));
   world->engine = std::make_unique<coll::Engine>(std::move(mesh), timeout);
   world->engine->set_spin(spin);
+  world->engine->set_eager_bytes(eager);
   if (auto t = env("INC_TUNING"); t && !t->empty()) {  // empty = unset
     try {
       world->tuning = std::make_shared<const api::CostTable>(api::CostTable::load(*t));

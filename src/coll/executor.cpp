@@ -276,33 +276,37 @@ void Engine::drain() {
   }
 }
 
+void Engine::post_send(CollOp& op, std::uint32_t i) {
+  const Op& o = op.sched.ops[i];
+  int w = (*op.members)[o.peer];
+  if (dead_[w]) {
+    fail(op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(op), dead_why_[w])), true);
+    return;
+  }
+  WireHeader h;
+  h.comm_id = op.comm_id;
+  h.seq = op.info_.seq;
+  h.msg_index = op.msg_index[i];
+  h.bytes = o.src.bytes;
+  encode_descriptor(op.params, h.desc);
+  const std::byte* data = region_ptr(op, o.src);
+  if (hook_ && hook_->converts(op.params)) {  // a conversion handler: this payload goes on the wire in its format
+    h.bytes = hook_->wire_bytes(op.params, o.src.bytes);
+    auto& wire = op.encoded[i];
+    wire.resize(h.bytes);
+    hook_->encode(op.params, data, o.src.bytes, wire.data());
+    data = wire.data();
+  }
+  mesh_->send(w, h, data, (op.uid << 32) | i);
+}
+
 void Engine::ready(CollOp& op, std::uint32_t i) {
   const Op& o = op.sched.ops[i];
   op.op_state[i] = 1;
   switch (o.kind) {
-    case OpKind::send: {
-      int w = (*op.members)[o.peer];
-      if (dead_[w]) {
-        fail(op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(op), dead_why_[w])), true);
-        return;
-      }
-      WireHeader h;
-      h.comm_id = op.comm_id;
-      h.seq = op.info_.seq;
-      h.msg_index = op.msg_index[i];
-      h.bytes = o.src.bytes;
-      encode_descriptor(op.params, h.desc);
-      const std::byte* data = region_ptr(op, o.src);
-      if (hook_ && hook_->converts(op.params)) {  // a conversion handler: this payload goes on the wire in its format
-        h.bytes = hook_->wire_bytes(op.params, o.src.bytes);
-        auto& wire = op.encoded[i];
-        wire.resize(h.bytes);
-        hook_->encode(op.params, data, o.src.bytes, wire.data());
-        data = wire.data();
-      }
-      mesh_->send(w, h, data, (op.uid << 32) | i);
+    case OpKind::send:
+      if (send_may_leave(op, i)) post_send(op, i);
       return;
-    }
     case OpKind::recv:
     case OpKind::recv_reduce: {
       auto pit = op.parked.find(i);
@@ -336,7 +340,9 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
       int w = (*op.members)[o.peer];
       if (dead_[w]) {
         fail(op, Error(Error::Kind::peer_failure, fmt::format("{}: {}", describe(op), dead_why_[w])), true);
+        return;
       }
+      tell_ready(op, i);  // a large message waits for this notice
       return;  // on_header will target this op directly
     }
     case OpKind::copy:
@@ -388,6 +394,7 @@ void Engine::finish(CollOp& op) {
   }
   op.state_ = CollOp::State::succeeded;
   op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
+  forget_ready(op);
   active_.erase({op.comm_id, op.info_.seq});
   by_uid_.erase(op.uid);  // may destroy op if the caller dropped it: touch nothing after
 }
@@ -398,6 +405,7 @@ void Engine::fail(CollOp& op, Error e, bool tell_peers) {
   op.error_ = e;
   op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
   auto keep = by_uid_[op.uid];
+  forget_ready(op);
   active_.erase({op.comm_id, op.info_.seq});
   by_uid_.erase(op.uid);
   // A tentative collective (the switch probe) fails alone; anything else leaves the ranks
@@ -606,7 +614,7 @@ void Engine::progress_once(int timeout_ms) {
 }
 
 std::string Engine::describe_blocked(const CollOp& op) const {
-  std::vector<int> recv_from, send_to;
+  std::vector<int> recv_from, send_to, ready_from;
   std::size_t first = op.sched.ops.size();
   for (std::size_t i = 0; i < op.sched.ops.size(); ++i) {
     if (op.op_state[i] == 2) continue;
@@ -614,7 +622,7 @@ std::string Engine::describe_blocked(const CollOp& op) const {
     if (op.op_state[i] != 1) continue;
     const Op& o = op.sched.ops[i];
     if (is_recv(o.kind) && !op.recv_arrived[i]) recv_from.push_back(o.peer);
-    if (o.kind == OpKind::send) send_to.push_back(o.peer);
+    if (o.kind == OpKind::send) (awaits_ready(op, i) ? ready_from : send_to).push_back(o.peer);
   }
   auto list = [](std::vector<int> v) {
     std::sort(v.begin(), v.end());
@@ -626,6 +634,8 @@ std::string Engine::describe_blocked(const CollOp& op) const {
   std::string s = fmt::format("{} of {} ops done", op.ops_done, op.sched.ops.size());
   if (!recv_from.empty()) s += fmt::format("; waiting for data from rank {}", list(recv_from));
   if (!send_to.empty()) s += fmt::format("; waiting to send to rank {}", list(send_to));
+  if (!ready_from.empty())
+    s += fmt::format("; waiting for rank {} to post the receive of a large message", list(ready_from));
   return s + describe_inc(op);
 }
 

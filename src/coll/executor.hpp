@@ -18,7 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -180,6 +182,11 @@ class Engine : public transport::MessageSink {
   // wire): the edge engine's packet handlers. Before the first collective; every rank of the
   // communicators must use the same hook (the wire sizes must agree).
   void set_recv_hook(std::shared_ptr<RecvHook> hook);
+  // Point-to-point messages of more than `bytes` (on the wire) leave only once their receiver
+  // has posted the receive (a ready notice, executor_ready.cpp); smaller ones leave at once.
+  // Every rank of a job must use the same value (default kEagerBytes); ~0 = all eager.
+  static constexpr std::uint64_t kEagerBytes = 64 * 1024;
+  void set_eager_bytes(std::uint64_t bytes);
   // How long wait() polls (yielding) before it sleeps in epoll_wait; 0 = sleep at once.
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
@@ -189,6 +196,7 @@ class Engine : public transport::MessageSink {
   transport::RecvTarget on_header(int peer, const transport::WireHeader& h) override;
   void on_message(int peer, const transport::WireHeader& h) override;
   void on_send_done(std::uint64_t token) override;
+  void on_ready(int peer, const transport::WireHeader& h) override;
   void on_peer_failed(int peer, const std::string& why) override;
   void on_abort(int peer, const std::string& reason) override;
   void on_error(int peer, const Error& e) override;
@@ -215,6 +223,13 @@ class Engine : public transport::MessageSink {
   };
 
   void ready(CollOp& op, std::uint32_t i);
+  // Receiver-ready large messages (executor_ready.cpp).
+  bool waits_for_receiver(std::uint64_t wire) const { return wire > eager_bytes_; }
+  bool send_may_leave(CollOp& op, std::uint32_t i);  // else: parked until the notice comes
+  void post_send(CollOp& op, std::uint32_t i);
+  void tell_ready(CollOp& op, std::uint32_t i);
+  void forget_ready(const CollOp& op);  // op finished or failed
+  bool awaits_ready(const CollOp& op, std::uint32_t i) const;
   void complete(CollOp& op, std::uint32_t i);
   void drain();  // run deferred completions and the ops they make ready
   void finish(CollOp& op);
@@ -258,6 +273,12 @@ class Engine : public transport::MessageSink {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
   std::optional<Error> fatal_;  // once set, every call fails with it
+  // Ready notices: (comm, seq, world peer, msg_index). Those that came before their send op
+  // was ready, and the send ops waiting for one (-> op uid, op index).
+  using ReadyKey = std::tuple<std::uint32_t, std::uint64_t, int, std::uint32_t>;
+  std::set<ReadyKey> ready_in_;
+  std::map<ReadyKey, std::pair<std::uint64_t, std::uint32_t>> awaiting_ready_;
+  std::uint64_t eager_bytes_ = kEagerBytes;
   std::shared_ptr<RecvHook> hook_;
   // How long wait() polls (yielding) before it sleeps in epoll_wait (set_spin; api: INC_SPIN_US).
   std::chrono::microseconds spin_{500};

@@ -112,18 +112,37 @@ void TcpMesh::drop_sends() {
   }
 }
 
-void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_t token) {
+TcpMesh::Peer& TcpMesh::live_peer(int peer) {
   if (peer < 0 || peer >= size() || peer == rank_)
     throw Error(Error::Kind::internal, fmt::format("send to invalid peer {}", peer));
   Peer& p = *peers_[peer];
   if (!p.alive)
     throw Error(Error::Kind::peer_failure,
                 fmt::format("rank {} is not reachable (its connection is closed)", peer));
+  return p;
+}
+
+void TcpMesh::send(int peer, const WireHeader& h, const void* data, std::uint64_t token) {
+  Peer& p = live_peer(peer);
   SendItem item;
   item.h = h;
   item.data = static_cast<const std::byte*>(data);
   item.token = token;
   p.sendq.push_back(item);
+  if (!p.writing) handle_writable(peer);
+}
+
+void TcpMesh::send_ready(int peer, WireHeader h) {
+  Peer& p = live_peer(peer);
+  SendItem item;
+  item.h = h;
+  item.h.kind = static_cast<std::uint16_t>(MsgKind::ready);
+  item.h.bytes = 0;
+  // Ahead of every queued message that has not started to leave: the peer's send waits for
+  // this notice, the queued payloads do not.
+  auto at = p.sendq.begin();
+  while (at != p.sendq.end() && at->done > 0) ++at;
+  p.sendq.insert(at, item);
   if (!p.writing) handle_writable(peer);
 }
 
@@ -201,6 +220,18 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
                                     "version {}); is it the same INC build?",
                                     peer, p.hdr.magic, p.hdr.version));
         return false;
+      }
+      if (p.hdr.kind == static_cast<std::uint16_t>(MsgKind::ready)) {
+        if (p.hdr.bytes != 0) {
+          fail_peer(peer, fmt::format("rank {} sent a ready notice with a {}-byte payload", peer, p.hdr.bytes));
+          return false;
+        }
+        try {
+          if (sink_) sink_->on_ready(peer, p.hdr);
+        } catch (const Error& e) {
+          if (sink_) sink_->on_error(peer, e);
+        }
+        continue;
       }
       p.in_payload = true;
       p.payload_done = 0;

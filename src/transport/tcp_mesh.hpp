@@ -17,7 +17,10 @@
 
 namespace inc::transport {
 
-enum class MsgKind : std::uint16_t { data = 1, abort = 2 };
+// ready: a header without payload by which a receiver says it has posted the receive of message
+// (comm_id, seq, msg_index) from the peer, so that the peer may send it now (the executor's
+// receiver-ready large messages, src/coll/executor_ready.cpp).
+enum class MsgKind : std::uint16_t { data = 1, abort = 2, ready = 3 };
 
 // 64 bytes on the wire, little-endian host order (all supported hosts are little-endian;
 // the magic catches a peer that is not).
@@ -32,7 +35,7 @@ struct WireHeader {
   std::uint8_t desc[32] = {};   // opaque to the transport: the collective's descriptor
 
   static constexpr std::uint32_t kMagic = 0x4d434e49;  // "INCM"
-  static constexpr std::uint16_t kVersion = 1;
+  static constexpr std::uint16_t kVersion = 2;  // 2: MsgKind::ready
 };
 static_assert(sizeof(WireHeader) == 64);
 
@@ -72,6 +75,9 @@ class MessageSink {
   // The whole payload of the message announced by `h` has been delivered.
   virtual void on_message(int peer, const WireHeader& h) = 0;
   virtual void on_send_done(std::uint64_t token) = 0;
+  // A ready notice (MsgKind::ready, no payload) arrived from `peer`. May throw inc::Error to
+  // reject it (reported through on_error). The default ignores it.
+  virtual void on_ready(int /*peer*/, const WireHeader& /*h*/) {}
   // The peer closed the connection, sent garbage, or aborted (text = its reason).
   virtual void on_peer_failed(int peer, const std::string& why) = 0;
   virtual void on_abort(int peer, const std::string& reason) = 0;
@@ -101,6 +107,8 @@ class TcpMesh {
 
   // Queue a message; `data` must stay valid until on_send_done(token).
   void send(int peer, const WireHeader& h, const void* data, std::uint64_t token);
+  // Queue a ready notice (h.kind = ready, no payload; no on_send_done). Throws as send().
+  void send_ready(int peer, WireHeader h);
   // Best effort: tell every live peer that this rank aborts (blocking up to ~100 ms).
   void broadcast_abort(const std::string& reason);
 
@@ -126,6 +134,7 @@ class TcpMesh {
 
  private:
   struct Peer;
+  Peer& live_peer(int peer);  // throws for an invalid or closed peer
   void handle_readable(int peer);
   void handle_writable(int peer);
   void fail_peer(int peer, const std::string& why);

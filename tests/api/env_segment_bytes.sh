@@ -86,17 +86,34 @@ for bad in 4K 63 1073741825 -1 abc; do
 done
 echo "bad values rejected at start-up: 4K 63 1073741825 -1 abc"
 
+# INC_EAGER_BYTES (largest message sent before its receiver posted the receive), read in init():
+# 0 (every message waits) and a value above every message (all eager) give right results with
+# host algorithms whose messages are above and below the default 64 KiB; bad values stop every
+# rank naming the variable.
+for eager in 0 1073741824; do
+  INC_EAGER_BYTES=$eager "$inc" launch -n 3 --no-prefix -- "$inc" bench -c allreduce \
+    -a ring,rabenseifner,recursive_doubling -b 1K -e 1M -f 32 -n 2 -w 1 --no-progress >"$tmp/eager.out" 2>&1 ||
+    fail "INC_EAGER_BYTES=$eager: $(tr '\n' ' ' <"$tmp/eager.out")"
+done
+# rejected VAR VALUE MESSAGE: a 2-rank job with VAR=VALUE fails, saying MESSAGE.
+rejected() {
+  if env "$1=$2" "$inc" launch -n 2 --no-prefix -- \
+       "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
+    fail "$1=$2 was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
+  fi
+  grep -qF "$3" "$tmp/bad.out" || fail "$1=$2: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+}
+for bad in abc -1 4611686018427387905 64K " 5"; do
+  rejected INC_EAGER_BYTES "$bad" "INC_EAGER_BYTES='$bad' must be an integer in [0, 2^62]"
+done
+echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-up: abc -1 2^62+1 64K ' 5'"
+
 # INC_SPIN_US (wait()'s polling before it sleeps), read in init() like the above: 0 (sleep at
 # once) still gives right results; bad values stop every rank naming the variable.
 INC_SPIN_US=0 "$inc" launch -n 2 --no-prefix -- "$inc" bench -c allreduce -b 1K -e 64K -n 2 -w 1 \
   --no-progress >"$tmp/spin.out" 2>&1 || fail "INC_SPIN_US=0: $(tr '\n' ' ' <"$tmp/spin.out")"
 for bad in abc -1 1000001 5us; do
-  if INC_SPIN_US=$bad "$inc" launch -n 2 --no-prefix -- \
-       "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
-    fail "INC_SPIN_US=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
-  fi
-  grep -qF "INC_SPIN_US='$bad' is not a whole number of microseconds" "$tmp/bad.out" ||
-    fail "INC_SPIN_US=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
+  rejected INC_SPIN_US "$bad" "INC_SPIN_US='$bad' is not a whole number of microseconds"
 done
 echo "INC_SPIN_US: 0 runs, bad values rejected at start-up: abc -1 1000001 5us"
 echo OK

@@ -26,8 +26,17 @@ struct Recorder : MessageSink {
     t.dst = got.back().data();
     return t;
   }
-  void on_message(int, const WireHeader&) override { ++complete; }
+  void on_message(int, const WireHeader&) override {
+    ++complete;
+    order += 'm';
+  }
   void on_send_done(std::uint64_t token) override { sent_tokens.push_back(token); }
+  void on_ready(int, const WireHeader& h) override {
+    ready.push_back(h);
+    order += 'r';
+  }
+  std::vector<WireHeader> ready;
+  std::string order;  // 'm' message complete, 'r' ready notice, in arrival order
   void on_peer_failed(int, const std::string& why) override { failure = why; }
   void on_abort(int, const std::string& reason) override { abort = reason; }
   void on_error(int, const Error& e) override { failure = e.what(); }
@@ -207,4 +216,46 @@ TEST(TcpMesh, WatchedFdWakesPollAndRunsItsCallback) {
   EXPECT_EQ(calls, 2);
   ::close(ev[0]);
   ::close(ev[1]);
+}
+
+TEST(TcpMesh, ReadyNoticeOvertakesQueuedPayloadsAndReportsNoSendDone) {
+  Pair p;
+  // A message larger than the socket buffers stays partly queued; a second one waits behind it.
+  auto big = pattern(8u << 20, 1), second = pattern(1000, 2);
+  WireHeader h;
+  h.seq = 1;
+  h.bytes = big.size();
+  p.a->send(1, h, big.data(), 11);
+  h.seq = 2;
+  h.bytes = second.size();
+  p.a->send(1, h, second.data(), 12);
+  WireHeader r;
+  r.comm_id = 7;
+  r.seq = 42;
+  r.msg_index = 3;
+  r.bytes = 99;  // ignored: a notice has no payload
+  p.a->send_ready(1, r);
+  ASSERT_TRUE(p.pump([&] { return p.rb.complete == 2 && !p.rb.ready.empty(); }));
+  ASSERT_EQ(p.rb.ready.size(), 1u);
+  EXPECT_EQ(p.rb.order, "mrm");  // after the message already leaving, before the queued one
+  EXPECT_EQ(p.rb.ready[0].comm_id, 7u);
+  EXPECT_EQ(p.rb.ready[0].seq, 42u);
+  EXPECT_EQ(p.rb.ready[0].msg_index, 3u);
+  EXPECT_EQ(p.rb.ready[0].bytes, 0u);
+  EXPECT_EQ(p.rb.got[1], second);
+  EXPECT_EQ(p.ra.sent_tokens, (std::vector<std::uint64_t>{11, 12}));  // none for the notice
+  EXPECT_TRUE(p.rb.failure.empty()) << p.rb.failure;
+}
+
+TEST(TcpMesh, ReadyNoticeWithAPayloadFailsThePeer) {
+  Pair p;
+  WireHeader h;
+  h.kind = static_cast<std::uint16_t>(MsgKind::ready);
+  h.bytes = 8;
+  const std::uint64_t junk = 0;
+  p.a->send(1, h, &junk, 1);
+  ASSERT_TRUE(p.pump([&] { return !p.rb.failure.empty(); }));
+  EXPECT_NE(p.rb.failure.find("ready notice with a 8-byte payload"), std::string::npos) << p.rb.failure;
+  EXPECT_TRUE(p.rb.ready.empty());
+  EXPECT_FALSE(p.b->peer_alive(0));
 }
