@@ -117,33 +117,6 @@ void allreduce_ring(Builder& b) {
   }
 }
 
-namespace {
-
-// Fold of a non-power-of-two rank count into the largest power of two p2 <= p (MPICH): among
-// the first 2*(p - p2) ranks, even ranks hand their data to the next odd rank and sit out;
-// the others take new ranks 0..p2-1.
-struct Fold {
-  int p2 = 1, rem = 0;
-  int newrank = -1;  // -1: this rank sits out
-  bool sits_out = false, absorbs = false;
-  int real(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
-};
-
-Fold fold(int p, int r) {
-  Fold f;
-  f.p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
-  f.rem = p - f.p2;
-  if (r < 2 * f.rem) {
-    f.sits_out = r % 2 == 0;
-    f.absorbs = !f.sits_out;
-    f.newrank = f.sits_out ? -1 : r / 2;
-  } else {
-    f.newrank = r - f.rem;
-  }
-  return f;
-}
-
-}  // namespace
 
 // Recursive doubling: log2 p steps exchanging the whole vector with partner rank ^ 2^k.
 // To stay correct when a send completes only with its receive, a step never receives into the
@@ -262,6 +235,8 @@ bool rotation_symmetric(const CollectiveParams& p_in) noexcept {
   CollectiveParams p = p_in;
   p.algo = select_algorithm(p);
   if (p.algo != Algorithm::ring || p.nranks < 2 || p.count == 0) return false;
+  const Accumulate acc = host_accumulate(p);
+  if (acc == Accumulate::wide || acc == Accumulate::widen) return false;  // (not claimed)
   switch (p.coll) {
     case Collective::allreduce:
       return p.count % static_cast<std::uint64_t>(p.nranks) == 0;
