@@ -126,11 +126,7 @@ void allreduce_recursive_doubling(Builder& b) {
   const int r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(b.nranks, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   const int steps = std::countr_zero(static_cast<unsigned>(f.p2));
   const int switches = steps + (f.absorbs ? 1 : 0);
   const bool end_in_output = !(b.p.in_place && switches % 2 == 1);
@@ -164,11 +160,7 @@ void allreduce_rabenseifner(Builder& b) {
   const int r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(b.nranks, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   bool fresh = true;  // data still only in the input (nothing reduced into output yet)
   if (f.absorbs) {
     b.recv_reduce(r - 1, b.in(0, n), b.out(0, n));
@@ -190,6 +182,14 @@ void allreduce_rabenseifner(Builder& b) {
     fresh = false;
     if (!keep_low) lo += mask;
   }
+  rabenseifner_allgather(b, f);
+}
+
+void rabenseifner_allgather(Builder& b, const Fold& f) {
+  const std::uint64_t n = b.p.count, P2 = static_cast<std::uint64_t>(f.p2);
+  auto blocks = [&](int first, int count) {
+    return parts(n, P2, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(count));
+  };
   for (int mask = 1; mask < f.p2; mask <<= 1) {  // allgather by recursive doubling
     const int partner = f.real(f.newrank ^ mask);
     const Part mine = blocks(f.newrank / mask * mask, mask);
@@ -197,7 +197,7 @@ void allreduce_rabenseifner(Builder& b) {
     b.send(partner, b.out(mine.begin, mine.size));
     b.recv(partner, b.out(theirs.begin, theirs.size));
   }
-  if (f.absorbs) b.send(r - 1, b.out(0, n));
+  if (f.absorbs) b.send(b.rank - 1, b.out(0, n));
 }
 
 // ---------------------------------------------------------------------------------------------

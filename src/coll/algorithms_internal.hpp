@@ -100,6 +100,18 @@ inline Fold fold(int p, int r) {
   return f;
 }
 
+// A rank that sits out of the fold hands its input to rank r + 1 and receives the result
+// (recursive doubling and Rabenseifner, narrow or widened). Returns whether it did.
+inline bool sit_out(Builder& b, const Fold& f) {
+  if (!f.sits_out) return false;
+  b.send(b.rank + 1, b.in(0, b.p.count));
+  b.recv(b.rank + 1, b.out(0, b.p.count));
+  return true;
+}
+// Rabenseifner's recursive-doubling allgather of the reduced blocks (new rank i owns block i of
+// p2), then an absorbing rank's hand-back to the rank that sat out.
+void rabenseifner_allgather(Builder& b, const Fold& f);
+
 // One builder per algorithm; each appends one rank's ops. p.nranks >= 2 and p.count > 0
 // (build_schedule handles the trivial cases).
 void allreduce_ring(Builder& b);

@@ -275,11 +275,7 @@ void widen_recursive_doubling(Builder& b) {
   const int P = b.nranks, r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(P, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   Wider w(b, n);
   int sw = 0;
   auto target = [&] { return sw++ % 2 == 0 ? w.acc(0, n) : w.acc2(0, n); };
@@ -318,11 +314,7 @@ void widen_rabenseifner(Builder& b) {
   const int P = b.nranks, r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(P, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   Wider w(b, n);
   bool fresh = true;
   if (f.absorbs) {
@@ -352,14 +344,7 @@ void widen_rabenseifner(Builder& b) {
   }
   const Part mine = blocks(f.newrank, 1);
   w.narrow(w.acc(mine.begin, mine.size), b.out(mine.begin, mine.size));
-  for (int mask = 1; mask < f.p2; mask <<= 1) {  // allgather, in the call's type
-    const int partner = f.real(f.newrank ^ mask);
-    const Part have = blocks(f.newrank / mask * mask, mask);
-    const Part theirs = blocks((f.newrank ^ mask) / mask * mask, mask);
-    b.send(partner, b.out(have.begin, have.size));
-    b.recv(partner, b.out(theirs.begin, theirs.size));
-  }
-  if (f.absorbs) b.send(r - 1, b.out(0, n));
+  rabenseifner_allgather(b, f);  // in the call's type
 }
 
 }  // namespace
