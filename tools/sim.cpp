@@ -292,7 +292,11 @@ int cmd_sim(int argc, char** argv) {
   run->add_option("--placement", placement, "contiguous | random")->capture_default_str();
   run->add_option("--seed", seed, "placement seed")->capture_default_str();
   run->add_flag("--edge", edge, "Edge-INC offload (NIC-driven host algorithm)");
-  std::string seg;
+  std::string seg, dtype_name = "f32", acc_name = "automatic";
+  run->add_option("-d,--dtype", dtype_name, "element type")->capture_default_str();
+  run->add_option("--accumulate", acc_name,
+                  "narrow | widen | wide | reproducible (f16/bf16/fp8/MX sums on the hosts: widen/wide move f32 partials)")
+      ->capture_default_str();
   bool rtt = false;
   run->add_option("--segment", seg, "message segment size (default: the algorithm's)");
   run->add_flag("--rtt-weighted", rtt, "share bottlenecks by route latency, as SimGrid does");
@@ -384,6 +388,12 @@ int cmd_sim(int argc, char** argv) {
         j.placement = placement;
         j.edge = edge;
         j.segment_bytes = seg.empty() ? 0 : parse_size(seg);
+        auto d = parse_data_type(dtype_name);
+        if (!d) throw Error(Error::Kind::invalid_argument, "unknown --dtype '" + dtype_name + "'");
+        j.dtype = *d;
+        auto a = parse_accumulate(acc_name);
+        if (!a) throw Error(Error::Kind::invalid_argument, "unknown --accumulate '" + acc_name + "'");
+        j.accumulate = *a;
         sc.jobs.push_back(j);
       }
     }

@@ -54,8 +54,9 @@ struct Options {
 // Per-call options.
 struct CallOptions {
   std::string algo;  // overrides the communicator's algorithm for this call ("" = keep)
-  // f16/bf16 sums in the network: where the accumulator is kept (see Accumulate in types.hpp);
-  // automatic = the communicator's default (INC_ACCUMULATE, else widen). `reproducible`:
+  // f16/bf16/fp8/MX sums: where the accumulator is kept (see Accumulate in types.hpp), in the
+  // network and on the hosts; automatic = the communicator's default (INC_ACCUMULATE, else
+  // widen in the switch and narrow on the hosts). `reproducible`:
   // f32/f16/bf16 sums with the same bits on every path (switch or host algorithm).
   Accumulate accumulate = Accumulate::automatic;
 };

@@ -45,7 +45,11 @@ inline constexpr int kNumCollectives = 6;
 // each add rounded; `widen`: 16 bits from the hosts to the first switch that adds two or more
 // inputs, f32 partial sums between switches, rounded once at the root; `wide`: the hosts send
 // f32 and round the f32 result once. `automatic`: the communicator's default
-// (INC_ACCUMULATE, else widen). The host algorithms are unaffected (each step rounds).
+// (INC_ACCUMULATE, else widen in the switch and narrow on the hosts). The host algorithms
+// (f16, bf16, fp8, MX sums; docs/NUMERICS.md "Wide accumulators on the hosts"): `narrow` rounds
+// at every step; `widen` sends each rank's own data narrow, f32 partial sums between hosts, each
+// chunk rounded once where complete, the allgather narrow; `wide` sends f32 throughout and
+// every rank rounds the f32 result once. `widen` and `wide` give the same bits there.
 // `reproducible` (f32, f16, bf16 sum/avg; docs/NUMERICS.md "Reproducible sums"): every value
 // in a 62-bit fixed-point window below its block's agreed exponent, summed as two i32 limbs in
 // the switch or on the hosts alike, rounded once: the same bits whatever the arrival order,

@@ -200,6 +200,10 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
     }
   }
   params.algo = algo;
+  // `automatic` (no CallOptions::accumulate, no INC_ACCUMULATE): widen in the switch, where it
+  // costs no host-link bytes; narrow on the hosts, the bits they always gave (widen there sends
+  // f32 partial sums: coll::host_accumulate, docs/NUMERICS.md "Wide accumulators on the hosts").
+  if (params.accumulate == Accumulate::automatic && algo == Algorithm::inc) params.accumulate = Accumulate::widen;
 
   auto rs = std::make_shared<detail::RequestState>();
   rs->comm = st;

@@ -61,8 +61,9 @@ struct CommState {
   std::string algo_source;  // "INC_ALGO=ring" when set from the environment/options
   std::uint64_t segment_bytes = 0;
   // The default accumulator policy of calls without CallOptions::accumulate (INC_ACCUMULATE,
-  // else widen); `reproducible` applies on the host path too.
-  Accumulate accumulate = Accumulate::widen;
+  // else automatic: widen in the switch, narrow on the hosts); every policy applies on the
+  // host path too (coll::host_accumulate).
+  Accumulate accumulate = Accumulate::automatic;
   // The switch tree of this communicator: the world's from INC_SWITCH/INC_TOPOLOGY, or any
   // communicator's from the controller (INC_CONTROLLER). `switch_configured` is the
   // process-wide fact.

@@ -25,8 +25,9 @@ Accumulate accumulate_setting(const transport::EnvLookup& env) {
                               "INC_ACCUMULATE=fixed)",
                               *n));
   }
+  // Unset: automatic, i.e. widen in the switch and narrow on the hosts (coll::host_accumulate).
   auto a = env("INC_ACCUMULATE");
-  if (!a) return old.value_or(Accumulate::widen);
+  if (!a) return old.value_or(Accumulate::automatic);
   auto v = parse_accumulate(*a);
   if (!v || *v == Accumulate::automatic)
     throw Error(Error::Kind::config,
@@ -40,6 +41,9 @@ Accumulate accumulate_setting(const transport::EnvLookup& env) {
 }
 
 namespace {
+
+// The switch's reading of `automatic`: widen.
+Accumulate switch_default(Accumulate a) { return a == Accumulate::automatic ? Accumulate::widen : a; }
 
 // What every attachment takes from the environment whoever chose the tree: numerics, window,
 // timers and deadlines (INC_TIMEOUT), the session and injected faults. Returns what to add to
@@ -131,7 +135,7 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
       throw Error(Error::Kind::config, fmt::format("INC_SWITCH_JOB='{}' is not a job id (1..2^32-1)", *j));
     job = static_cast<std::uint32_t>(v);
   }
-  path->accumulate_ = accumulate_setting(env);
+  path->accumulate_ = switch_default(accumulate_setting(env));
   std::string where;
   if (topo_path) {
     std::string err;
@@ -203,7 +207,7 @@ std::unique_ptr<IncPath> IncPath::from_grant(const transport::EnvLookup& env, in
   cfg.member = t.member;
   cfg.job = t.job;
   std::string more = common_settings(env, rank, session, timeout, att);
-  path->accumulate_ = accumulate_setting(env);
+  path->accumulate_ = switch_default(accumulate_setting(env));
   cfg.key = t.key;
   cfg.instance = proto::auth::random_instance();
   cfg.seq_base = proto::auth::clock_seq_base();

@@ -36,8 +36,8 @@
 
 namespace inc::api {
 
-// INC_ACCUMULATE: the communicator's default accumulator policy (else widen). Throws
-// Error(config) for a bad value.
+// INC_ACCUMULATE: the communicator's default accumulator policy (else automatic: widen in the
+// switch, narrow on the hosts). Throws Error(config) for a bad value.
 Accumulate accumulate_setting(const transport::EnvLookup& env);
 
 struct IncPlan {

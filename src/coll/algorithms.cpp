@@ -117,33 +117,6 @@ void allreduce_ring(Builder& b) {
   }
 }
 
-namespace {
-
-// Fold of a non-power-of-two rank count into the largest power of two p2 <= p (MPICH): among
-// the first 2*(p - p2) ranks, even ranks hand their data to the next odd rank and sit out;
-// the others take new ranks 0..p2-1.
-struct Fold {
-  int p2 = 1, rem = 0;
-  int newrank = -1;  // -1: this rank sits out
-  bool sits_out = false, absorbs = false;
-  int real(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
-};
-
-Fold fold(int p, int r) {
-  Fold f;
-  f.p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
-  f.rem = p - f.p2;
-  if (r < 2 * f.rem) {
-    f.sits_out = r % 2 == 0;
-    f.absorbs = !f.sits_out;
-    f.newrank = f.sits_out ? -1 : r / 2;
-  } else {
-    f.newrank = r - f.rem;
-  }
-  return f;
-}
-
-}  // namespace
 
 // Recursive doubling: log2 p steps exchanging the whole vector with partner rank ^ 2^k.
 // To stay correct when a send completes only with its receive, a step never receives into the
@@ -153,11 +126,7 @@ void allreduce_recursive_doubling(Builder& b) {
   const int r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(b.nranks, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   const int steps = std::countr_zero(static_cast<unsigned>(f.p2));
   const int switches = steps + (f.absorbs ? 1 : 0);
   const bool end_in_output = !(b.p.in_place && switches % 2 == 1);
@@ -191,11 +160,7 @@ void allreduce_rabenseifner(Builder& b) {
   const int r = b.rank;
   const std::uint64_t n = b.p.count;
   const Fold f = fold(b.nranks, r);
-  if (f.sits_out) {
-    b.send(r + 1, b.in(0, n));
-    b.recv(r + 1, b.out(0, n));
-    return;
-  }
+  if (sit_out(b, f)) return;
   bool fresh = true;  // data still only in the input (nothing reduced into output yet)
   if (f.absorbs) {
     b.recv_reduce(r - 1, b.in(0, n), b.out(0, n));
@@ -217,6 +182,14 @@ void allreduce_rabenseifner(Builder& b) {
     fresh = false;
     if (!keep_low) lo += mask;
   }
+  rabenseifner_allgather(b, f);
+}
+
+void rabenseifner_allgather(Builder& b, const Fold& f) {
+  const std::uint64_t n = b.p.count, P2 = static_cast<std::uint64_t>(f.p2);
+  auto blocks = [&](int first, int count) {
+    return parts(n, P2, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(count));
+  };
   for (int mask = 1; mask < f.p2; mask <<= 1) {  // allgather by recursive doubling
     const int partner = f.real(f.newrank ^ mask);
     const Part mine = blocks(f.newrank / mask * mask, mask);
@@ -224,7 +197,7 @@ void allreduce_rabenseifner(Builder& b) {
     b.send(partner, b.out(mine.begin, mine.size));
     b.recv(partner, b.out(theirs.begin, theirs.size));
   }
-  if (f.absorbs) b.send(r - 1, b.out(0, n));
+  if (f.absorbs) b.send(b.rank - 1, b.out(0, n));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,6 +235,8 @@ bool rotation_symmetric(const CollectiveParams& p_in) noexcept {
   CollectiveParams p = p_in;
   p.algo = select_algorithm(p);
   if (p.algo != Algorithm::ring || p.nranks < 2 || p.count == 0) return false;
+  const Accumulate acc = host_accumulate(p);
+  if (acc == Accumulate::wide || acc == Accumulate::widen) return false;  // (not claimed)
   switch (p.coll) {
     case Collective::allreduce:
       return p.count % static_cast<std::uint64_t>(p.nranks) == 0;

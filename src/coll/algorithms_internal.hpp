@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "coll/schedule.hpp"
@@ -75,6 +76,42 @@ class Builder {
 
 inline int mod(std::int64_t a, int p) { return static_cast<int>(((a % p) + p) % p); }
 
+// Fold of a non-power-of-two rank count into the largest power of two p2 <= p (MPICH): among
+// the first 2*(p - p2) ranks, even ranks hand their data to the next odd rank and sit out;
+// the others take new ranks 0..p2-1.
+struct Fold {
+  int p2 = 1, rem = 0;
+  int newrank = -1;  // -1: this rank sits out
+  bool sits_out = false, absorbs = false;
+  int real(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
+};
+
+inline Fold fold(int p, int r) {
+  Fold f;
+  f.p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  f.rem = p - f.p2;
+  if (r < 2 * f.rem) {
+    f.sits_out = r % 2 == 0;
+    f.absorbs = !f.sits_out;
+    f.newrank = f.sits_out ? -1 : r / 2;
+  } else {
+    f.newrank = r - f.rem;
+  }
+  return f;
+}
+
+// A rank that sits out of the fold hands its input to rank r + 1 and receives the result
+// (recursive doubling and Rabenseifner, narrow or widened). Returns whether it did.
+inline bool sit_out(Builder& b, const Fold& f) {
+  if (!f.sits_out) return false;
+  b.send(b.rank + 1, b.in(0, b.p.count));
+  b.recv(b.rank + 1, b.out(0, b.p.count));
+  return true;
+}
+// Rabenseifner's recursive-doubling allgather of the reduced blocks (new rank i owns block i of
+// p2), then an absorbing rank's hand-back to the rank that sat out.
+void rabenseifner_allgather(Builder& b, const Fold& f);
+
 // One builder per algorithm; each appends one rank's ops. p.nranks >= 2 and p.count > 0
 // (build_schedule handles the trivial cases).
 void allreduce_ring(Builder& b);
@@ -89,6 +126,14 @@ void alltoall_pairwise(Builder& b);
 void barrier_dissemination(Builder& b);
 void inc_collective(Builder& b);
 // Accumulate::reproducible sums (reproducible.cpp): the whole schedule, p.count > 0.
-void reproducible_sum(const CollectiveParams& p, RankSchedule& s);  // Core-INC: allreduce, reduce_scatter, allgather, broadcast
+void reproducible_sum(const CollectiveParams& p, RankSchedule& s);
+// Appends `sub`'s ops to `s` with sub's input/output/scratch moved to scratch offsets of `s`
+// and every op's arithmetic set to `arith` (reproducible.cpp; also widened.cpp).
+void append_moved(RankSchedule& s, const RankSchedule& sub, Arith arith, std::uint64_t in_off,
+                  std::uint64_t out_off, std::uint64_t scratch_off);
+// Wide accumulators on the hosts (widened.cpp), p.count > 0, p.nranks >= 2, host_accumulate(p)
+// wide or widen: the whole schedule.
+void wide_sum(const CollectiveParams& p, RankSchedule& s);   // widen once, the f32 algorithm, round once
+void widen_sum(Builder& b);                                  // narrow first hop, f32 partials, narrow allgather  // Core-INC: allreduce, reduce_scatter, allgather, broadcast
 
 }  // namespace inc::coll::detail

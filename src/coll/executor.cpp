@@ -179,7 +179,8 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
     check_inc_call(*op);  // throws before anything is registered
     op->info_.in_network = true;
   } else if (params.coll == Collective::allreduce || params.coll == Collective::reduce_scatter) {
-    op->info_.hops = host_hops(params.dtype, params.op, params.accumulate);
+    op->info_.accumulate = host_accumulate(params);
+    op->info_.hops = host_hops(params.dtype, params.op, op->info_.accumulate, params.coll);
   }
   for (std::uint32_t i = 0; i < n; ++i) count[i + 1] += count[i];
   op->dependents_begin = count;
@@ -360,8 +361,10 @@ void Engine::ready(CollOp& op, std::uint32_t i) {
     case OpKind::repro_scan:
     case OpKind::repro_encode:
     case OpKind::repro_decode:
-      run_repro_op(o, op.params, region_ptr(op, o.src), region_ptr(op, o.dst),
-                   o.aux.bytes ? region_ptr(op, o.aux) : nullptr);
+    case OpKind::widen:
+    case OpKind::narrow:
+      op.info_.overflow_events += run_local_op(o, op.params, region_ptr(op, o.src), region_ptr(op, o.dst),
+                                               o.aux.bytes ? region_ptr(op, o.aux) : nullptr);
       if (o.kind == OpKind::repro_decode) note_repro_stats(op.info_, op.params, region_ptr(op, o.aux), o.aux.bytes);
       complete(op, i);
       return;

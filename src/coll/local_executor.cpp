@@ -123,13 +123,18 @@ class LocalRun {
     return (id == BufferId::input && p_.in_place) ? BufferId::output : id;
   }
 
+  // whole_elems: the region is whole elements of the op's arithmetic (the call's type, or the
+  // i32 / f32 of a reproducible or wide sum; f32 regions of widen/narrow: whole floats).
   void check_region(int r, std::size_t i, const Region& reg, bool write, bool whole_elems) {
     if (reg.bytes == 0) return;
     const auto size = buffer(r, reg.buf).size();
     if (reg.offset > size || reg.bytes > size - reg.offset)
       throw op_error(Error::Kind::invalid_argument, r, i,
                      fmt::format("region outside its buffer of {} bytes", size));
-    if (whole_elems && (reg.bytes % elem_ != 0 || reg.offset % elem_ != 0))
+    const Op& o = s_[static_cast<std::size_t>(r)].ops[i];
+    const bool f32_side = (o.kind == OpKind::widen && &reg == &o.dst) || (o.kind == OpKind::narrow && &reg == &o.src);
+    const std::uint64_t esz = f32_side ? 4 : o.arith == Arith::call ? elem_ : size_of(arithmetic(o, p_.dtype, p_.op).dtype);
+    if (whole_elems && (reg.bytes % esz != 0 || reg.offset % esz != 0))
       throw op_error(Error::Kind::invalid_argument, r, i,
                      fmt::format("region is not whole {} elements", name(p_.dtype)));
     if (write && resolved(reg.buf) == BufferId::input)
@@ -240,6 +245,14 @@ class LocalRun {
             check_region(r, i, o.dst, true, true);
             check_region(r, i, o.aux, false, true);
             break;
+          case OpKind::widen:  // the call's type -> f32 (MX: a block -> 32 floats)
+          case OpKind::narrow:
+            check_region(r, i, o.src, false, true);
+            check_region(r, i, o.dst, true, true);
+            if ((o.kind == OpKind::widen ? o.dst : o.src).bytes * size_of(p_.dtype) !=
+                (o.kind == OpKind::widen ? o.src : o.dst).bytes * 4 * elements_per_unit(p_.dtype))
+              throw op_error(Error::Kind::invalid_argument, r, i, "f32 and narrow sizes differ");
+            break;
           case OpKind::inc_reduce:
           case OpKind::inc_broadcast:
           case OpKind::inc_gather:
@@ -344,6 +357,8 @@ class LocalRun {
       case OpKind::repro_scan:
       case OpKind::repro_encode:
       case OpKind::repro_decode:
+      case OpKind::widen:
+      case OpKind::narrow:
         queued_[g] = 1;
         push({ActionKind::op, g});
         break;
@@ -452,8 +467,8 @@ class LocalRun {
             numerics::reduce(ar.dtype, ar.op, ptr(r, o.dst), ptr(r, o.dst), ptr(r, o.src),
                              o.dst.bytes / size_of(ar.dtype));
           complete(g);
-        } else {  // repro_scan, repro_encode, repro_decode
-          run_repro_op(o, p_, ptr(r, o.src), ptr(r, o.dst), o.aux.bytes ? ptr(r, o.aux) : nullptr);
+        } else {  // repro_scan, repro_encode, repro_decode, widen, narrow
+          run_local_op(o, p_, ptr(r, o.src), ptr(r, o.dst), o.aux.bytes ? ptr(r, o.aux) : nullptr);
           complete(g);
         }
         break;

@@ -75,11 +75,22 @@ std::vector<NumericsHop> switch_hops(DataType t, ReduceOp op, Accumulate ran,
   return hops;
 }
 
-std::vector<NumericsHop> host_hops(DataType t, ReduceOp op, Accumulate ran) {
+std::vector<NumericsHop> host_hops(DataType t, ReduceOp op, Accumulate ran, Collective coll) {
   const bool sum = op == ReduceOp::sum || op == ReduceOp::avg;
   if (sum && ran == Accumulate::reproducible)
     return {{"host->host", 64, 8, "two i32 limbs per element (exact; each host rounds once)"}};
   const std::string tn(name(t));
+  const auto nbits = is_mx(t) ? mx_element_bits(t) : static_cast<std::uint32_t>(8 * size_of(t)) / static_cast<std::uint32_t>(elements_per_unit(t));
+  const double bpe = static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t));
+  if (sum && ran == Accumulate::wide)  // (coll::host_accumulate: only where it widened)
+    return {{"host->host", 32, 4, "f32 partial sums (" + tn + " widened on each host; each host rounds once)"}};
+  if (sum && ran == Accumulate::widen) {
+    std::vector<NumericsHop> hops = {{"host->host (first step)", nbits, bpe, tn + " inputs"},
+                                     {"host->host", 32, 4, "f32 partial sums"}};
+    if (coll == Collective::allreduce)
+      hops.push_back({"host->host (allgather)", nbits, bpe, tn + " result (rounded once where complete)"});
+    return hops;
+  }
   return {{"host->host", is_mx(t) ? mx_element_bits(t)
                                   : static_cast<std::uint32_t>(8 * size_of(t)) / static_cast<std::uint32_t>(elements_per_unit(t)),
            static_cast<double>(size_of(t)) / static_cast<double>(elements_per_unit(t)),

@@ -15,8 +15,10 @@ namespace inc::coll {
 // above it are then not listed: "switch->hosts" is the way back from wherever the root is).
 std::vector<NumericsHop> switch_hops(DataType t, ReduceOp op, Accumulate ran,
                                      const std::vector<std::uint32_t>& members, bool levels_known);
-// The host algorithms: every step is a host->host hop carrying the element type (or the
-// reproducible limbs).
-std::vector<NumericsHop> host_hops(DataType t, ReduceOp op, Accumulate ran);
+// The host algorithms (`ran`: coll::host_accumulate): narrow: every step is a host->host hop
+// carrying the element type (or the reproducible limbs); wide: f32 on every step; widen: the
+// first step in the element type, f32 partial sums, the allgather (allreduce) in the type.
+std::vector<NumericsHop> host_hops(DataType t, ReduceOp op, Accumulate ran,
+                                   Collective coll = Collective::allreduce);
 
 }  // namespace inc::coll

@@ -17,8 +17,6 @@
 
 namespace inc::coll::detail {
 
-namespace {
-
 // Appends `sub`'s ops with its input/output/scratch moved to scratch offsets of `s`.
 void append_moved(RankSchedule& s, const RankSchedule& sub, Arith arith, std::uint64_t in_off,
                   std::uint64_t out_off, std::uint64_t scratch_off) {
@@ -36,8 +34,6 @@ void append_moved(RankSchedule& s, const RankSchedule& sub, Arith arith, std::ui
     s.ops.push_back(o);
   }
 }
-
-}  // namespace
 
 void reproducible_sum(const CollectiveParams& p, RankSchedule& s) {
   namespace rp = numerics::repro;

@@ -229,6 +229,10 @@ RankSchedule build_schedule(const CollectiveParams& p_in) {
     b.copy(b.in(0, p.count), b.out(0, p.count));
   } else if (p.algo == Algorithm::inc) {
     detail::inc_collective(b);
+  } else if (host_accumulate(p) == Accumulate::wide) {
+    detail::wide_sum(p, s);
+  } else if (host_accumulate(p) == Accumulate::widen) {
+    detail::widen_sum(b);
   } else {
     switch (p.coll) {
       case Collective::allreduce:
@@ -354,6 +358,8 @@ Access access_of(const Op& op) {
       break;
     case OpKind::recv_reduce:
     case OpKind::copy:
+    case OpKind::widen:
+    case OpKind::narrow:
     case OpKind::inc_reduce:
     case OpKind::inc_broadcast:
     case OpKind::inc_gather:
@@ -501,7 +507,8 @@ std::string to_string(const Op& op) {
   static constexpr std::string_view kinds[] = {"send",       "recv",          "recv_reduce",
                                                "copy",       "reduce",        "inc_reduce",
                                                "inc_broadcast", "inc_gather", "repro_scan",
-                                               "repro_encode", "repro_decode"};
+                                               "repro_encode", "repro_decode", "widen",
+                                               "narrow"};
   static constexpr std::string_view bufs[] = {"input", "output", "scratch"};
   auto reg = [](const Region& r) {
     return fmt::format("{}[{},+{})", bufs[static_cast<unsigned>(r.buf) % 3], r.offset, r.bytes);
@@ -555,6 +562,8 @@ ScheduleCounts summarize(const RankSchedule& s) noexcept {
       case OpKind::repro_scan:
       case OpKind::repro_encode:
       case OpKind::repro_decode:
+      case OpKind::widen:
+      case OpKind::narrow:
         c.reduce_bytes += op.src.bytes;  // local passes over the data, as a reduce
         break;
     }

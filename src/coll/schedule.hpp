@@ -66,12 +66,17 @@ enum class OpKind : std::uint8_t {
   repro_scan,    // dst (i32 pairs per block of the whole input) = the block exponents of src
   repro_encode,  // dst (2 i32 limbs per element) = src in fixed point at the agreed exponents aux
   repro_decode,  // dst (the call's type) = the limb sums of src rounded once, exponents aux
+  // Local steps of a host sum with a wide accumulator (Accumulate::wide / widen on the hosts,
+  // src/coll/widened.cpp): the call's narrow type <-> f32 (MX: 32 f32 values per block).
+  widen,   // dst (f32) = src (the call's type) converted exactly
+  narrow,  // dst (the call's type) = src (f32) rounded once (nearest-even; MX: encoded)
 };
-inline constexpr int kNumOpKinds = 11;
+inline constexpr int kNumOpKinds = 13;
 
-// The arithmetic of a recv_reduce, reduce or inc_reduce: the call's (dtype, op), or the i32
-// phases of a reproducible sum (the exponent pre-pass, the limbs).
-enum class Arith : std::uint8_t { call, i32_max, i32_sum };
+// The arithmetic of a recv_reduce, reduce or inc_reduce: the call's (dtype, op), the i32
+// phases of a reproducible sum (the exponent pre-pass, the limbs), or the call's op on f32
+// partial sums (a wide accumulator on the hosts).
+enum class Arith : std::uint8_t { call, i32_max, i32_sum, f32 };
 
 struct Op {
   OpKind kind = OpKind::send;
@@ -95,6 +100,7 @@ inline OpArithmetic arithmetic(const Op& o, DataType call_dtype, ReduceOp call_o
   switch (o.arith) {
     case Arith::i32_max: return {DataType::i32, ReduceOp::max};
     case Arith::i32_sum: return {DataType::i32, ReduceOp::sum};
+    case Arith::f32: return {DataType::f32, call_op};
     case Arith::call: break;
   }
   return {call_dtype, call_op};
@@ -138,10 +144,12 @@ struct CollectiveParams {
   // Largest message the schedule issues; larger transfers are segmented so that the
   // inferred dependencies pipeline them. 0 = algorithm default.
   std::uint64_t segment_bytes = 0;
-  // f16/bf16 sums in the network (inc_reduce ops): where the accumulator is kept; resolved by
-  // the caller (automatic = widen). The host algorithms ignore it, except `reproducible`
-  // (f32/f16/bf16 sum and avg of allreduce and reduce_scatter): every path then runs the
-  // fixed-point schedule of src/coll/reproducible.cpp, and gives the same bits.
+  // Where a sum keeps its accumulator. In the network (inc_reduce ops) resolved by the caller
+  // (automatic = widen). On the hosts see host_accumulate(): `wide` and `widen` (and `fixed`,
+  // which means widen for these types) give f16/bf16/fp8/MX sums of allreduce and
+  // reduce_scatter f32 accumulators (src/coll/widened.cpp), `automatic` and `narrow` round at
+  // every step; `reproducible` (f32/f16/bf16 sum and avg) runs the fixed-point schedule of
+  // src/coll/reproducible.cpp on every path, and gives the same bits.
   Accumulate accumulate = Accumulate::automatic;
 };
 
@@ -184,6 +192,21 @@ bool reproducible(const CollectiveParams& p) noexcept;
 // Runs a repro_scan / repro_encode / repro_decode op on its regions' memory (every executor).
 void run_repro_op(const Op& o, const CollectiveParams& p, const std::byte* src, std::byte* dst,
                   const std::byte* aux);
+
+// The accumulator policy the host schedule of `p` runs (docs/NUMERICS.md "Wide accumulators on
+// the hosts"): `reproducible` when reproducible(p); `wide` or `widen` for an f16, bf16, e4m3,
+// e5m2 or MX sum/avg of allreduce or reduce_scatter on two or more ranks that asked for it
+// (`fixed` counts as widen, as in the switch); otherwise `narrow` (every step rounds; also the
+// meaning of `automatic` on the hosts, so the default keeps the bits the hosts always gave).
+Accumulate host_accumulate(const CollectiveParams& p) noexcept;
+
+// Runs a widen / narrow op (every executor). Returns the elements a narrow op rounded from a
+// finite f32 to a non-finite value (overflow events, docs/NUMERICS.md); 0 for widen.
+std::uint64_t run_width_op(const Op& o, DataType t, const std::byte* src, std::byte* dst);
+// Run any local op that is not a copy or reduce: repro_* and widen/narrow. Returns events.
+std::uint64_t run_local_op(const Op& o, const CollectiveParams& p, const std::byte* src, std::byte* dst,
+                           const std::byte* aux);
+bool is_local_pass(OpKind k) noexcept;  // repro_scan/encode/decode, widen, narrow
 
 // Build the schedule of one rank. Throws inc::Error(invalid_argument) for unsupported
 // combinations. Calls infer_dependencies before returning.

@@ -65,6 +65,8 @@ StepCounts schedule_counts(const Program& P) {
         case OpKind::repro_scan:  // local passes of a reproducible sum: as a reduce
         case OpKind::repro_encode:
         case OpKind::repro_decode:
+        case OpKind::widen:
+        case OpKind::narrow:
           red += b;
           break;
         case OpKind::copy:

@@ -87,7 +87,9 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
     case OpKind::reduce:
     case OpKind::repro_scan:  // local passes of a reproducible sum: as a reduce
     case OpKind::repro_encode:
-    case OpKind::repro_decode: {
+    case OpKind::repro_decode:
+    case OpKind::widen:
+    case OpKind::narrow: {
       double dur = 0;
       if (o.kind != OpKind::copy) dur = o.bytes * opt.np.gamma();
       else if (mem_on()) dur = 2.0 * o.bytes / (opt.np.host_mem_GBps * 1e9);  // read + write

@@ -78,6 +78,8 @@ std::uint64_t op_bytes(const coll::Op& op) {
     case OpKind::repro_scan:  // local passes of a reproducible sum, costed as a reduce
     case OpKind::repro_encode:
     case OpKind::repro_decode:
+    case OpKind::widen:  // local conversions of a wide accumulator, costed as a reduce
+    case OpKind::narrow:
       return op.src.bytes;
     case OpKind::recv:
     case OpKind::recv_reduce:

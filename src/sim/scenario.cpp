@@ -90,6 +90,8 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     auto d = parse_data_type(dt);
     if (!d) r.fail("dtype", fmt::format("unknown type '{}'", dt));
     j.dtype = *d;
+    const std::string acc = r.get_string("accumulate", "automatic", {"automatic", "narrow", "widen", "wide", "reproducible", "fixed"});
+    j.accumulate = *parse_accumulate(acc);
     if (r.has("stream_of")) {
       const std::string of = r.get_string("stream_of", "");
       for (std::size_t k = 0; k < s.jobs.size(); ++k)
@@ -145,6 +147,7 @@ std::vector<JobSpec> place_jobs(const Scenario& s, const Topology& topo) {
     spec.params.algo = j.algo;
     spec.params.nranks = j.ranks;
     spec.params.dtype = j.dtype;
+    spec.params.accumulate = j.accumulate;
     spec.params.count = count_for_bytes(j.coll, j.ranks, j.bytes, j.dtype);
     spec.params.root = j.root;
     spec.params.segment_bytes = j.segment_bytes;

@@ -19,6 +19,9 @@ struct JobDesc {
   int ranks = 2;
   std::uint64_t bytes = 1 << 20;  // collective size, as in MODEL.md
   DataType dtype = DataType::f32;
+  // The accumulator policy (host algorithms: f16/bf16/fp8/MX sums under widen/wide move f32
+  // partial sums; coll::host_accumulate); `accumulate = "wide"` in a scenario.
+  Accumulate accumulate = Accumulate::automatic;
   std::string placement = "contiguous";  // contiguous | random | list
   std::vector<int> hosts;                 // placement = list
   bool edge = false;
