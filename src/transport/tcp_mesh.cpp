@@ -333,13 +333,7 @@ void TcpMesh::handle_readable(int peer) {
         if (p.payload_done == p.hdr.bytes) consume_rx(peer, p);  // completes the message
         continue;
       }
-      if (r == 0) {
-        fail_peer(peer, fmt::format("rank {} closed its connection (did the process exit?)", peer));
-        return;
-      }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EINTR) continue;
-      fail_peer(peer, fmt::format("read from rank {} failed: {}", peer, std::strerror(errno)));
+      if (read_again(peer, r)) continue;
       return;
     }
     if (p.rx_begin > 0 && p.rx.size() - p.rx_end < sizeof(WireHeader) * 2) {
@@ -354,18 +348,23 @@ void TcpMesh::handle_readable(int peer) {
       budget -= std::min<std::uint64_t>(budget, static_cast<std::uint64_t>(r));
       continue;
     }
-    if (r == 0) {
-      fail_peer(peer, fmt::format("rank {} closed its connection (did the process exit?)", peer));
-      return;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    if (errno == EINTR) continue;
-    fail_peer(peer, fmt::format("read from rank {} failed: {}", peer, std::strerror(errno)));
+    if (read_again(peer, r)) continue;
     return;
   }
   // Out of budget: deliver what was read. The socket may now be empty, and epoll would not
   // report it again for bytes that already sit in our buffer.
   if (p.alive) consume_rx(peer, p);
+}
+
+bool TcpMesh::read_again(int peer, ssize_t r) {
+  if (r == 0) {
+    fail_peer(peer, fmt::format("rank {} closed its connection (did the process exit?)", peer));
+    return false;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+  if (errno == EINTR) return true;
+  fail_peer(peer, fmt::format("read from rank {} failed: {}", peer, std::strerror(errno)));
+  return false;
 }
 
 void TcpMesh::fail_peer(int peer, const std::string& why) {

@@ -5,6 +5,8 @@
 // parked in a buffer when nobody asked for it yet. It knows nothing about collectives.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -137,6 +139,9 @@ class TcpMesh {
   Peer& live_peer(int peer);  // throws for an invalid or closed peer
   void handle_readable(int peer);
   void handle_writable(int peer);
+  // After a read of a peer's socket that returned r <= 0: true to read again (interrupted);
+  // false to stop reading, because the socket is drained or the peer failed (fail_peer).
+  bool read_again(int peer, ssize_t r);
   void fail_peer(int peer, const std::string& why);
   void update_interest(int peer);
   bool consume_rx(int peer, Peer& p);

@@ -15,15 +15,12 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 
 using namespace inc;
+using inc::testing::world;
 
 namespace {
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
 
 std::int32_t sum_of_ranks(const std::vector<int>& world_ranks) {
   std::int32_t s = 0;

@@ -12,18 +12,15 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 #include "test_store.hpp"
 
 using namespace inc;
+using inc::testing::contains;
+using inc::testing::fresh;
 using namespace std::chrono_literals;
 
 namespace {
-
-Communicator fresh(std::chrono::milliseconds timeout = 10s) {
-  Options o;
-  o.timeout = timeout;
-  return Communicator::init(o);
-}
 
 // Runs fn, which must throw inc::Error; returns it.
 template <class F>
@@ -38,8 +35,6 @@ Error expect_error(F&& fn) {
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s";
   return Error(Error::Kind::internal, "no error");
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // A rank that failed on its own tells the others ("rank 2 aborted the job: rank 2: <its
 // error>"): a peer_failure must carry that cause, and name a rank other than the receiver.

@@ -13,21 +13,14 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 
 using namespace inc;
+using inc::testing::contains;
+using inc::testing::fresh;
 using namespace std::chrono_literals;
 
 namespace {
-
-Communicator fresh(std::chrono::milliseconds timeout) {
-  Options o;
-  o.timeout = timeout;
-  return Communicator::init(o);
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 }  // namespace
 

@@ -14,17 +14,15 @@
 
 #include "inc/inc.hpp"
 #include "tests/api/inc_traffic.hpp"
+#include "tests/api/mp_util.hpp"
 #include "tests/numerics/fp8_reference.hpp"
 #include "tests/numerics/h16_reference.hpp"
 
 using namespace inc;
+using inc::testing::same_everywhere;
+using inc::testing::world;
 
 namespace {
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
 
 using namespace inc::testing::h16;
 Format format(DataType t) { return t == DataType::f16 ? kF16 : kBF16; }
@@ -37,17 +35,6 @@ std::uint16_t val(DataType t, int r, std::uint64_t i) {
   const int e = static_cast<int>(h % 8) - 4;
   const std::uint32_t mant = static_cast<std::uint32_t>((h >> 3) % (1u << f.mant));
   return static_cast<std::uint16_t>(((h >> 20) & 1) << 15 | std::uint32_t(e + f.bias) << f.mant | mant);
-}
-
-// The same bits on every rank: min and max over ranks of a checksum agree.
-template <class T>
-bool same_everywhere(Communicator& comm, const std::vector<T>& v) {
-  std::uint32_t h = 2166136261u;
-  for (auto x : v) h = (h ^ x) * 16777619u;
-  std::int64_t s = h, mn = 0, mx = 0;
-  comm.allreduce(&s, &mn, 1, DataType::i64, ReduceOp::min);
-  comm.allreduce(&s, &mx, 1, DataType::i64, ReduceOp::max);
-  return mn == mx;
 }
 
 // A sum Allreduce of n elements under `acc`, and its report: in the network with that policy,

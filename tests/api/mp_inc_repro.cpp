@@ -13,16 +13,14 @@
 
 #include "inc/inc.hpp"
 #include "tests/api/inc_traffic.hpp"
+#include "tests/api/mp_util.hpp"
 #include "tests/numerics/h16_reference.hpp"
 
 using namespace inc;
+using inc::testing::same_everywhere;
+using inc::testing::world;
 
 namespace {
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
 
 namespace h16 = inc::testing::h16;
 
@@ -46,15 +44,6 @@ std::vector<std::byte> encode(DataType t, const std::vector<double>& v) {
     }
   }
   return b;
-}
-
-bool same_everywhere(Communicator& comm, const std::vector<std::byte>& v) {
-  std::uint32_t h = 2166136261u;
-  for (auto x : v) h = (h ^ std::to_integer<std::uint32_t>(x)) * 16777619u;
-  std::int64_t s = h, mn = 0, mx = 0;
-  comm.allreduce(&s, &mn, 1, DataType::i64, ReduceOp::min);
-  comm.allreduce(&s, &mx, 1, DataType::i64, ReduceOp::max);
-  return mn == mx;
 }
 
 CallOptions repro(const char* algo) {

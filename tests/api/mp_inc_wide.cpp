@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 
 using namespace inc;
+using inc::testing::ival;
+using inc::testing::world;
 
 namespace {
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
-
-std::int32_t ival(int r, std::uint64_t i) {
-  return static_cast<std::int32_t>((i * 2654435761u + static_cast<std::uint64_t>(r) * 40503u) % 20001) - 10000;
-}
 
 void in_network(const Communicator& comm, const char* what) {
   auto rep = comm.last_report();

@@ -15,18 +15,15 @@
 #include <vector>
 
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 #include "numerics/mx.hpp"
 
 using namespace inc;
+using inc::testing::world;
 
 namespace {
 
 constexpr std::size_t K = 32;
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
 
 numerics::MxElem elem(DataType t) {
   switch (t) {

@@ -2,6 +2,8 @@
 // the choice among candidates, the file format and its errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -87,7 +89,7 @@ TEST(Tuning, FileRoundTrip) {
   for (std::uint64_t b : {8ull, 1024ull, 300000ull, 1ull << 20, 4ull << 20})
     for (Algorithm a : {Algorithm::ring, Algorithm::inc})
       EXPECT_NEAR(*u.predict(Collective::allreduce, a, b), *t.predict(Collective::allreduce, a, b), 1e-3);
-  const std::string path = testing::TempDir() + "/inc_tuning_roundtrip.json";
+  const std::string path = testing::TempDir() + "/inc_tuning_roundtrip." + std::to_string(::getpid()) + ".json";
   t.save(path);
   CostTable v = CostTable::load(path);
   EXPECT_EQ(v.algorithms(Collective::allreduce).size(), 2u);

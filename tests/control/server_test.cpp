@@ -30,6 +30,17 @@ proto::auth::Key key(std::uint8_t b) {
   return k;
 }
 
+// What switch s0 of the fabric below says of itself when it registers.
+ctl::SwitchState s0_state() {
+  ctl::SwitchState st;
+  st.name = "s0";
+  st.ip = 0x7F000001;
+  st.port = 7100;
+  st.slots_per_lane = 64;
+  st.slot_elems = 256;
+  return st;
+}
+
 class Served : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -151,12 +162,7 @@ TEST_F(Served, ReplayedAndAlteredFramesAreRefused) {
 TEST_F(Served, MessagesOfTheWrongRoleCloseTheConnection) {
   // A job pretending to be a switch (registering a switch of the fabric).
   Client c(addr_, key(1), ctl::Role::job, 5s);
-  ctl::SwitchState st;
-  st.name = "s0";
-  st.ip = 0x7F000001;
-  st.port = 7100;
-  st.slots_per_lane = 64;
-  st.slot_elems = 256;
+  ctl::SwitchState st = s0_state();
   c.send(st, 5s);
   EXPECT_THROW(c.recv(5s), std::runtime_error);
   EXPECT_NE(status().find("\"registered\":false"), std::string::npos);
@@ -192,12 +198,7 @@ class ServedShortAdmit : public Served {
 
 TEST_F(ServedShortAdmit, ANewcomerWaitsForItsSlotsAsLongAsItsRequestSays) {
   Client agent(addr_, key(1), ctl::Role::switch_agent, 5s);
-  ctl::SwitchState st;
-  st.name = "s0";
-  st.ip = 0x7F000001;
-  st.port = 7100;
-  st.slots_per_lane = 64;
-  st.slot_elems = 256;
+  ctl::SwitchState st = s0_state();
   st.incarnation = 1;
   agent.send(st, 5s);
   std::atomic<bool> stop{false};

@@ -19,22 +19,12 @@ trap 'kill -9 $sw $job $relay 2>/dev/null; rm -rf "$dir"' EXIT
 source "$here/wait_for.sh"
 newkey() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 (umask 077; echo "1 $(newkey)" >"$dir/keys"; echo "1 $(newkey)" >"$dir/ctl.key")
-# Ports below the ephemeral range (free_ports); another test may still take them: retry a switch that cannot bind them.
-for attempt in 1 2 3 4 5; do
-  port=$(free_ports 101) || { echo "FAIL: no free ports"; exit 1; }
-  "$inc" switch --bind 127.0.0.1:$port --lanes 1 --slots 64 --job 1:4:16 --key-file "$dir/keys" \
-    --control-key-file "$dir/ctl.key" --metrics-port $((port + 100)) --stats-interval 0.2 >"$dir/sw" 2>&1 &
-  sw=$!
-  for ((i = 0; i < 1200; ++i)); do
-    grep -q "metrics http" "$dir/sw" && break
-    kill -0 $sw 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "metrics http" "$dir/sw" && break
-  kill -9 $sw 2>/dev/null; wait $sw 2>/dev/null; sw=
-  grep -q "in use" "$dir/sw" || break
-done
-grep -q "metrics http" "$dir/sw" || { cat "$dir/sw"; echo "FAIL: the switch did not start"; exit 1; }
+start_switch() {  # on $base, its metrics on $base + 100 (serve_on_free_ports)
+  exec "$inc" switch --bind 127.0.0.1:$base --lanes 1 --slots 64 --job 1:4:16 --key-file "$dir/keys" \
+    --control-key-file "$dir/ctl.key" --metrics-port $((base + 100)) --stats-interval 0.2
+}
+serve_on_free_ports 101 "$dir/sw" "metrics http" start_switch || { cat "$dir/sw"; echo "FAIL: the switch did not start"; exit 1; }
+port=$base
 metric() {  # metric REGEX: the sum of the samples of the switch's /metrics matching it, as an integer
   python3 -c "import re,sys,urllib.request; t=urllib.request.urlopen('http://127.0.0.1:$((port + 100))/metrics', timeout=20).read().decode(); print(int(sum(float(l.split()[-1]) for l in t.splitlines() if re.match(sys.argv[1], l))))" "$1"
 }

@@ -16,14 +16,6 @@ set -u
 source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
 base=$(free_ports 16) || exit 1
 
-start_controller() {  # FABRIC PORT LOG ARGS...
-  local fabric=$1 port=$2 log=$3
-  shift 3
-  "$inc" controller serve --fabric "$fabric" --control-key-file "$dir/ctlkey" --listen 127.0.0.1:$port "$@" >>"$log" 2>&1 &
-  ctl=$!
-  pids+=($ctl)
-}
-status() { "$inc" controller status --controller 127.0.0.1:$1 --control-key-file "$dir/ctlkey"; }
 wait_status() {  # PORT REGEX WHAT: poll the status until it matches (60 s bound)
   local i
   for ((i = 0; i < 600; ++i)); do
@@ -37,11 +29,7 @@ wait_status() {  # PORT REGEX WHAT: poll the status until it matches (60 s bound
 c1=$base s1=$((base + 1))
 echo "switch s0 127.0.0.1:$s1 slots=256" >"$dir/one.topo"
 start_controller "$dir/one.topo" $c1 "$dir/c1.log"
-wait_for "$dir/c1.log" "serving 127\.0\.0\.1:$c1" "serving line from the controller"
-"$inc" switch --name s0 --bind 127.0.0.1:$s1 --lanes 1 --slots 256 --controller 127.0.0.1:$c1 \
-  --control-key-file "$dir/ctlkey" >"$dir/s1.log" 2>&1 &
-pids+=($!)
-wait_for "$dir/c1.log" "switch s0 registered" "registration of the switch"
+start_switches $c1 "$dir/c1.log" 256 s0:$s1
 for np_groups in "4 2" "8 4"; do
   set -- $np_groups
   "$inc" launch -n $1 --controller 127.0.0.1:$c1 --control-key-file "$dir/ctlkey" -- "$mp" $2 2 10007 >"$dir/run.log" 2>&1 || fail "$1 ranks split into $2 groups"
@@ -62,24 +50,9 @@ echo "unreachable controller: the hosts, with the reason on stderr"
 
 # ---- 2. a two-level tree ----------------------------------------------------------------
 c2=$((base + 2)) sp=$((base + 3)) l0=$((base + 4)) l1=$((base + 5))
-cat >"$dir/two.topo" <<TOPO
-switch spine 127.0.0.1:$sp slots=256
-switch leaf0 127.0.0.1:$l0 parent=spine slots=256 rate=100
-switch leaf1 127.0.0.1:$l1 parent=spine slots=256 rate=100
-host h0 leaf=leaf0
-host h1 leaf=leaf0
-host h2 leaf=leaf1
-host h3 leaf=leaf1
-TOPO
+two_level_fabric "$dir/two.topo" 256 $sp $l0 $l1
 start_controller "$dir/two.topo" $c2 "$dir/c2.log"
-wait_for "$dir/c2.log" "serving 127\.0\.0\.1:$c2" "serving line from the controller"
-for s in spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp; do
-  IFS=: read -r name port parent <<<"$s"
-  "$inc" switch --name $name --bind 127.0.0.1:$port --lanes 1 --slots 256 ${parent:+--parent 127.0.0.1:$parent} \
-    --controller 127.0.0.1:$c2 --control-key-file "$dir/ctlkey" >"$dir/s-$name.log" 2>&1 &
-  pids+=($!)
-done
-for name in spine leaf0 leaf1; do wait_for "$dir/c2.log" "switch $name registered" "registration of $name"; done
+start_switches $c2 "$dir/c2.log" 256 spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp
 INC_CONTROLLER=127.0.0.1:$c2 INC_CONTROL_HOST='h{rank}' "$inc" launch -n 4 -- "$mp" 2 2 10007 >"$dir/run.log" 2>&1 ||
   fail "4 ranks on a two-level tree"
 grep -q "world: .*tree rooted at switch 'spine', 3 switches" "$dir/run.log" || fail "the world's tree is not rooted at the spine"
@@ -89,11 +62,7 @@ echo "two-level tree: world rooted at the spine (3 switches), groups split and d
 c3=$((base + 6)) s3=$((base + 7))
 echo "switch s0 127.0.0.1:$s3 slots=64" >"$dir/scarce.topo"
 start_controller "$dir/scarce.topo" $c3 "$dir/c3.log" --policy static --partitions 4
-wait_for "$dir/c3.log" "serving 127\.0\.0\.1:$c3" "serving line from the controller"
-"$inc" switch --name s0 --bind 127.0.0.1:$s3 --lanes 1 --slots 64 --controller 127.0.0.1:$c3 \
-  --control-key-file "$dir/ctlkey" >"$dir/s3.log" 2>&1 &
-pids+=($!)
-wait_for "$dir/c3.log" "switch s0 registered" "registration of the switch"
+start_switches $c3 "$dir/c3.log" 64 s0:$s3
 export INC_CONTROLLER=127.0.0.1:$c3
 jobs=()
 for j in 1 2 3 4; do
@@ -116,11 +85,7 @@ echo "four concurrent jobs: exact, 16 slots each (static partition); a fifth ref
 c4=$((base + 8)) s4=$((base + 9))
 echo "switch s0 127.0.0.1:$s4 slots=64" >"$dir/lease.topo"
 start_controller "$dir/lease.topo" $c4 "$dir/c4.log" --lease 2
-wait_for "$dir/c4.log" "serving 127\.0\.0\.1:$c4" "serving line from the controller"
-"$inc" switch --name s0 --bind 127.0.0.1:$s4 --lanes 1 --slots 64 --controller 127.0.0.1:$c4 \
-  --control-key-file "$dir/ctlkey" >"$dir/s4.log" 2>&1 &
-pids+=($!)
-wait_for "$dir/c4.log" "switch s0 registered" "registration of the switch"
+start_switches $c4 "$dir/c4.log" 64 s0:$s4
 INC_CONTROLLER=127.0.0.1:$c4 setsid "$inc" launch -n 2 -- "$mp" 0 100000 10007 >"$dir/killed.log" 2>&1 &
 victim=$!
 pids+=($victim)
@@ -130,7 +95,6 @@ wait $victim 2>/dev/null
 wait_status $c4 '"expired":1' "expired lease"
 wait_status $c4 '"free":64,' "the killed job's slots back"
 status $c4 | grep -q '"static_jobs":0' || { status $c4; fail "a released job is reported as the switch's own"; }
-grep -q "inc_switch" /dev/null
 echo "killed job: its lease expired and its slots came back"
 
 # ---- 5. the controller restarts under a running job ----------------------------------------

@@ -13,66 +13,30 @@
 set -u
 source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
 base=$(free_ports 4) || exit 1
-status() { "$inc" controller status --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey"; }
-# Jobs holding exactly N slots at switch SW in status text ST (what the switch's last state
-# reported: a shrink counts once the job moved there).
-holding() {  # ST SW N
-  grep -o "\"name\":\"$2\"[^}]*}" <<<"$1" | grep -o '"jobs":{.*' | grep -o ':[0-9]*' | grep -c "^:$3\$"
-}
-wait_holding() {  # N COUNT WHAT SW... (a 120 s deadline)
-  local n=$1 count=$2 what=$3 end=$((SECONDS + 120)) st sw ok
-  shift 3
-  while [ $SECONDS -lt $end ]; do
-    st=$(status 2>/dev/null)
-    ok=1
-    for sw in "$@"; do [ "$(holding "$st" $sw $n)" -ge $count ] || ok=0; done
-    [ $ok = 1 ] && return 0
-    sleep 0.1
-  done
-  status; fail "no $what in the controller's status after 120 s"
-}
-
 c=$base sp=$((base + 1)) l0=$((base + 2)) l1=$((base + 3))
-cat >"$dir/two.topo" <<TOPO
-switch spine 127.0.0.1:$sp slots=64
-switch leaf0 127.0.0.1:$l0 parent=spine slots=64 rate=100
-switch leaf1 127.0.0.1:$l1 parent=spine slots=64 rate=100
-host h0 leaf=leaf0
-host h1 leaf=leaf0
-host h2 leaf=leaf1
-host h3 leaf=leaf1
-TOPO
-"$inc" controller serve --fabric "$dir/two.topo" --control-key-file "$dir/ctlkey" --listen 127.0.0.1:$c \
-  --policy fair >"$dir/ctl.log" 2>&1 &
-pids+=($!)
-wait_for "$dir/ctl.log" "serving 127\.0\.0\.1:$c" "serving line from the controller"
-for s in spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp; do
-  IFS=: read -r name port parent <<<"$s"
-  "$inc" switch --name $name --bind 127.0.0.1:$port --lanes 1 --slots 64 ${parent:+--parent 127.0.0.1:$parent} \
-    --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey" >"$dir/s-$name.log" 2>&1 &
-  pids+=($!)
-done
-for name in spine leaf0 leaf1; do wait_for "$dir/ctl.log" "switch $name registered" "registration of $name"; done
+two_level_fabric "$dir/two.topo" 64 $sp $l0 $l1
+start_controller "$dir/two.topo" $c "$dir/ctl.log" --policy fair
+start_switches $c "$dir/ctl.log" 64 spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp
 export INC_CONTROLLER=127.0.0.1:$c INC_CONTROL_SLOTS=64 INC_CONTROL_HOST='h{rank}'
 
 # The first job: 4 ranks over both leaves, all 64 slots, allreduces until told to stop.
 MP_CONTROLLER_UNTIL="$dir/stop1" "$inc" launch -n 4 -- "$mp" 0 1000000 10007 >"$dir/job1.log" 2>&1 &
 first=$!
 pids+=($first)
-wait_holding 64 1 "tree job holding 64 slots on every switch" spine leaf0 leaf1
+wait_holding $c 64 1 "tree job holding 64 slots on every switch" spine leaf0 leaf1
 
 # A second tree job while it runs: 32 each on every switch.
 MP_CONTROLLER_UNTIL="$dir/stop" "$inc" launch -n 4 -- "$mp" 0 1000000 10007 >"$dir/job2.log" 2>&1 &
 second=$!
 pids+=($second)
-wait_holding 32 2 "2 tree jobs of 32 slots on every switch" spine leaf0 leaf1
+wait_holding $c 32 2 "2 tree jobs of 32 slots on every switch" spine leaf0 leaf1
 echo "2 tree jobs: 32 slots each on the spine and both leaves"
 # A job on leaf0 alone: leaf0's share is 21, so the tree jobs go to 21 on all three switches.
 MP_CONTROLLER_UNTIL="$dir/stop" "$inc" launch -n 2 -- "$mp" 0 1000000 10007 >"$dir/job3.log" 2>&1 &
 third=$!
 pids+=($third)
-wait_holding 21 3 "3 jobs of 21 slots on leaf0" leaf0
-wait_holding 21 2 "the 2 tree jobs at 21 slots on the spine and leaf1" spine leaf1
+wait_holding $c 21 3 "3 jobs of 21 slots on leaf0" leaf0
+wait_holding $c 21 2 "the 2 tree jobs at 21 slots on the spine and leaf1" spine leaf1
 echo "a third job on leaf0: the tree jobs at 21 slots on every switch of their trees"
 kill -0 $first 2>/dev/null || fail "the first job ended early"
 touch "$dir/stop"
@@ -83,16 +47,11 @@ grep -q "mp_controller: all exact" "$dir/job3.log" || fail "job 3 not exact"
 grep -q "tree rooted at switch 'spine', 3 switches" "$dir/job2.log" || fail "job 2 had no tree over both leaves"
 grep -q "tree rooted at switch 'leaf0', 1 switch" "$dir/job3.log" || fail "job 3 was not on leaf0 alone"
 # Alone again: the first job grows back to the whole pool on every switch.
-wait_holding 64 1 "the first job grown back to 64 slots on every switch" spine leaf0 leaf1
+wait_holding $c 64 1 "the first job grown back to 64 slots on every switch" spine leaf0 leaf1
 echo "the newcomers left: the first job holds 64 slots again on every switch"
 touch "$dir/stop1"
 wait $first || fail "the first job failed"
 grep -q "mp_controller: all exact" "$dir/job1.log" || fail "the first job not exact"
 grep -q "tree rooted at switch 'spine', 3 switches, 64 slots" "$dir/job1.log" || fail "the first job did not get the whole pool"
-grep -q "collectives run on the hosts" "$dir"/job*.log && fail "a job fell back to the hosts"
-n=$(grep -c "re-balancing: job" "$dir/ctl.log")
-m=$(grep -c "moved job" "$dir/ctl.log")
-[ "$m" -ge 9 ] || fail "only $m resizes completed ($n sent)"
-[ "$n" -le 60 ] || fail "$n resizes sent for 2 arrivals and 2 departures (they oscillate)"
-echo "the running tree jobs were resized $m times on their switches ($n resizes sent), every result exact"
+check_resizes 9 60 "2 arrivals and 2 departures"
 echo "controller_rebalance_tree: ok"

@@ -10,22 +10,9 @@ dir=$(mktemp -d)
 sw=
 trap 'kill -9 $sw 2>/dev/null; rm -rf "$dir"' EXIT
 source "$here/wait_for.sh"
-# Ports below the ephemeral range (free_ports) another test may still take: a first switch that cannot bind its
-# ports (and says so) is retried on other ones; any other failure to serve fails the test.
-for attempt in 1 2 3 4 5; do
-  base=$(free_ports 101) || { echo "FAIL: no free ports"; exit 1; }
-  "$inc" switch --bind 127.0.0.1:$base --lanes 1 --metrics-port $((base + 100)) >"$dir/sw1" 2>&1 &
-  sw=$!
-  for ((i = 0; i < 1200; ++i)); do
-    grep -q "metrics http" "$dir/sw1" && break
-    kill -0 $sw 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "metrics http" "$dir/sw1" && break
-  kill -9 $sw 2>/dev/null; wait $sw 2>/dev/null
-  grep -q "in use" "$dir/sw1" || break
-done
-grep -q "metrics http" "$dir/sw1" || { cat "$dir/sw1"; echo "FAIL: the first switch did not serve metrics"; exit 1; }
+start_switch() { exec "$inc" switch --bind 127.0.0.1:$base --lanes 1 --metrics-port $((base + 100)); }
+serve_on_free_ports 101 "$dir/sw1" "metrics http" start_switch ||
+  { cat "$dir/sw1"; echo "FAIL: the first switch did not serve metrics"; exit 1; }
 timeout 20 "$inc" switch --bind 127.0.0.1:$((base + 2)) --lanes 1 --metrics-port $((base + 100)) >"$dir/sw2" 2>&1
 rc=$?
 [ $rc -eq 1 ] || { cat "$dir/sw2"; echo "FAIL: a second switch on the same metrics port started (rc $rc)"; exit 1; }

@@ -10,14 +10,16 @@
 # usage: switch_restart.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-port=$((30000 + $$ % 20000))
 dir=$(mktemp -d)
 sw1= sw2= job=
 trap 'kill -9 $sw1 $sw2 $job 2>/dev/null; rm -rf "$dir"' EXIT
 
 source "$(dirname "$(readlink -f "$0")")/wait_for.sh"
+# The restarted switch takes the same address: two lanes on ports free now (not the kernel's
+# choice at bind time, which the second switch could not repeat).
+port=$(free_ports 2) || exit 1
 start_switch() {  # start_switch LOG: a switch printing its counters every 0.1 s
-  "$inc" switch --bind 127.0.0.1:$port --job 1:4:16 --slot-elements 4096 --stats-interval 0.1 >"$1" 2>&1 &
+  "$inc" switch --bind 127.0.0.1:$port --lanes 2 --job 1:4:16 --slot-elements 4096 --stats-interval 0.1 >"$1" 2>&1 &
 }
 
 start_switch "$dir/sw1"

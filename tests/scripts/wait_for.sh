@@ -36,3 +36,29 @@ for _ in range(500):
 sys.exit(f'no {n} consecutive free ports found')
 PY
 }
+
+# serve_on_free_ports N LOG READY START: runs the script's function START in the background
+# (START execs its command, so that its PID is $sw; output in LOG) with $base the first of N
+# ports free now (free_ports), until a line of LOG matches READY. Another test may take those
+# ports in between: a START that exits saying a port is "in use" is tried again on other ports
+# (5 times at most).
+# Returns 1 (LOG kept, $sw empty) if it never served: any other failure is not retried.
+serve_on_free_ports() {
+  local n=$1 log=$2 ready=$3 start=$4 attempt i
+  for attempt in 1 2 3 4 5; do
+    base=$(free_ports "$n") || { echo "FAIL: no free ports"; exit 1; }
+    $start >"$log" 2>&1 &
+    sw=$!
+    for ((i = 0; i < 1200; ++i)); do
+      grep -qE "$ready" "$log" && return 0
+      kill -0 $sw 2>/dev/null || break
+      sleep 0.05
+    done
+    grep -qE "$ready" "$log" && return 0
+    kill -9 $sw 2>/dev/null
+    wait $sw 2>/dev/null
+    sw=
+    grep -q "in use" "$log" || return 1
+  done
+  return 1
+}

@@ -216,7 +216,7 @@ TEST(SwitchCli, TakenPortOfALaneIsAClearError) {
 }
 
 TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
-  std::string path = ::testing::TempDir() + "/inc_topo_test.txt";
+  std::string path = ::testing::TempDir() + "/inc_topo_test." + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << "# two leaves under a spine\n"
                          "switch spine 127.0.0.1:7298 slots=64 lanes=2\n"
                          "switch leaf0 127.0.0.1:7301 parent=spine\n"
@@ -250,13 +250,14 @@ TEST(SwitchCli, TopologyFileSelectsTheSwitch) {
   SwitchDaemonOptions o3;
   char* argv3[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"leaf0", (char*)"--slots", (char*)"9"};
   EXPECT_NE(parse_switch_args(7, argv3, o3, help).find("do not combine"), std::string::npos);
+  std::remove(path.c_str());
 }
 
 // Multicast results in a tree: a switch whose members in a job are hosts may give that job a
 // group (its results replicate under it); one with a child switch as a member may not, as a
 // leaf whose parent announces a group fails the job (docs/PROTOCOL.md, "Multicast results").
 TEST(SwitchCli, TopologyLeafTakesAGroupTheSpineDoesNot) {
-  std::string path = ::testing::TempDir() + "/inc_topo_mcast_test.txt";
+  std::string path = ::testing::TempDir() + "/inc_topo_mcast_test." + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << "switch spine 127.0.0.1:7298\n"
                          "switch leaf0 127.0.0.1:7301 parent=spine\n"
                          "switch leaf1 127.0.0.1:7302 parent=spine\n"
@@ -281,6 +282,7 @@ TEST(SwitchCli, TopologyLeafTakesAGroupTheSpineDoesNot) {
   char* a3[] = {(char*)"switch", (char*)"--topology", path.data(), (char*)"--name", (char*)"spine",
                 (char*)"--multicast", (char*)"8=239.255.0.1"};
   EXPECT_NE(parse_switch_args(7, a3, mixed, help).find("has switch 'leaf1' as a member of job 8"), std::string::npos);
+  std::remove(path.c_str());
 }
 
 TEST(Topology, ErrorsNameTheLine) {

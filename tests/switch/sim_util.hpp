@@ -43,19 +43,33 @@ struct Topo {
   // Worker rank r is worker index r.
 };
 
+// The configuration of a cluster's first switch (64 slots in its pool) and of the switches
+// copied from it.
+inline SwitchConfig root_config(std::uint64_t seed, std::uint32_t slot_elems) {
+  SwitchConfig sc;
+  sc.slots = 64;
+  sc.slot_elems = slot_elems;
+  sc.incarnation = seed * 2 + 1;
+  return sc;
+}
+
+// Workers of `job` leaf by leaf: per_leaf[l] members at leaves[l] (ranks numbered leaf by leaf).
+inline void add_workers(Topo& t, std::uint32_t job, const std::vector<std::uint16_t>& per_leaf,
+                        const std::vector<Endpoint>& leaves) {
+  for (std::size_t l = 0; l < per_leaf.size(); ++l)
+    for (std::uint16_t m = 0; m < per_leaf[l]; ++m) t.c->add_worker(worker_cfg(job, m, leaves[l]));
+}
+
 // One switch (node 0), n workers.
 inline Topo flat(std::uint64_t seed, const SimFaults& f, std::uint16_t n, std::uint32_t slots,
                  std::uint32_t slot_elems, std::uint32_t job = 7, std::uint32_t caps = proto::cap::all) {
   Topo t;
   t.c = std::make_unique<SimCluster>(seed, f);
-  SwitchConfig sc;
-  sc.slots = 64;
-  sc.slot_elems = slot_elems;
-  sc.incarnation = seed * 2 + 1;
+  SwitchConfig sc = root_config(seed, slot_elems);
   sc.caps = caps;
   t.switches.push_back(t.c->add_switch(sc));
   EXPECT_EQ(t.c->sw(0).admit({job, n, slots}, 0), proto::Reason::ok);
-  for (std::uint16_t m = 0; m < n; ++m) t.c->add_worker(worker_cfg(job, m, t.switches[0]));
+  add_workers(t, job, {n}, {t.switches[0]});
   return t;
 }
 
@@ -65,10 +79,7 @@ inline Topo two_level(std::uint64_t seed, const SimFaults& f, const std::vector<
                       std::uint32_t slots, std::uint32_t slot_elems, std::uint32_t job = 7) {
   Topo t;
   t.c = std::make_unique<SimCluster>(seed, f);
-  SwitchConfig spine;
-  spine.slots = 64;
-  spine.slot_elems = slot_elems;
-  spine.incarnation = seed * 2 + 1;
+  SwitchConfig spine = root_config(seed, slot_elems);
   t.switches.push_back(t.c->add_switch(spine));
   EXPECT_EQ(t.c->sw(0).admit({job, std::uint16_t(per_leaf.size()), slots}, 0), proto::Reason::ok);
   for (std::size_t l = 0; l < per_leaf.size(); ++l) {
@@ -80,9 +91,7 @@ inline Topo two_level(std::uint64_t seed, const SimFaults& f, const std::vector<
     EXPECT_EQ(t.c->sw(l + 1).admit({job, per_leaf[l], slots, std::uint16_t(l)}, 0),
               proto::Reason::ok);
   }
-  for (std::size_t l = 0; l < per_leaf.size(); ++l)
-    for (std::uint16_t m = 0; m < per_leaf[l]; ++m)
-      t.c->add_worker(worker_cfg(job, m, t.switches[l + 1]));
+  add_workers(t, job, per_leaf, std::vector<Endpoint>(t.switches.begin() + 1, t.switches.end()));
   return t;
 }
 
@@ -100,15 +109,12 @@ inline Topo flat_lanes(std::uint64_t seed, const SimFaults& f, std::uint16_t n,
                        std::uint16_t lanes, std::uint32_t job = 7) {
   Topo t;
   t.c = std::make_unique<SimCluster>(seed, f);
-  SwitchConfig sc;
-  sc.slots = 64;
-  sc.slot_elems = slot_elems;
-  sc.incarnation = seed * 2 + 1;
+  SwitchConfig sc = root_config(seed, slot_elems);
   for (std::size_t i : t.c->add_switch_lanes(sc, lanes)) {
     t.switches.push_back(t.c->switch_endpoint(i));
     EXPECT_EQ(t.c->sw(i).admit({job, n, slots_per_lane}, 0), proto::Reason::ok);
   }
-  for (std::uint16_t m = 0; m < n; ++m) t.c->add_worker(worker_cfg(job, m, t.switches[0]));
+  add_workers(t, job, {n}, {t.switches[0]});
   return t;
 }
 
@@ -121,10 +127,7 @@ inline Topo two_level_lanes(std::uint64_t seed, const SimFaults& f,
                             std::uint16_t leaf_lanes, std::uint32_t job = 7) {
   Topo t;
   t.c = std::make_unique<SimCluster>(seed, f);
-  SwitchConfig spine;
-  spine.slots = 64;
-  spine.slot_elems = slot_elems;
-  spine.incarnation = seed * 2 + 1;
+  SwitchConfig spine = root_config(seed, slot_elems);
   for (std::size_t i : t.c->add_switch_lanes(spine, spine_lanes)) {
     t.switches.push_back(t.c->switch_endpoint(i));
     EXPECT_EQ(t.c->sw(i).admit({job, std::uint16_t(per_leaf.size()), slots}, 0), proto::Reason::ok);
@@ -144,9 +147,7 @@ inline Topo two_level_lanes(std::uint64_t seed, const SimFaults& f,
                 proto::Reason::ok);
     }
   }
-  for (std::size_t l = 0; l < per_leaf.size(); ++l)
-    for (std::uint16_t m = 0; m < per_leaf[l]; ++m)
-      t.c->add_worker(worker_cfg(job, m, leaf0[l]));
+  add_workers(t, job, per_leaf, leaf0);
   return t;
 }
 

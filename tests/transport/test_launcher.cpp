@@ -16,40 +16,14 @@
 
 #include "api/launcher.hpp"
 #include "inc/types.hpp"
+#include "tests/transport/test_util.hpp"
 #include "tools/commands.hpp"
 
 using namespace inc::api;
+using inc::testing::Capture;
 using std::chrono::milliseconds;
 
 namespace {
-
-// A temporary file for the launcher to write the children's output into.
-class Capture {
- public:
-  Capture() : f_(std::tmpfile()) {}
-  ~Capture() { std::fclose(f_); }
-  int fd() const { return fileno(f_); }
-  std::string text() const {
-    std::string s;
-    char buf[4096];
-    for (off_t off = 0;;) {
-      ssize_t n = ::pread(fd(), buf, sizeof buf, off);
-      if (n <= 0) break;
-      s.append(buf, static_cast<std::size_t>(n));
-      off += n;
-    }
-    return s;
-  }
-  std::vector<std::string> lines() const {
-    std::vector<std::string> out;
-    std::istringstream in(text());
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  }
-
- private:
-  std::FILE* f_;
-};
 
 struct Job {
   Capture out, err;

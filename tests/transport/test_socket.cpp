@@ -9,25 +9,15 @@
 #include <string>
 #include <thread>
 
+#include "tests/transport/test_util.hpp"
 #include "transport/socket.hpp"
 
 using namespace inc::transport;
 using inc::Error;
+using inc::testing::expect_error;
 using std::chrono::milliseconds;
 
 namespace {
-
-template <class F>
-Error expect_error(F&& f, Error::Kind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.kind()), static_cast<int>(kind)) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "expected an inc::Error";
-  return Error(Error::Kind::internal, "no error thrown");
-}
 
 bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
 

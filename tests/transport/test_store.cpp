@@ -13,27 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "tests/transport/test_util.hpp"
 #include "transport/store.hpp"
 
 using namespace inc::transport;
 using inc::Error;
+using inc::testing::expect_error;
 using std::chrono::milliseconds;
 
 namespace {
 
 constexpr milliseconds kLong{30000};  // generous deadline for things that must happen
-
-template <class F>
-Error expect_error(F&& f, Error::Kind kind) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.kind()), static_cast<int>(kind)) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "expected an inc::Error";
-  return Error(Error::Kind::internal, "no error thrown");
-}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
