@@ -359,6 +359,10 @@ class SwitchDataPlane {
   void init_copies(Job& j, std::uint32_t first = 0);
   // `n` free pool slots for `job` (marked its own), or nullopt if fewer are free.
   std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
+  // Why a resize of `j` to `slots` is refused (ok: it is not): unknown job, size, failed.
+  proto::Reason resize_refusal(const Job* j, std::uint32_t slots) const;
+  // A root's (or lane 0's) boundary: the chunk after the newest seen from any member, plus S.
+  std::uint32_t pick_resize_at(Job& j);
   // Every member drained and joined again: move the job to its new slots, answer the joins.
   void finish_resize(Job& j);
   // The job's slot table to `n` slots: a shrink keeps the first, a grow adds free ones (false,

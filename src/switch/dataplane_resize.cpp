@@ -11,15 +11,20 @@ using proto::Header;
 using proto::PacketType;
 using proto::Reason;
 
-Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
-  Job* j = find(job);
+Reason SwitchDataPlane::resize_refusal(const Job* j, std::uint32_t slots) const {
   if (!j) return Reason::unknown_job;
   if (slots == 0 || slots > 0xFFFF) return Reason::bad_slot;
-  // Several lanes need one boundary for all of them: resize_lanes (lanes_resize.hpp).
-  if (cfg_.lanes != 1) return Reason::unsupported;
   // Results announce the boundary at most kMaxResizeDistance chunks ahead (it lies S ahead).
   if (j->spec.slots > proto::kMaxResizeDistance) return Reason::unsupported;
   if (j->failed) return Reason::job_failed;
+  return Reason::ok;
+}
+
+Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
+  Job* j = find(job);
+  if (Reason r = resize_refusal(j, slots); r != Reason::ok) return r;
+  // Several lanes need one boundary for all of them: resize_lanes (lanes_resize.hpp).
+  if (cfg_.lanes != 1) return Reason::unsupported;
   if (j->resizing) {
     // A leaf still waiting for its parent's boundary, asked to stay as it is: nothing to do
     // (the controller takes back a resize another switch of the tree refused).
@@ -46,16 +51,21 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
     j->resize_known = false;
     return Reason::ok;
   }
+  pick_resize_at(*j);
+  return Reason::ok;
+}
+
+std::uint32_t SwitchDataPlane::pick_resize_at(Job& j) {
   // The boundary: no member can have sent a chunk at or beyond it. A member sends chunk c only
   // once it holds the result of chunk c - S; every chunk that completed had a contribution of
   // every member, so lies below the newest chunk seen from any member (H); results of chunks
   // from H on are sent from now on, each with the boundary H + S.
-  std::uint32_t h = j->members[0].next_chunk;
-  for (const auto& m : j->members)
+  std::uint32_t h = j.members[0].next_chunk;
+  for (const auto& m : j.members)
     if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
-  j->resize_at = h + j->spec.slots;
-  j->resize_known = true;
-  return Reason::ok;
+  j.resize_at = h + j.spec.slots;
+  j.resize_known = true;
+  return j.resize_at;
 }
 
 bool SwitchDataPlane::take_slots(Job& j, std::uint32_t n) {
@@ -143,13 +153,10 @@ void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::ui
 
 SwitchDataPlane::LanePrepare SwitchDataPlane::prepare_lane_resize(std::uint32_t job, std::uint32_t slots) {
   Job* j = find(job);
-  if (!j) return {Reason::unknown_job};
-  if (slots == 0 || slots > 0xFFFF) return {Reason::bad_slot};
+  if (Reason r = resize_refusal(j, slots); r != Reason::ok) return {r};
   // A tree of switches with several lanes: each lane of a leaf would follow its parent's lane
   // on its own, and nothing ties them to one boundary (docs/PROTOCOL.md "Live resize of lanes").
   if (j->has_parent()) return {Reason::unsupported};
-  if (j->spec.slots > proto::kMaxResizeDistance) return {Reason::unsupported};
-  if (j->failed) return {Reason::job_failed};
   // One at a time: a lane that moved and one that has not cannot take a new target together
   // (the switch's agent holds a Resize that comes meanwhile until this one is done).
   if (j->resizing) return {Reason::unexpected};
@@ -194,12 +201,7 @@ std::optional<std::uint32_t> SwitchDataPlane::pick_boundary(std::uint32_t job) {
   // result of lane chunk c - S here, so no member has sent lane chunk H + S, and every one
   // learns it from a result here before it sends global chunk (H + S) L, where the old mapping
   // ends on every lane (lane chunk H + S of each).
-  std::uint32_t h = j->members[0].next_chunk;
-  for (const auto& m : j->members)
-    if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
-  j->resize_at = h + j->spec.slots;
-  j->resize_known = true;
-  return j->resize_at;
+  return pick_resize_at(*j);
 }
 
 void SwitchDataPlane::take_boundary(std::uint32_t job, std::optional<std::uint32_t> at) {

@@ -6,10 +6,14 @@
 # and when the newcomers finish the first job grows back. Every result is checked (exact).
 # Nothing is timed: each step waits for an event; deadlines only bound a hang. The jobs run
 # allreduces until the script tells them to stop (MP_CONTROLLER_UNTIL).
-# usage: controller_rebalance.sh path/to/inc path/to/mp_controller
+# With LANES > 1 (ctest controller_rebalance_lanes: 2) the switch runs `--lanes LANES` with 64
+# slots per lane and the same steps hold per lane: lane 0 picks each boundary, the other lanes
+# take it (docs/PROTOCOL.md "Live resize of lanes"); the log says `per lane on its N lanes`.
+# usage: controller_rebalance.sh path/to/inc path/to/mp_controller [LANES]
 set -u
+lanes=${3:-1}
 source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
-base=$(free_ports 4) || exit 1
+base=$(free_ports $((3 + lanes))) || exit 1
 status() { "$inc" controller status --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey"; }
 # Jobs holding exactly N slots at the switch (what its last state reported: a shrink counts
 # once the job moved, so once its members ran past the boundary).
@@ -24,12 +28,12 @@ wait_holding() {  # N COUNT WHAT (120 s bound)
 }
 
 c=$base s=$((base + 1))
-echo "switch s0 127.0.0.1:$s slots=64" >"$dir/one.topo"
+echo "switch s0 127.0.0.1:$s slots=$((64 * lanes)) lanes=$lanes" >"$dir/one.topo"
 "$inc" controller serve --fabric "$dir/one.topo" --control-key-file "$dir/ctlkey" --listen 127.0.0.1:$c \
   --policy fair >"$dir/ctl.log" 2>&1 &
 pids+=($!)
 wait_for "$dir/ctl.log" "serving 127\.0\.0\.1:$c" "serving line from the controller"
-"$inc" switch --name s0 --bind 127.0.0.1:$s --lanes 1 --slots 64 --controller 127.0.0.1:$c \
+"$inc" switch --name s0 --bind 127.0.0.1:$s --lanes $lanes --slots $((64 * lanes)) --controller 127.0.0.1:$c \
   --control-key-file "$dir/ctlkey" >"$dir/sw.log" 2>&1 &
 pids+=($!)
 wait_for "$dir/ctl.log" "switch s0 registered" "registration of the switch"
@@ -40,6 +44,7 @@ MP_CONTROLLER_UNTIL="$dir/stop1" "$inc" launch -n 2 -- "$mp" 0 1000000 10007 >"$
 first=$!
 pids+=($first)
 wait_holding 64 1 "lone job holding 64 slots"
+status | grep -q '"resizable":true' || { status; fail "the lone job is not resizable"; }
 
 # Three newcomers, one after the other, while it runs: shares of 32, 21, 16.
 newcomers=()
@@ -52,6 +57,9 @@ for j in 2 3 4; do
   echo "$j jobs: $share slots each"
 done
 kill -0 $first 2>/dev/null || fail "the first job ended early"
+if [ "$lanes" -gt 1 ]; then
+  grep -q "re-balancing: job .* slots per lane on its $lanes lanes" "$dir/ctl.log" || fail "no per-lane re-balancing line"
+fi
 touch "$dir/stop"
 for p in "${newcomers[@]}"; do wait $p || fail "a newcomer failed"; done
 for j in 2 3 4; do
