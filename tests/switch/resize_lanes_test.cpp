@@ -106,16 +106,8 @@ TEST_P(LanesResize, ShrinkThenGrowMidStreamStaysExact) {
       check_freed_refused(t, L, 3, seed);
       return !any_pending(t, L);
     }, 50 * kSecond)) << "seed " << seed << ": the shrink never completed";
-    for (std::uint16_t l = 0; l < L; ++l) {
-      EXPECT_EQ(t.c->sw(l).counters().job_resizes, 1u) << "seed " << seed << " lane " << l;
-      EXPECT_EQ(t.c->sw(l).snapshot().jobs.at(0).spec.slots, 3u) << "seed " << seed << " lane " << l;
-      EXPECT_EQ(t.c->sw(l).admit({8, 1, 61}, t.c->now()), proto::Reason::ok) << "seed " << seed << " lane " << l;
-    }
-    ASSERT_TRUE(t.c->run_until([&] {
-      for (std::uint16_t r = 0; r < n; ++r)
-        if (!t.c->worker(r).joined() || t.c->worker(r).join_info().slots != 3) return false;
-      return true;
-    }, 50 * kSecond)) << "seed " << seed;
+    expect_moved(t, L, 3, 1, seed);
+    ASSERT_TRUE(t.c->run_until([&] { return members_hold(t, n, 3); }, 50 * kSecond)) << "seed " << seed;
     const auto at_shrink = chunks();
     EXPECT_LT(at_shrink, std::uint64_t(kOps * 75)) << "seed " << seed << ": resized after the stream ended";
 
