@@ -400,6 +400,7 @@ std::string Controller::status_json(Nanos now) const {
          std::to_string(j.ranks) + ",\"slots\":" + std::to_string(j.slots) + ",\"switches\":" +
          std::to_string(j.tree.size()) + ",\"adopted\":" + (j.adopted ? "true" : "false") +
          ",\"waiting\":" + (j.waiting ? "true" : "false") +
+         ",\"resizable\":" + (resizable(j) ? "true" : "false") +
          ",\"lease_left_ms\":" + std::to_string((j.expires - now) / sw::kMillisecond) + "}";
   }
   o += "],\"counters\":{\"granted\":" + std::to_string(c_.granted) + ",\"released\":" +

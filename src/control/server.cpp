@@ -270,8 +270,11 @@ void Loop::dispatch(Nanos now) {
       if (!sc) continue;  // its next registration reports what it holds
       resize_req_[req] = {a.spec.job, a.sw};
       sc->s.send(ctl::Resize{req, a.spec.job, a.spec.slots});
-      std::fprintf(log_, "inc controller: re-balancing: job %u on switch %s to %u slots (%u jobs there)\n", a.spec.job,
-                   a.sw.c_str(), a.spec.slots, std::uint32_t(core_.switches().at(a.sw).reserved.size()));
+      const auto& st = core_.switches().at(a.sw);
+      std::fprintf(log_, "inc controller: re-balancing: job %u on switch %s to %u slots%s (%u jobs there)\n", a.spec.job,
+                   a.sw.c_str(), a.spec.slots,
+                   st.state.lanes > 1 ? (" per lane on its " + std::to_string(st.state.lanes) + " lanes").c_str() : "",
+                   std::uint32_t(st.reserved.size()));
       std::fflush(log_);
     } else if (a.kind == SwitchAction::Kind::admit) {
       auto p = pending_.find(a.spec.job);

@@ -72,16 +72,25 @@ void SwitchAgent::session() {
         if (known) released_.insert(rel->job);
         c.send(ctl::Outcome{rel->req, rel->job, std::uint8_t(known ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
       } else if (auto* rz = std::get_if<ctl::Resize>(&*m)) {
-        // Only what the controller admitted; the job moves once its members drained (the
-        // answer waits for that, below).
-        const proto::Reason r = managed_.count(rz->job) ? lanes_.resize_on_every_lane(rz->job, rz->slots)
-                                                        : proto::Reason::unknown_job;
-        if (r == proto::Reason::ok) {
-          if (auto old = resizing_.find(rz->job); old != resizing_.end())  // superseded
-            c.send(ctl::Outcome{old->second, rz->job, std::uint8_t(proto::Reason::ok)}, 2s);
-          resizing_[rz->job] = rz->req;
+        // On several lanes one resize at a time: a Resize that comes while the job's last one
+        // is under way waits for it (a lane that moved and one that has not cannot take a new
+        // target together; docs/PROTOCOL.md "Live resize of lanes").
+        if (lanes_.lanes() > 1 && resizing_.count(rz->job)) {
+          if (auto old = deferred_.find(rz->job); old != deferred_.end())  // superseded
+            c.send(ctl::Outcome{old->second.req, rz->job, std::uint8_t(proto::Reason::ok)}, 2s);
+          deferred_[rz->job] = *rz;
         } else {
-          c.send(ctl::Outcome{rz->req, rz->job, std::uint8_t(r)}, 2s);
+          // Only what the controller admitted; the job moves once its members drained (the
+          // answer waits for that, below).
+          const proto::Reason r = managed_.count(rz->job) ? lanes_.resize_on_every_lane(rz->job, rz->slots)
+                                                          : proto::Reason::unknown_job;
+          if (r == proto::Reason::ok) {
+            if (auto old = resizing_.find(rz->job); old != resizing_.end())  // superseded
+              c.send(ctl::Outcome{old->second, rz->job, std::uint8_t(proto::Reason::ok)}, 2s);
+            resizing_[rz->job] = rz->req;
+          } else {
+            c.send(ctl::Outcome{rz->req, rz->job, std::uint8_t(r)}, 2s);
+          }
         }
       } else {
         throw std::runtime_error("unexpected message from the controller");
@@ -98,8 +107,19 @@ void SwitchAgent::session() {
         }
         c.send(ctl::Outcome{it->second, it->first,
                             std::uint8_t(under_way ? proto::Reason::ok : proto::Reason::unknown_job)}, 2s);
+        const std::uint32_t job = it->first;
         it = resizing_.erase(it);
         if (!state_due_) state_due_ = std::chrono::steady_clock::now() + 150ms;
+        if (auto d = deferred_.find(job); d != deferred_.end()) {  // the Resize that waited for it
+          const ctl::Resize next = d->second;
+          deferred_.erase(d);
+          const proto::Reason r = managed_.count(job) ? lanes_.resize_on_every_lane(job, next.slots)
+                                                      : proto::Reason::unknown_job;
+          if (r == proto::Reason::ok)
+            resizing_[job] = next.req;  // (it = the next entry still: map insertions keep iterators)
+          else
+            c.send(ctl::Outcome{next.req, job, std::uint8_t(r)}, 2s);
+        }
       }
     }
     if (state_due_ && std::chrono::steady_clock::now() >= *state_due_) {

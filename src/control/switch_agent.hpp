@@ -45,6 +45,8 @@ class SwitchAgent {
   std::set<std::uint32_t> released_;
   // Live resizes under way (job -> the controller's request): answered once the job moved.
   std::map<std::uint32_t, std::uint64_t> resizing_;
+  // Several lanes: a Resize that came while the job's last one was under way (applied after it).
+  std::map<std::uint32_t, proto::ctl::Resize> deferred_;
   // A state to send early (after a resize, once the lanes' snapshot, refreshed every 100 ms,
   // has the new size).
   std::optional<std::chrono::steady_clock::time_point> state_due_;

@@ -93,6 +93,7 @@ bool SwitchDataPlane::release(std::uint32_t job) {
   Job* j = find(job);
   if (!j) return false;
   for (std::uint32_t s : j->slot_of) owner_[s] = 0;
+  for (std::uint32_t s : j->reserved) owner_[s] = 0;
   jobs_.erase(job);
   ++c_.jobs_released;
   return true;
@@ -237,8 +238,15 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     reset_job(*j);
     j->session = h.aux;
   }
+  if (j->resizing && j->resize_lazy) {  // several lanes, nobody was there: it moves now
+    j->resize_at = 0;
+    finish_resize(*j);
+  }
   Member& m = j->members[h.member];
-  if (j->resizing && j->resize_known && m.joined && !m.left && m.ep == from) {
+  // (A lane other than lane 0 may see its members drain and join again before lane 0's
+  // boundary reached it: it counts them, and moves when the boundary comes, take_boundary.)
+  const bool lane_follower = cfg_.lanes > 1 && !j->has_parent();
+  if (j->resizing && (j->resize_known || lane_follower) && m.joined && !m.left && m.ep == from) {
     // A live resize: this member drained its stream up to the boundary and asks for the new
     // mapping. The answer waits for every member (its join is retransmitted meanwhile). A
     // join with the nonce already answered is a late copy of that one (the member did not
@@ -249,7 +257,7 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     if (std::all_of(j->members.begin(), j->members.end(), [](const Member& x) { return x.moved; })) {
       // A leaf moves once its parent did (every leaf drained): it joins the parent again.
       if (j->has_parent()) return rejoin_parent(*j);
-      finish_resize(*j);
+      if (j->resize_known) finish_resize(*j);
     }
     return;
   }

@@ -147,6 +147,22 @@ class SwitchDataPlane {
   // leaf takes the boundary from its parent's results and the new size from the parent's
   // answer to its join once its members drained (docs/PROTOCOL.md "Live resize of a tree").
   proto::Reason resize(std::uint32_t job, std::uint32_t slots);
+  // A live resize on a switch with several lanes (docs/PROTOCOL.md "Live resize of lanes"), in
+  // three steps that resize_lanes (src/switch/lanes_resize.hpp) runs over the lanes:
+  // prepare_lane_resize on every lane (the checks; a grow reserves its slots here, so that every
+  // lane takes the same size or none does; the job then waits for a boundary), pick_boundary on
+  // lane 0 (K from lane 0's members, as resize() does; nullopt when nobody joined lane 0: every
+  // lane then moves at its next join), take_boundary on the others. cancel_lane_resize takes a
+  // prepare back (before any boundary was announced).
+  struct LanePrepare {
+    proto::Reason r = proto::Reason::ok;
+    bool noop = false;    // already that size, no resize under way: nothing was changed
+    bool anyone = false;  // some member joined this lane
+  };
+  LanePrepare prepare_lane_resize(std::uint32_t job, std::uint32_t slots);
+  void cancel_lane_resize(std::uint32_t job);
+  std::optional<std::uint32_t> pick_boundary(std::uint32_t job);
+  void take_boundary(std::uint32_t job, std::optional<std::uint32_t> at);
   bool resize_pending(std::uint32_t job) const {
     auto it = jobs_.find(job);
     return it != jobs_.end() && it->second.resizing;
@@ -247,6 +263,10 @@ class SwitchDataPlane {
     // once); `rejoining`: its members moved, it joined the parent again and awaits the answer.
     bool resize_known = false;
     bool rejoining = false;
+    // Several lanes: a grow's slots, reserved at prepare_lane_resize (taken at the move), and
+    // `resize_lazy`: nobody had joined, the job moves at its next join on this lane.
+    std::vector<std::uint32_t> reserved;
+    bool resize_lazy = false;
     std::uint32_t prev_epoch = 0;  // the epoch before the last resize: its packets are late
     // Members 64.. of every copy's sets: per copy (Copy::local) kContrib, kWant, kSignalled,
     // wide_words words each (wide_words = ceil(members / 64) - 1; sized by init_copies).
@@ -339,6 +359,10 @@ class SwitchDataPlane {
   void init_copies(Job& j, std::uint32_t first = 0);
   // `n` free pool slots for `job` (marked its own), or nullopt if fewer are free.
   std::optional<std::vector<std::uint32_t>> allocate(std::uint32_t n, std::uint32_t job);
+  // Why a resize of `j` to `slots` is refused (ok: it is not): unknown job, size, failed.
+  proto::Reason resize_refusal(const Job* j, std::uint32_t slots) const;
+  // A root's (or lane 0's) boundary: the chunk after the newest seen from any member, plus S.
+  std::uint32_t pick_resize_at(Job& j);
   // Every member drained and joined again: move the job to its new slots, answer the joins.
   void finish_resize(Job& j);
   // The job's slot table to `n` slots: a shrink keeps the first, a grow adds free ones (false,

@@ -1,6 +1,6 @@
 // The switch data plane's packets from above and around the members' data path: leaving, the
-// parent's answers (hierarchy), control packets (admit/release), slot allocation and live
-// resizes, idle expiry and snapshots.
+// parent's answers (hierarchy), control packets (admit/release), slot allocation, idle expiry
+// and snapshots. Live resizes are in dataplane_resize.cpp.
 // The per-packet aggregation path is in dataplane.cpp.
 #include <algorithm>
 #include <cstring>
@@ -261,126 +261,6 @@ std::optional<std::vector<std::uint32_t>> SwitchDataPlane::allocate(std::uint32_
   }
   for (std::uint32_t s : got) owner_[s] = job + 1;
   return got;
-}
-
-Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
-  Job* j = find(job);
-  if (!j) return Reason::unknown_job;
-  if (slots == 0 || slots > 0xFFFF) return Reason::bad_slot;
-  // Members learn the boundary from the results of one switch; the lanes of one job would
-  // each need the same boundary.
-  if (cfg_.lanes != 1) return Reason::unsupported;
-  // Results announce the boundary at most kMaxResizeDistance chunks ahead (it lies S ahead).
-  if (j->spec.slots > proto::kMaxResizeDistance) return Reason::unsupported;
-  if (j->failed) return Reason::job_failed;
-  if (j->resizing) {
-    // A leaf still waiting for its parent's boundary, asked to stay as it is: nothing to do
-    // (the controller takes back a resize another switch of the tree refused).
-    if (j->has_parent() && !j->resize_known && !j->rejoining && slots == j->spec.slots) {
-      j->resizing = false;
-      j->resize_to = 0;
-      return Reason::ok;
-    }
-    j->resize_to = slots;  // the boundary stands; the target changes
-    return Reason::ok;
-  }
-  if (slots == j->spec.slots) return Reason::ok;
-  j->resize_to = slots;
-  j->resizing = true;
-  const bool anyone = std::any_of(j->members.begin(), j->members.end(), [](const Member& m) { return m.joined; });
-  if (!anyone) {  // nothing in flight, nobody to tell: the join_acks will carry the new size
-    j->resize_at = 0;
-    finish_resize(*j);
-    return Reason::ok;
-  }
-  for (auto& m : j->members) m.moved = false;
-  if (j->has_parent()) {
-    // A leaf: the boundary is the root's, announced in the results coming down (handle_from_parent).
-    j->resize_known = false;
-    return Reason::ok;
-  }
-  // The boundary: no member can have sent a chunk at or beyond it. A member sends chunk c only
-  // once it holds the result of chunk c - S; every chunk that completed had a contribution of
-  // every member, so lies below the newest chunk seen from any member (H); results of chunks
-  // from H on are sent from now on, each with the boundary H + S.
-  std::uint32_t h = j->members[0].next_chunk;
-  for (const auto& m : j->members)
-    if (proto::chunk_distance(m.next_chunk, h) > 0) h = m.next_chunk;
-  j->resize_at = h + j->spec.slots;
-  j->resize_known = true;
-  return Reason::ok;
-}
-
-bool SwitchDataPlane::take_slots(Job& j, std::uint32_t n) {
-  if (n < j.spec.slots) {
-    for (std::uint32_t i = n; i < j.spec.slots; ++i) owner_[j.slot_of[i]] = 0;
-    j.slot_of.resize(n);
-  } else if (n > j.spec.slots) {
-    auto more = allocate(n - j.spec.slots, j.spec.job);
-    if (!more) return false;
-    j.slot_of.insert(j.slot_of.end(), more->begin(), more->end());
-  }
-  j.spec.slots = n;
-  return true;
-}
-
-void SwitchDataPlane::finish_resize(Job& j) {
-  // Every member holds every result of the old mapping (it drained before joining again):
-  // nothing in the old slots is needed any more. A shrink keeps the first slots and frees the
-  // rest; a grow keeps them all and adds free slots (any: the job's slot table maps them), or
-  // keeps the old size when too few are free.
-  take_slots(j, j.resize_to);
-  move_members(j);
-}
-
-void SwitchDataPlane::move_members(Job& j) {
-  j.prev_epoch = j.epoch;
-  j.epoch = new_epoch();
-  j.resizing = j.resize_known = j.rejoining = false;
-  j.resize_to = 0;
-  init_copies(j, j.resize_at);
-  ++c_.job_resizes;
-  for (auto& m : j.members) {
-    m.moved = false;
-    m.next_chunk = j.resize_at;
-    if (m.joined && !m.left) send_join_ack(j, m);
-  }
-}
-
-void SwitchDataPlane::rejoin_parent(Job& j) {
-  // Every member of this leaf holds every result of the old mapping, so this leaf needs
-  // nothing more from its parent under it: it is drained, as a member of the parent. (Sent
-  // again at each join a member retransmits meanwhile: a leaf has no timers.)
-  if (!j.rejoining) {
-    j.rejoining = true;
-    j.parent_join_nonce = new_epoch();  // fresh: an answer to an older join is ignored
-  }
-  join_parent(j, 0);
-}
-
-void SwitchDataPlane::join_parent(Job& j, std::uint8_t flags) {
-  Header up;
-  up.type = PacketType::join;
-  up.flags = flags;
-  up.member = j.spec.parent_member;
-  up.job = j.spec.job;
-  up.aux = j.session;
-  up.chunk = j.parent_join_nonce;
-  proto::encode_header(up, out_.reserve(proto::kHeaderBytes));
-  emit(&j, cfg_.parent, proto::kHeaderBytes);
-}
-
-void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch) {
-  // The parent moved (every leaf drained): the tree's slot count is the parent's, as at a
-  // first join (a leaf and its parent map chunk c to slot c mod S alike). A shrink always
-  // fits; a grow that does not fit here fails the job (its members retry and start afresh).
-  if (info.slots == 0 || !take_slots(j, info.slots)) {
-    j.rejoining = false;
-    return fail_job(j, Reason::no_slots);
-  }
-  j.parent_epoch = parent_epoch;
-  j.parent_info = info;
-  move_members(j);
 }
 
 SwitchSnapshot SwitchDataPlane::snapshot() const {

@@ -1,5 +1,7 @@
 #include "src/switch/lanes.hpp"
 
+#include "src/switch/lanes_resize.hpp"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -228,6 +230,9 @@ bool SwitchLanes::release_on_every_lane(std::uint32_t job) {
 }
 
 proto::Reason SwitchLanes::resize_on_every_lane(std::uint32_t job, std::uint32_t slots) {
+  if (lanes() > 1)
+    return resize_lanes([this](auto f) { return every_lane<decltype(f(std::declval<SwitchDataPlane&>()))>(f); },
+                        job, slots);
   auto res = every_lane<proto::Reason>([job, slots](SwitchDataPlane& dp) { return dp.resize(job, slots); });
   if (!res || res->empty()) return proto::Reason::unexpected;  // stopping
   for (auto r : *res)

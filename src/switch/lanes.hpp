@@ -74,7 +74,8 @@ class SwitchLanes {
   // rolled back on a refusal. Used by the controller's agent (src/control/switch_agent.cpp).
   proto::Reason admit_on_every_lane(const JobSpec& spec);
   bool release_on_every_lane(std::uint32_t job);
-  // A live resize (SwitchDataPlane::resize); one-lane switches only (unsupported otherwise).
+  // A live resize (SwitchDataPlane::resize on one lane; resize_lanes over several, one boundary
+  // and one size for all of them).
   proto::Reason resize_on_every_lane(std::uint32_t job, std::uint32_t slots);
   // Whether a live resize of `job` is still under way on some lane (asked of the lanes now, not
   // of the last snapshot); nullopt if the job is gone.

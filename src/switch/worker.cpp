@@ -341,16 +341,7 @@ void WorkerProtocol::pump(Nanos now) {
       op_chunk_done(*op);
       continue;
     }
-    if (resize_at_ && next_chunk_ == *resize_at_) {
-      // A live resize: the old mapping ends here. Once every chunk before it completed (we
-      // hold all its results, so the switch may drop them), join again for the new one.
-      if (inflight_ == 0 && lost_q_.empty()) {
-        rejoin_ = true;
-        joined_ = false;
-        begin_join(now);
-      }
-      return;
-    }
+    if (at_resize_boundary(now)) return;
     Entry& e = ring_[next_chunk_ % R];
     if (e.busy) return;  // the slot rule: chunk c - R has no result yet
     if (pipe_ >= win_.cwnd() || !lost_q_.empty()) {
@@ -468,7 +459,7 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
     return;
   }
   if (h.flags & proto::flag::resize) {
-    note_resize(h);
+    note_resize(h, lane);
     if (failed_) return;
   }
   Entry* ep = entry_for(h, lane);
@@ -561,27 +552,6 @@ void WorkerProtocol::handle_result(const proto::PacketView& v, std::size_t lane,
   last_progress_ = now;
   op_chunk_done(op);  // may retire `op`
   pump(now);
-}
-
-void WorkerProtocol::note_resize(const Header& h) {
-  if (resize_at_) return;  // announced already (every result says it until the switch moves)
-  if (L() != 1) {
-    fail(WorkerErrorKind::protocol,
-         "switch " + cfg_.switch_ep.str() + " announced a live resize of a job on " + std::to_string(L()) +
-             " lanes (it resizes one-lane jobs only)",
-         label_for_errors());
-    return;
-  }
-  const std::uint32_t at = h.chunk + proto::resize_distance(h.aux);
-  const std::int64_t ahead = proto::chunk_distance(at, std::uint32_t(next_chunk_));
-  if (ahead < 0) {  // we sent chunks past it: the switch broke its own rule
-    fail(WorkerErrorKind::protocol,
-         "switch " + cfg_.switch_ep.str() + " announced a live resize at chunk " + std::to_string(at) +
-             ", behind chunk " + std::to_string(std::uint32_t(next_chunk_)) + " already sent",
-         label_for_errors());
-    return;
-  }
-  resize_at_ = next_chunk_ + std::uint64_t(ahead);
 }
 
 void WorkerProtocol::handle_nack(const proto::PacketView& v, std::size_t lane, Nanos now) {

@@ -403,7 +403,11 @@ class WorkerProtocol {
   void fail(WorkerErrorKind k, std::string msg, std::string_view label);
   std::string_view label_for_errors() const;
   void begin_join(Nanos now);
-  void note_resize(const proto::Header& h);  // a result announcing a live resize
+  // A result from `lane` announcing a live resize (worker_resize.cpp).
+  void note_resize(const proto::Header& h, std::size_t lane);
+  // The stream reached the resize boundary: wait there, and once every chunk before it
+  // completed, join again for the new mapping (true: issue nothing more now).
+  bool at_resize_boundary(Nanos now);
   bool begin_op(Op& op);  // capability check when the op's first chunk is due
   Op* op_by_id(std::uint64_t id);
   const Op* op_by_id(std::uint64_t id) const;

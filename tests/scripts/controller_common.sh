@@ -24,14 +24,15 @@ start_controller() {
   pids+=($ctl)
   wait_for "$log" "serving 127\.0\.0\.1:$port" "serving line from the controller"
 }
-# start_switches CTL_PORT CTL_LOG SLOTS NAME:PORT[:PARENT_PORT]...: one-lane switches of SLOTS
-# slots registered with the controller, returning once the controller saw each register.
+# start_switches CTL_PORT CTL_LOG SLOTS NAME:PORT[:PARENT_PORT]...: switches of SLOTS slots
+# (LANES lanes, default 1) registered with the controller, returning once the controller saw each
+# register.
 start_switches() {
   local c=$1 log=$2 slots=$3 s name port parent
   shift 3
   for s in "$@"; do
     IFS=: read -r name port parent <<<"$s"
-    "$inc" switch --name $name --bind 127.0.0.1:$port --lanes 1 --slots $slots ${parent:+--parent 127.0.0.1:$parent} \
+    "$inc" switch --name $name --bind 127.0.0.1:$port --lanes ${LANES:-1} --slots $slots ${parent:+--parent 127.0.0.1:$parent} \
       --controller 127.0.0.1:$c --control-key-file "$dir/ctlkey" >"$dir/s-$name-$port.log" 2>&1 &
     pids+=($!)
   done

@@ -6,14 +6,18 @@
 # and when the newcomers finish the first job grows back. Every result is checked (exact).
 # Nothing is timed: each step waits for an event; deadlines only bound a hang. The jobs run
 # allreduces until the script tells them to stop (MP_CONTROLLER_UNTIL).
-# usage: controller_rebalance.sh path/to/inc path/to/mp_controller
+# With LANES > 1 (ctest controller_rebalance_lanes: 2) the switch runs `--lanes LANES` with 64
+# slots per lane and the same steps hold per lane: lane 0 picks each boundary, the other lanes
+# take it (docs/PROTOCOL.md "Live resize of lanes"); the log says `per lane on its N lanes`.
+# usage: controller_rebalance.sh path/to/inc path/to/mp_controller [LANES]
 set -u
+lanes=${3:-1}
 source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
-base=$(free_ports 4) || exit 1
+base=$(free_ports $((3 + lanes))) || exit 1
 c=$base s=$((base + 1))
-echo "switch s0 127.0.0.1:$s slots=64" >"$dir/one.topo"
+echo "switch s0 127.0.0.1:$s slots=$((64 * lanes)) lanes=$lanes" >"$dir/one.topo"
 start_controller "$dir/one.topo" $c "$dir/ctl.log" --policy fair
-start_switches $c "$dir/ctl.log" 64 s0:$s
+LANES=$lanes start_switches $c "$dir/ctl.log" $((64 * lanes)) s0:$s
 export INC_CONTROLLER=127.0.0.1:$c INC_CONTROL_SLOTS=64
 
 # The lone job: all 64 slots, allreduces until told to stop (it outlives the newcomers).
@@ -21,6 +25,7 @@ MP_CONTROLLER_UNTIL="$dir/stop1" "$inc" launch -n 2 -- "$mp" 0 1000000 10007 >"$
 first=$!
 pids+=($first)
 wait_holding $c 64 1 "lone job holding 64 slots" s0
+status $c | grep -q '"resizable":true' || { status $c; fail "the lone job is not resizable"; }
 
 # Three newcomers, one after the other, while it runs: shares of 32, 21, 16.
 newcomers=()
@@ -33,6 +38,9 @@ for j in 2 3 4; do
   echo "$j jobs: $share slots each"
 done
 kill -0 $first 2>/dev/null || fail "the first job ended early"
+if [ "$lanes" -gt 1 ]; then
+  grep -q "re-balancing: job .* slots per lane on its $lanes lanes" "$dir/ctl.log" || fail "no per-lane re-balancing line"
+fi
 touch "$dir/stop"
 for p in "${newcomers[@]}"; do wait $p || fail "a newcomer failed"; done
 for j in 2 3 4; do

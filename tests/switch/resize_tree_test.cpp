@@ -68,16 +68,8 @@ TEST_P(TwoLevelResize, ShrinkThenGrowMidStreamStaysExact) {
         if (t.c->sw(s).resize_pending(7)) return false;
       return true;
     }, 50 * kSecond)) << "seed " << seed << ": the shrink never completed";
-    for (std::size_t s = 0; s < S; ++s) {
-      EXPECT_EQ(t.c->sw(s).counters().job_resizes, 1u) << "seed " << seed << " switch " << s;
-      EXPECT_EQ(t.c->sw(s).snapshot().jobs.at(0).spec.slots, 3u) << "seed " << seed << " switch " << s;
-      EXPECT_EQ(t.c->sw(s).admit({8, 1, 61}, t.c->now()), proto::Reason::ok) << "seed " << seed << " switch " << s;
-    }
-    ASSERT_TRUE(t.c->run_until([&] {
-      for (std::uint16_t r = 0; r < n; ++r)
-        if (!t.c->worker(r).joined() || t.c->worker(r).join_info().slots != 3) return false;
-      return true;
-    }, 50 * kSecond)) << "seed " << seed;
+    expect_moved(t, S, 3, 1, seed);
+    ASSERT_TRUE(t.c->run_until([&] { return members_hold(t, n, 3); }, 50 * kSecond)) << "seed " << seed;
     const auto at_shrink = chunks();
     EXPECT_LT(at_shrink, std::uint64_t(kOps * 50)) << "seed " << seed << ": resized after the stream ended";
 

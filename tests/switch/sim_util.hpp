@@ -210,6 +210,23 @@ inline ByteOutcome run_bytes(Topo& t, NumKind k, ReduceKind op, const std::vecto
 // Live resize tests (resize_test.cpp, resize_tree_test.cpp): every member submits `ops`
 // allreduces of `count` seeded i32; check() asserts that each member finished with the exact
 // sums, completed every op once, and ended with the job at `slots`.
+// After a shrink to `slots` on switches 0..switches-1 (lanes, or a tree's switches): each did
+// `resizes` resizes, holds `slots` for job 7, and gives the rest of its 64 to another job (8).
+inline void expect_moved(Topo& t, std::size_t switches, std::uint32_t slots, std::uint64_t resizes, std::uint64_t seed) {
+  for (std::size_t s = 0; s < switches; ++s) {
+    EXPECT_EQ(t.c->sw(s).counters().job_resizes, resizes) << "seed " << seed << " switch " << s;
+    EXPECT_EQ(t.c->sw(s).snapshot().jobs.at(0).spec.slots, slots) << "seed " << seed << " switch " << s;
+    EXPECT_EQ(t.c->sw(s).admit({8, 1, 64 - slots}, t.c->now()), proto::Reason::ok) << "seed " << seed << " switch " << s;
+  }
+}
+
+// Whether every one of the n members joined again with `slots` slots.
+inline bool members_hold(Topo& t, std::uint16_t n, std::uint32_t slots) {
+  for (std::uint16_t r = 0; r < n; ++r)
+    if (!t.c->worker(r).joined() || t.c->worker(r).join_info().slots != slots) return false;
+  return true;
+}
+
 struct ResizeStream {
   std::uint16_t n = 0;
   int ops = 0;
