@@ -15,16 +15,13 @@
 #include "../coll/wide_reference.hpp"
 #include "coll/schedule.hpp"
 #include "inc/inc.hpp"
+#include "tests/api/mp_util.hpp"
 
 using namespace inc;
 using namespace inc::testing::wide;
+using inc::testing::world;
 
 namespace {
-
-Communicator& world() {
-  static Communicator c = Communicator::init();
-  return c;
-}
 
 TEST(HostWide, EveryAlgorithmAndPolicyGivesTheReferenceBitsOnEveryRank) {
   auto& comm = world();
