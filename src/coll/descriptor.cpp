@@ -51,8 +51,11 @@ CollectiveParams decode_descriptor(const std::uint8_t (&desc)[32]) {
 }
 
 std::string describe_params(const CollectiveParams& p) {
+  const Accumulate acc = host_accumulate(p);
   std::string s = fmt::format("{} of {} x {}{}", name(p.coll), p.count, name(p.dtype),
-                              reproducible(p) ? " reproducible" : "");
+                              acc == Accumulate::reproducible ? " reproducible"
+                              : acc == Accumulate::narrow     ? ""
+                                                              : fmt::format(" ({} accumulator)", name(acc)));
   if (p.coll == Collective::allreduce || p.coll == Collective::reduce_scatter)
     s += fmt::format(" ({}, {})", name(p.op), name(p.algo));
   else if (p.coll == Collective::broadcast)

@@ -86,6 +86,26 @@ TEST(Faults, CollectiveMismatch) {
   }
 }
 
+// A wide accumulator on one rank and a narrow one on the others are different schedules on the
+// hosts (docs/NUMERICS.md "Wide accumulators on the hosts"): a mismatch naming the policy, not a
+// hang or mixed bits.
+TEST(Faults, AccumulatorPolicyMismatchNamesThePolicy) {
+  auto comm = fresh();
+  if (comm.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<std::uint16_t> buf(4096, 0x3f80);  // bf16 1.0
+  CallOptions o;
+  o.algo = "ring";
+  o.accumulate = comm.rank() == 0 ? Accumulate::wide : Accumulate::narrow;
+  Error e = expect_error([&] { comm.allreduce(buf.data(), buf.data(), buf.size(), DataType::bf16, ReduceOp::sum, o); });
+  std::string m = e.what();
+  EXPECT_TRUE(e.kind() == Error::Kind::mismatch || e.kind() == Error::Kind::peer_failure) << m;
+  if (e.kind() == Error::Kind::mismatch) {
+    EXPECT_TRUE(contains(m, "4096 x bf16 (wide accumulator)")) << m;
+  } else {
+    expect_abort_carries(e, comm.rank(), {"4096 x bf16 (wide accumulator)"});
+  }
+}
+
 TEST(Faults, TypeAndOpMismatch) {
   auto comm = fresh();
   if (comm.size() < 2) GTEST_SKIP() << "needs 2 ranks";
