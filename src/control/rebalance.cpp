@@ -36,7 +36,7 @@ std::uint32_t Controller::waiting_need(const std::string& sw) const {
 // other lanes take it ("Live resize of lanes"); a tree of switches with several lanes is not
 // resized (each lane of a leaf would follow its parent's lane alone).
 bool Controller::resizable(const JobRecord& j) const {
-  if (j.adopted || j.fixed_size || j.tree.empty()) return false;
+  if (j.waiting || j.adopted || j.fixed_size || j.tree.empty()) return false;
   if (j.tree.size() == 1) return switches_.count(j.tree.front().first) != 0;
   return std::all_of(j.tree.begin(), j.tree.end(), [&](const auto& e) {
     const auto s = switches_.find(e.first);
