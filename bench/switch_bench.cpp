@@ -7,7 +7,10 @@
 //                           driving one protocol per lane), next to raw UDP loopback measured
 //                           by the same harness: L echo threads on the same event loop that
 //                           return every datagram to its sender (same packet count and size as
-//                           the INC run); with and without UDP GSO/GRO (--offload);
+//                           the INC run); with and without UDP GSO/GRO (--offload); --auth
+//                           on|both: the job keyed, or keyed and unkeyed rounds alternated with
+//                           the switch's CPU per datagram and keyed/unkeyed per round, every
+//                           round checked to be what it claims by forged datagrams;
 //   switch_bench lanes      --lanes L,.. data planes on as many threads at once, in-process
 //                           (wall-clock total against one lane: scaling without the network);
 //   switch_bench keyed      only the keyed data plane of `dataplane --auth` (keyed against unkeyed);
@@ -555,18 +558,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, std::uint32_t(proto::kMaxPayloadBytes / 4)));
   app.add_option("--lanes", a.lanes, "data-plane threads, comma list")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--offload", a.offload, "UDP GSO/GRO")->check(CLI::IsMember({"on", "off", "both"}));
-  app.add_flag("--auth", a.auth, "udp, dataplane: a keyed job, every packet sealed and checked (docs/PROTOCOL.md)");
+  app.add_option("--auth", a.auth, "udp: the job keyed (on; --auth alone), unkeyed (off) or both alternated in one "
+                                   "run with ratios per round; dataplane: on/both add the keyed comparison (docs/PROTOCOL.md)")
+      ->expected(0, 1)
+      ->default_str("on")
+      ->check(CLI::IsMember({"on", "off", "both"}));
   app.add_option("--gmac", a.gmac, "auth, keyed, dataplane --auth: GMAC implementations to compare, comma list "
-                                   "(default: all this CPU runs)")
+                                   "(default: all this CPU runs); udp: one name, the one every MAC uses")
       ->delimiter(',')
       ->check(CLI::IsMember({"evp", "clmul", "avx2", "avx512"}));
   app.add_option("--batch", a.batch, "datagrams per recvmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--json", a.json, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   if (a.mode == "dataplane" || a.mode == "all") bench_dataplane(a);
-  if (((a.mode == "dataplane" || a.mode == "all") && a.auth) || a.mode == "keyed") bench_dataplane_keyed(a);
+  if (((a.mode == "dataplane" || a.mode == "all") && a.auth != "off") || a.mode == "keyed") bench_dataplane_keyed(a);
   if (a.mode == "lanes" || a.mode == "all") bench_dataplane_lanes(a);
   if (a.mode == "udp" || a.mode == "all") bench_udp(a);
+  // The in-process data plane's keyed/unkeyed for the same element counts, in the same run.
+  if (a.mode == "udp" && a.auth == "both") bench_dataplane_keyed(a);
   if (a.mode == "auth" || a.mode == "all") bench_auth(a);
   if (!a.json.empty()) {
     std::FILE* f = std::fopen(a.json.c_str(), "w");

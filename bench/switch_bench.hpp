@@ -15,7 +15,9 @@ struct Args {
   std::vector<std::uint32_t> elems = {64, 256, 1024, 4096};
   std::vector<std::uint16_t> lanes = {1, 2};
   std::string offload = "both";  // on | off | both
-  bool auth = false;             // UDP: keyed job (authenticated packets)
+  // UDP: off (unkeyed job), on (keyed: authenticated packets), both (keyed and unkeyed rounds
+  // alternated in one run, ratios per round); dataplane: on/both add the keyed comparison.
+  std::string auth = "off";
   int batch = 64;                // datagrams per recvmmsg at the switch, workers and echo
   std::vector<std::string> gmac;  // auth, keyed: the GMAC implementations to compare (empty: all)
   std::string json;

@@ -35,7 +35,58 @@ struct UdpRun {
   double switch_cpu = 0;         // CPU seconds of the lane threads during the run
   std::uint64_t datagrams = 0;   // datagrams the switch received
   std::uint64_t recv_calls = 0;  // its recvmmsg calls
+  std::uint64_t refused = 0;     // of the two probe datagrams after the run, counted unauthenticated
 };
+
+// Proof that a run was keyed or unkeyed as claimed, after its timed part: one unsealed
+// contribution and one sealed under a key the job does not have, sent to lane 0 from a fresh
+// socket. A keyed job refuses both (`unauthenticated`: the switch opened the forged one and
+// found its tag wrong); an unkeyed one refuses only the sealed one. Waits (bounded) until the
+// switch's published counters show both received; exits on anything else.
+std::uint64_t check_keyed(SwitchLanes& sw, bool keyed, std::uint32_t E) {
+  const auto unauth = [](const SwitchSnapshot& s) {
+    return s.counters.drops_by_reason[static_cast<unsigned>(proto::Reason::unauthenticated)];
+  };
+  const auto before = sw.snapshot();
+  const bool spec_keyed = !before.jobs.empty() && before.jobs.front().spec.key.has_value();
+  UdpPort port(kLo, 1, UdpOffload::none());
+  Outbox out;
+  proto::Header h;
+  h.type = proto::PacketType::data;
+  h.elem = proto::ElemType::i32;
+  h.op = proto::WireOp::sum;
+  h.job = 1;
+  h.member = 0;
+  h.chunk = 1u << 30;  // far beyond the run's chunks
+  h.count = std::uint16_t(std::min<std::uint32_t>(E, 16));
+  const std::size_t n = proto::kHeaderBytes + std::size_t(h.count) * 4;
+  std::vector<std::byte> p(n + proto::kAuthTrailerBytes, std::byte{1});
+  proto::encode_header(h, p.data());
+  std::memcpy(out.reserve(n), p.data(), n);
+  out.commit(sw.local(0), n);
+  proto::auth::Sealer forger(proto::auth::random_key(), proto::auth::random_instance(), 1);
+  const std::size_t sealed = forger.seal(p.data(), n);
+  std::memcpy(out.reserve(sealed), p.data(), sealed);
+  out.commit(sw.local(0), sealed);
+  port.send_all(out, nullptr, 0);
+  SwitchSnapshot now = sw.snapshot();
+  for (int i = 0; i < 200 && now.counters.packets_in < before.counters.packets_in + 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    now = sw.snapshot();
+  }
+  const std::uint64_t refused = unauth(now) - unauth(before);
+  const std::uint64_t want = keyed ? 2 : 1;
+  if (now.counters.packets_in < before.counters.packets_in + 2 || refused != want || spec_keyed != keyed) {
+    std::fprintf(stderr,
+                 "udp inc bench: the %s run is not what it claims: the switch's job has %s key, %llu of 2 probe "
+                 "datagrams received, %llu refused as unauthenticated (expected %llu)\n",
+                 keyed ? "keyed" : "unkeyed", spec_keyed ? "a" : "no",
+                 (unsigned long long)(now.counters.packets_in - before.counters.packets_in),
+                 (unsigned long long)refused, (unsigned long long)want);
+    std::exit(1);
+  }
+  return refused;
+}
 
 // One worker's loop over the lanes: one socket, one WorkerProtocol per lane (each lane is a
 // switch of its own), each allreducing its 1/L share of the vector. This is the work a striping
@@ -78,12 +129,17 @@ bool run_lane_worker(UdpPort& port, std::vector<std::unique_ptr<WorkerProtocol>>
   return true;
 }
 
-// INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E.
+// INC allreduce: W workers, `count` i32 each, L lanes with K slots each, slot size E; `keyed`:
+// the job is keyed with g_key() (every packet sealed by its sender, checked by its receiver).
 int g_batch = 64;
-// --auth: the job is keyed (every packet sealed by its sender, checked by its receiver).
-std::optional<proto::auth::Key> g_key;
+const proto::auth::Key& g_key() {
+  static const proto::auth::Key k = proto::auth::random_key();
+  return k;
+}
 
-UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off) {
+UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint16_t L, UdpOffload off, bool keyed) {
+  std::optional<proto::auth::Key> key;
+  if (keyed) key = g_key();
   LanesConfig lc;
   lc.cfg.slots = std::uint32_t(K) * L;
   lc.cfg.slot_elems = E;
@@ -93,7 +149,7 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
   lc.offload = off;
   SwitchLanes sw(lc);
   std::uint16_t refused = 0;
-  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K), proto::kNoMember, g_key}, 0, refused) != proto::Reason::ok) {
+  if (sw.admit_static({1, std::uint16_t(W), std::uint32_t(K), proto::kNoMember, key}, 0, refused) != proto::Reason::ok) {
     std::fprintf(stderr, "udp inc bench: admission refused\n");
     std::exit(1);
   }
@@ -120,8 +176,8 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
         c.single_lane = true;  // this bench stripes over the lanes itself
         c.rto_initial = 20 * kMillisecond;
         c.progress_timeout = 30 * kSecond;
-        if (g_key) {
-          c.key = g_key;
+        if (key) {
+          c.key = key;
           c.instance = proto::auth::random_instance();
           c.seq_base = 1;
         }
@@ -152,14 +208,18 @@ UdpRun run_udp_inc(int W, std::uint64_t count, std::uint32_t E, int K, std::uint
   const double t0 = now_s();
   go.store(true);
   for (auto& t : ts) t.join();
+  // Let the run's last counters and CPU time be published, then probe what the job is.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto after = sw.snapshot();
+  const std::uint64_t probes_refused = failures ? 0 : check_keyed(sw, keyed, E);
   stop.store(true);
   st.join();
   if (failures) {
     std::fprintf(stderr, "udp inc bench: %d failures\n", failures.load());
     std::exit(1);
   }
-  const auto after = sw.snapshot();
   UdpRun u;
+  u.refused = probes_refused;
   u.seconds = *std::max_element(t_end.begin(), t_end.end()) - t0;
   u.switch_cpu = after.cpu_seconds - before.cpu_seconds;
   u.datagrams = after.counters.packets_in - before.counters.packets_in;
@@ -255,13 +315,88 @@ UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uin
 
 }  // namespace
 
+// --auth both: keyed and unkeyed rounds of the same allreduce on the same harness, alternated
+// (keyed first in even rounds, unkeyed first in odd ones, so drift in the load hits both), for
+// the switch's CPU per datagram, its goodput and its CPU seconds per second; per round the
+// keyed/unkeyed ratio of the switch's throughput per CPU second (the same bytes, so the unkeyed
+// run's switch CPU over the keyed one's): what a CPU-bound switch keeps with MACs.
+static void bench_udp_both(const Args& a) {
+  std::printf("\n# UDP loopback, keyed against unkeyed (GMAC %s), %d alternated rounds: %d workers x %llu i32 (%.1f MiB"
+              " each), %d slots per lane; sw-in = payload into the switch per second of run (goodput); cpu = switch"
+              " thread CPU seconds per second of run; ns/dgram = switch CPU per datagram received; k/u = keyed/unkeyed"
+              " of the switch's payload per CPU second (its throughput when CPU-bound) per round: median [min, max];"
+              " goodput k/u: the same of sw-in (wall clock: the load's noise)\n",
+              std::string(proto::gmac::name(proto::gmac::selected())).c_str(), a.runs, a.workers,
+              (unsigned long long)a.count, double(a.count * 4) / (1 << 20), a.slots);
+  std::printf("%6s %5s %8s | %11s %6s %8s | %11s %6s %8s | %24s %12s\n", "elems", "lanes", "offload", "unkeyed sw-in",
+              "cpu", "ns/dgram", "keyed sw-in", "cpu", "ns/dgram", "k/u per CPU s", "goodput k/u");
+  std::uint64_t refused = 0;
+  int keyed_rounds = 0;
+  for (auto E : a.elems) {
+    if (E * 4 + proto::kHeaderBytes + proto::kAuthTrailerBytes > proto::kMaxPacketBytes) continue;
+    for (auto L : a.lanes)
+      for (int o = 0; o < 2; ++o) {
+        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
+        const UdpOffload off = o == 0 ? UdpOffload{} : UdpOffload::none();
+        std::vector<UdpRun> rk, ru;
+        std::vector<double> ratio, good;
+        for (int r = 0; r < a.runs; ++r) {
+          for (int k = 0; k < 2; ++k) {
+            const bool keyed = (k == 0) == (r % 2 == 0);
+            (keyed ? rk : ru).push_back(run_udp_inc(a.workers, a.count, E, a.slots, L, off, keyed));
+          }
+          refused += rk.back().refused;
+          ++keyed_rounds;
+          ratio.push_back(ru.back().switch_cpu / rk.back().switch_cpu);
+          good.push_back(ru.back().seconds / rk.back().seconds);
+        }
+        const double bytes = double(a.count) * 4 * a.workers;
+        auto med = [](const std::vector<UdpRun>& v, auto f) {
+          std::vector<double> x;
+          for (const UdpRun& u : v) x.push_back(f(u));
+          return median(x);
+        };
+        const auto sw_in = [&](const UdpRun& u) { return bytes / u.seconds / 1e9; };
+        const auto cpu = [](const UdpRun& u) { return u.switch_cpu / u.seconds; };
+        const auto ns = [](const UdpRun& u) { return u.datagrams ? u.switch_cpu / double(u.datagrams) * 1e9 : 0.0; };
+        const double rmed = median(ratio), rmin = *std::min_element(ratio.begin(), ratio.end()),
+                     rmax = *std::max_element(ratio.begin(), ratio.end());
+        const char* offs = o == 0 ? "gso+gro" : "none";
+        std::printf("%6u %5u %8s | %6.3f GB/s %6.2f %8.0f | %6.3f GB/s %6.2f %8.0f | %6.2f [%5.2f, %5.2f] %12.2f\n", E,
+                    unsigned(L), offs, med(ru, sw_in), med(ru, cpu), med(ru, ns), med(rk, sw_in), med(rk, cpu),
+                    med(rk, ns), rmed, rmin, rmax, median(good));
+        char buf[768];
+        std::snprintf(buf, sizeof buf,
+                      "{\"bench\":\"udp_auth\",\"gmac\":\"%s\",\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,"
+                      "\"count\":%llu,\"rounds\":%d,\"unkeyed_sw_in_GBps\":%.4f,\"keyed_sw_in_GBps\":%.4f,"
+                      "\"unkeyed_cpu_per_s\":%.3f,\"keyed_cpu_per_s\":%.3f,\"unkeyed_ns_per_datagram\":%.1f,"
+                      "\"keyed_ns_per_datagram\":%.1f,\"ratio_per_cpu\":%.3f,\"ratio_per_cpu_min\":%.3f,"
+                      "\"ratio_per_cpu_max\":%.3f,\"ratio_goodput\":%.3f}",
+                      std::string(proto::gmac::name(proto::gmac::selected())).c_str(), E, unsigned(L), offs, a.workers,
+                      (unsigned long long)a.count, a.runs, med(ru, sw_in), med(rk, sw_in), med(ru, cpu), med(rk, cpu),
+                      med(ru, ns), med(rk, ns), rmed, rmin, rmax, median(good));
+        emit_json(buf);
+      }
+  }
+  std::printf("(checked after every round with two probe datagrams, an unsealed and a forged contribution: the %d"
+              " keyed rounds' switches refused %llu of %d, the unkeyed rounds' took every unsealed one)\n",
+              keyed_rounds, (unsigned long long)refused, 2 * keyed_rounds);
+}
+
 void bench_udp(const Args& a) {
   g_batch = a.batch;
-  if (a.auth) g_key = proto::auth::random_key();
+  if (a.gmac.size() == 1)
+    for (proto::gmac::Isa i : proto::gmac::kAllIsas)
+      if (proto::gmac::name(i) == a.gmac.front() && proto::gmac::use(i) != i) {
+        std::fprintf(stderr, "udp bench: GMAC %s does not run on this CPU\n", a.gmac.front().c_str());
+        std::exit(1);
+      }
+  if (a.auth == "both") return bench_udp_both(a);
+  const bool key = a.auth == "on";
   std::printf("\n# UDP loopback end to end%s: %d workers x %llu i32 (%.1f MiB each), %d slots per lane;"
               " algbw = bytes per worker / time; sw-in = W x bytes / time; cpu = switch (or echo)"
               " thread CPU seconds per second of run; dgram/call = datagrams per recvmmsg call\n",
-              a.auth ? " (keyed job: authenticated packets)" : "", a.workers, (unsigned long long)a.count,
+              key ? " (keyed job: authenticated packets)" : "", a.workers, (unsigned long long)a.count,
               double(a.count * 4) / (1 << 20), a.slots);
   std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
               "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
@@ -275,7 +410,7 @@ void bench_udp(const Args& a) {
         std::vector<double> ti, te;
         std::vector<UdpRun> ri, re;
         for (int r = 0; r < a.runs; ++r) {
-          ri.push_back(run_udp_inc(a.workers, a.count, E, a.slots, L, off));
+          ri.push_back(run_udp_inc(a.workers, a.count, E, a.slots, L, off, key));
           re.push_back(run_udp_echo(a.workers, a.count, E, a.slots, L, off));
           ti.push_back(ri.back().seconds);
           te.push_back(re.back().seconds);
@@ -303,7 +438,7 @@ void bench_udp(const Args& a) {
                       "\"inc_algbw_GBps\":%.4f,\"echo_algbw_GBps\":%.4f,\"inc_seconds\":%.5f,\"echo_seconds\":%.5f,"
                       "\"inc_switch_cpu_per_s\":%.3f,\"inc_datagrams_per_recv\":%.2f,\"echo_datagrams_per_recv\":%.2f,"
                       "\"inc_switch_ns_per_datagram\":%.1f,\"echo_ns_per_datagram\":%.1f}",
-                      a.auth ? "true" : "false", E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
+                      key ? "true" : "false", E, unsigned(L), offs, a.workers, (unsigned long long)a.count, inc_alg, echo_alg, median(ti),
                       median(te), mi.switch_cpu / mi.seconds,
                       mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
                       me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
