@@ -325,11 +325,12 @@ static void bench_udp_both(const Args& a) {
               " each), %d slots per lane; sw-in = payload into the switch per second of run (goodput); cpu = switch"
               " thread CPU seconds per second of run; ns/dgram = switch CPU per datagram received; k/u = keyed/unkeyed"
               " of the switch's payload per CPU second (its throughput when CPU-bound) per round: median [min, max];"
-              " goodput k/u: the same of sw-in (wall clock: the load's noise)\n",
+              " goodput k/u: the same of sw-in (wall clock: the load's noise); batch = datagrams per recvmmsg call\n",
               std::string(proto::gmac::name(proto::gmac::selected())).c_str(), a.runs, a.workers,
               (unsigned long long)a.count, double(a.count * 4) / (1 << 20), a.slots);
-  std::printf("%6s %5s %8s | %11s %6s %8s | %11s %6s %8s | %24s %12s\n", "elems", "lanes", "offload", "unkeyed sw-in",
-              "cpu", "ns/dgram", "keyed sw-in", "cpu", "ns/dgram", "k/u per CPU s", "goodput k/u");
+  std::printf("%6s %5s %8s | %11s %6s %8s %5s | %11s %6s %8s %5s | %24s %12s\n", "elems", "lanes", "offload",
+              "unkeyed sw-in", "cpu", "ns/dgram", "batch", "keyed sw-in", "cpu", "ns/dgram", "batch", "k/u per CPU s",
+              "goodput k/u");
   std::uint64_t refused = 0;
   int keyed_rounds = 0;
   for (auto E : a.elems) {
@@ -359,12 +360,13 @@ static void bench_udp_both(const Args& a) {
         const auto sw_in = [&](const UdpRun& u) { return bytes / u.seconds / 1e9; };
         const auto cpu = [](const UdpRun& u) { return u.switch_cpu / u.seconds; };
         const auto ns = [](const UdpRun& u) { return u.datagrams ? u.switch_cpu / double(u.datagrams) * 1e9 : 0.0; };
+        const auto batch = [](const UdpRun& u) { return u.recv_calls ? double(u.datagrams) / double(u.recv_calls) : 0.0; };
         const double rmed = median(ratio), rmin = *std::min_element(ratio.begin(), ratio.end()),
                      rmax = *std::max_element(ratio.begin(), ratio.end());
         const char* offs = o == 0 ? "gso+gro" : "none";
-        std::printf("%6u %5u %8s | %6.3f GB/s %6.2f %8.0f | %6.3f GB/s %6.2f %8.0f | %6.2f [%5.2f, %5.2f] %12.2f\n", E,
-                    unsigned(L), offs, med(ru, sw_in), med(ru, cpu), med(ru, ns), med(rk, sw_in), med(rk, cpu),
-                    med(rk, ns), rmed, rmin, rmax, median(good));
+        std::printf("%6u %5u %8s | %6.3f GB/s %6.2f %8.0f %5.1f | %6.3f GB/s %6.2f %8.0f %5.1f | %6.2f [%5.2f, %5.2f] %12.2f\n",
+                    E, unsigned(L), offs, med(ru, sw_in), med(ru, cpu), med(ru, ns), med(ru, batch), med(rk, sw_in),
+                    med(rk, cpu), med(rk, ns), med(rk, batch), rmed, rmin, rmax, median(good));
         char buf[768];
         std::snprintf(buf, sizeof buf,
                       "{\"bench\":\"udp_auth\",\"gmac\":\"%s\",\"elems\":%u,\"lanes\":%u,\"offload\":\"%s\",\"workers\":%d,"
