@@ -4,14 +4,16 @@
 # namespaces, veth links shaped by tc, one switch), the job keyed (the testbed's default: a fresh
 # key per run for the switch and the ranks, every packet sealed and checked) and unkeyed
 # (--no-auth), alternated ROUNDS times per link rate in one run (keyed first in even rounds,
-# unkeyed first in odd ones). Prints per rate and size rank 0's time per call, median [min, max]
-# over the rounds, and keyed/unkeyed of the medians; then per rate the switch's CPU seconds
-# (its lanes' threads, from --stats) and the whole job's CPU seconds (ranks + switch, user +
-# system) per testbed run, medians. Every row must have run in the network (algorithm inc*) and be checked OK.
+# unkeyed first in odd ones), each size its own testbed run. Prints per rate and size rank 0's
+# time per call, median [min, max] over the rounds, and keyed/unkeyed of the medians; and the
+# median CPU seconds per testbed run of the switch (its lanes' threads, from --stats) and of the
+# whole job (ranks + switch, user + system). Every row must have run in the network (algorithm
+# inc*) and be checked OK, and the switch must say "job 1 is keyed" exactly in the keyed runs.
 # Needs root (the testbed's namespaces and qdiscs).
 # usage: bench/auth/testbed_cost.sh [path/to/inc] [hosts] [rounds] [rates] [sizes] [testbed args]
 #   defaults: build/tools/inc 8 3 "1gbit 2gbit" "1M 16M" ""
-#   e.g.      bench/auth/testbed_cost.sh build/tools/inc 8 3 1gbit "1M 16M" "--controller"
+#   e.g.      bench/auth/testbed_cost.sh build/tools/inc 8 3 1gbit "1M 16M" "--mtu 1500"
+# (not --controller: it keys every communicator, so there is no unkeyed run)
 set -eu
 inc=$(readlink -f "${1:-build/tools/inc}")
 hosts=${2:-8}
