@@ -315,6 +315,19 @@ UdpRun run_udp_echo(int W, std::uint64_t count, std::uint32_t E, int K, std::uin
 
 }  // namespace
 
+// Every point of --elems x --lanes x --offload whose datagram fits: f(E, L, offload, its name).
+template <class F>
+void for_each_point(const Args& a, F f) {
+  for (auto E : a.elems) {
+    if (E * 4 + proto::kHeaderBytes + proto::kAuthTrailerBytes > proto::kMaxPacketBytes) continue;
+    for (auto L : a.lanes)
+      for (int o = 0; o < 2; ++o) {
+        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
+        f(E, L, o == 0 ? UdpOffload{} : UdpOffload::none(), o == 0 ? "gso+gro" : "none");
+      }
+  }
+}
+
 // --auth both: keyed and unkeyed rounds of the same allreduce on the same harness, alternated
 // (keyed first in even rounds, unkeyed first in odd ones, so drift in the load hits both), for
 // the switch's CPU per datagram, its goodput and its CPU seconds per second; per round the
@@ -333,12 +346,7 @@ static void bench_udp_both(const Args& a) {
               "goodput k/u");
   std::uint64_t refused = 0;
   int keyed_rounds = 0;
-  for (auto E : a.elems) {
-    if (E * 4 + proto::kHeaderBytes + proto::kAuthTrailerBytes > proto::kMaxPacketBytes) continue;
-    for (auto L : a.lanes)
-      for (int o = 0; o < 2; ++o) {
-        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
-        const UdpOffload off = o == 0 ? UdpOffload{} : UdpOffload::none();
+  for_each_point(a, [&](std::uint32_t E, std::uint16_t L, UdpOffload off, const char* offs) {
         std::vector<UdpRun> rk, ru;
         std::vector<double> ratio, good;
         for (int r = 0; r < a.runs; ++r) {
@@ -363,7 +371,6 @@ static void bench_udp_both(const Args& a) {
         const auto batch = [](const UdpRun& u) { return u.recv_calls ? double(u.datagrams) / double(u.recv_calls) : 0.0; };
         const double rmed = median(ratio), rmin = *std::min_element(ratio.begin(), ratio.end()),
                      rmax = *std::max_element(ratio.begin(), ratio.end());
-        const char* offs = o == 0 ? "gso+gro" : "none";
         std::printf("%6u %5u %8s | %6.3f GB/s %6.2f %8.0f %5.1f | %6.3f GB/s %6.2f %8.0f %5.1f | %6.2f [%5.2f, %5.2f] %12.2f\n",
                     E, unsigned(L), offs, med(ru, sw_in), med(ru, cpu), med(ru, ns), med(ru, batch), med(rk, sw_in),
                     med(rk, cpu), med(rk, ns), med(rk, batch), rmed, rmin, rmax, median(good));
@@ -378,8 +385,7 @@ static void bench_udp_both(const Args& a) {
                       (unsigned long long)a.count, a.runs, med(ru, sw_in), med(rk, sw_in), med(ru, cpu), med(rk, cpu),
                       med(ru, ns), med(rk, ns), rmed, rmin, rmax, median(good));
         emit_json(buf);
-      }
-  }
+      });
   std::printf("(checked after every round with two probe datagrams, an unsealed and a forged contribution: the %d"
               " keyed rounds' switches refused %llu of %d, the unkeyed rounds' took every unsealed one)\n",
               keyed_rounds, (unsigned long long)refused, 2 * keyed_rounds);
@@ -403,12 +409,7 @@ void bench_udp(const Args& a) {
   std::printf("%6s %5s %8s %14s %14s %8s %10s %8s %14s %8s %10s %8s %9s\n", "elems", "lanes", "offload",
               "inc algbw", "inc sw-in", "inc cpu", "dgram/call", "ns/dgram", "echo algbw", "echo cpu", "dgram/call",
               "ns/dgram", "inc/echo");
-  for (auto E : a.elems) {
-    if (E * 4 + proto::kHeaderBytes > proto::kMaxPacketBytes) continue;
-    for (auto L : a.lanes)
-      for (int o = 0; o < 2; ++o) {
-        if ((o == 0 && a.offload == "off") || (o == 1 && a.offload == "on")) continue;
-        const UdpOffload off = o == 0 ? UdpOffload{} : UdpOffload::none();
+  for_each_point(a, [&](std::uint32_t E, std::uint16_t L, UdpOffload off, const char* offs) {
         std::vector<double> ti, te;
         std::vector<UdpRun> ri, re;
         for (int r = 0; r < a.runs; ++r) {
@@ -425,7 +426,6 @@ void bench_udp(const Args& a) {
         const UdpRun mi = pick(ri), me = pick(re);
         const double bytes = double(a.count) * 4;
         const double inc_alg = bytes / mi.seconds / 1e9, echo_alg = bytes / me.seconds / 1e9;
-        const char* offs = o == 0 ? "gso+gro" : "none";
         // Switch CPU per datagram received (each also leaves once: results, or the echo).
         const double inc_ns = mi.datagrams ? mi.switch_cpu / double(mi.datagrams) * 1e9 : 0;
         const double echo_ns = me.datagrams ? me.switch_cpu / double(me.datagrams) * 1e9 : 0;
@@ -445,8 +445,7 @@ void bench_udp(const Args& a) {
                       mi.recv_calls ? double(mi.datagrams) / double(mi.recv_calls) : 0.0,
                       me.recv_calls ? double(me.datagrams) / double(me.recv_calls) : 0.0, inc_ns, echo_ns);
         emit_json(buf);
-      }
-  }
+      });
 }
 
 }  // namespace inc_switch_bench
