@@ -268,6 +268,15 @@ std::string keys_body(Op op, std::span<const std::string> keys, std::string_view
   }
   return body;
 }
+
+// The request body of wait / wait_any: the server holds it up to `timeout` for all (or any) of
+// the keys.
+std::string wait_request(std::span<const std::string> keys, bool any, milliseconds timeout, std::string_view what) {
+  std::string body = keys_body(Op::wait, keys, what);
+  put_u8(body, any ? 1 : 0);
+  put_u32(body, timeout_ms(timeout, what));
+  return body;
+}
 }  // namespace
 
 bool StoreClient::check(std::span<const std::string> keys) {
@@ -280,9 +289,7 @@ bool StoreClient::check(std::span<const std::string> keys) {
 
 void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) {
   std::string what = fmt::format("wait({})", key_list(keys));
-  std::string body = keys_body(Op::wait, keys, what);
-  put_u8(body, 0);
-  put_u32(body, timeout_ms(timeout, what));
+  std::string body = wait_request(keys, false, timeout, what);
   std::lock_guard lock(impl_->mu);
   Impl::Reply rep;
   if (!impl_->held(body, what, timeout, rep, [](Reader&) { return 0; })) {
@@ -306,9 +313,7 @@ void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) 
 
 std::size_t StoreClient::wait_any(std::span<const std::string> keys, milliseconds timeout) {
   std::string what = fmt::format("wait_any({})", key_list(keys));
-  std::string body = keys_body(Op::wait, keys, what);
-  put_u8(body, 1);
-  put_u32(body, timeout_ms(timeout, what));
+  std::string body = wait_request(keys, true, timeout, what);
   std::lock_guard lock(impl_->mu);
   Impl::Reply rep;
   auto got = impl_->held(body, what, timeout, rep, [](Reader& r) { return r.u32(); });
