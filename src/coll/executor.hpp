@@ -187,6 +187,12 @@ class Engine : public transport::MessageSink {
   // Every rank of a job must use the same value (default kEagerBytes); ~0 = all eager.
   static constexpr std::uint64_t kEagerBytes = 64 * 1024;
   void set_eager_bytes(std::uint64_t bytes);
+  // Ready notices that came before their send op was ready are kept (a peer may be a step
+  // ahead); more than this many at once is a peer gone wrong: a mismatch error naming it, and
+  // the engine keeps no more.
+  static constexpr std::size_t kMaxEarlyNotices = std::size_t{1} << 20;
+  void set_max_early_notices(std::size_t n);
+  std::size_t early_notices();  // how many are kept now
   // How long wait() polls (yielding) before it sleeps in epoll_wait; 0 = sleep at once.
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
@@ -279,6 +285,7 @@ class Engine : public transport::MessageSink {
   std::set<ReadyKey> ready_in_;
   std::map<ReadyKey, std::pair<std::uint64_t, std::uint32_t>> awaiting_ready_;
   std::uint64_t eager_bytes_ = kEagerBytes;
+  std::size_t max_early_notices_ = kMaxEarlyNotices;
   std::shared_ptr<RecvHook> hook_;
   // How long wait() polls (yielding) before it sleeps in epoll_wait (set_spin; api: INC_SPIN_US).
   std::chrono::microseconds spin_{500};

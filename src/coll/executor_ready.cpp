@@ -22,14 +22,19 @@ namespace inc::coll {
 
 using transport::WireHeader;
 
-namespace {
-// Notices that came before their send op was ready; more than this is a peer gone wrong.
-constexpr std::size_t kMaxEarlyNotices = 1u << 20;
-}  // namespace
-
 void Engine::set_eager_bytes(std::uint64_t bytes) {
   std::lock_guard lk(mu_);
   eager_bytes_ = bytes;
+}
+
+void Engine::set_max_early_notices(std::size_t n) {
+  std::lock_guard lk(mu_);
+  max_early_notices_ = n;
+}
+
+std::size_t Engine::early_notices() {
+  std::lock_guard lk(mu_);
+  return ready_in_.size();
 }
 
 bool Engine::send_may_leave(CollOp& op, std::uint32_t i) {
@@ -66,11 +71,11 @@ void Engine::on_ready(int wpeer, const WireHeader& h) {
   if (auto it = awaiting_ready_.find(key); it != awaiting_ready_.end()) {
     work_.emplace_back(it->second);  // ready() runs the send again, and now finds the notice
     awaiting_ready_.erase(it);
-  } else if (ready_in_.size() >= kMaxEarlyNotices) {
+  } else if (ready_in_.size() >= max_early_notices_) {
     throw Error(Error::Kind::mismatch,
                 fmt::format("world rank {} sent more than {} ready notices that no send op here "
                             "expects (mismatched schedules?)",
-                            wpeer, kMaxEarlyNotices));
+                            wpeer, max_early_notices_));
   }
   ready_in_.insert(key);
 }

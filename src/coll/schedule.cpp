@@ -67,7 +67,11 @@ bool parse_algorithm(std::string_view s, Algorithm& out) noexcept {
   return false;
 }
 
-std::uint64_t input_bytes(const CollectiveParams& p) noexcept {
+namespace {
+// The bytes of a collective's input or output buffer: every rank's share where the buffer holds
+// them all (reduce_scatter's input, allgather's output, alltoall, and the in-place buffer), else
+// one share.
+std::uint64_t buffer_bytes(const CollectiveParams& p, bool output) noexcept {
   const std::uint64_t n = p.count * elem_bytes(p);
   const auto ranks = static_cast<std::uint64_t>(std::max(p.nranks, 1));
   switch (p.coll) {
@@ -75,33 +79,20 @@ std::uint64_t input_bytes(const CollectiveParams& p) noexcept {
     case Collective::broadcast:
       return n;
     case Collective::reduce_scatter:
+      return output && !p.in_place ? n : n * ranks;
+    case Collective::allgather:
+      return !output && !p.in_place ? n : n * ranks;
     case Collective::alltoall:
       return n * ranks;
-    case Collective::allgather:
-      return p.in_place ? n * ranks : n;
     case Collective::barrier:
       return 0;
   }
   return 0;
 }
+}  // namespace
 
-std::uint64_t output_bytes(const CollectiveParams& p) noexcept {
-  const std::uint64_t n = p.count * elem_bytes(p);
-  const auto ranks = static_cast<std::uint64_t>(std::max(p.nranks, 1));
-  switch (p.coll) {
-    case Collective::allreduce:
-    case Collective::broadcast:
-      return n;
-    case Collective::reduce_scatter:
-      return p.in_place ? n * ranks : n;
-    case Collective::allgather:
-    case Collective::alltoall:
-      return n * ranks;
-    case Collective::barrier:
-      return 0;
-  }
-  return 0;
-}
+std::uint64_t input_bytes(const CollectiveParams& p) noexcept { return buffer_bytes(p, false); }
+std::uint64_t output_bytes(const CollectiveParams& p) noexcept { return buffer_bytes(p, true); }
 
 Region result_region(const CollectiveParams& p) noexcept {
   const std::uint64_t n = p.count * elem_bytes(p);

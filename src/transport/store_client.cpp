@@ -11,6 +11,8 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "transport/store_wire.hpp"
@@ -106,6 +108,17 @@ struct StoreClient::Impl {
                   fmt::format("store {}: {}: malformed reply: {}", address, what, e.why));
     }
   }
+
+  // A request the server may hold up to `wait_for` (get, wait): what `f` reads from the ok
+  // reply, or nothing when the server's wait ran out; the reply itself in `rep` (waited_ms,
+  // and the timeout's payload) for the caller's message.
+  template <class F>
+  auto held(const std::string& body, std::string_view what, milliseconds wait_for, Reply& rep, F&& f)
+      -> std::optional<std::invoke_result_t<F, Reader&>> {
+    rep = call(body, what, wait_for);
+    if (rep.status == Status::timeout) return std::nullopt;
+    return parse(ok_payload(rep, what), what, std::forward<F>(f));
+  }
 };
 
 namespace {
@@ -139,6 +152,17 @@ std::uint32_t timeout_ms(milliseconds t, std::string_view what) {
                             kMaxStoreTimeoutMs));
   return static_cast<std::uint32_t>(t.count());
 }
+
+// The request body of get / try_get: the server holds it up to wait_ms for the key.
+std::string get_request(std::string_view key, std::uint32_t wait_ms) {
+  std::string body;
+  put_u8(body, static_cast<std::uint8_t>(Op::get));
+  put_str(body, key);
+  put_u32(body, wait_ms);
+  return body;
+}
+
+std::string read_value(Reader& r) { return std::string(r.str(kMaxStoreValueBytes, "value")); }
 
 std::string key_list(std::span<const std::string> keys) {
   std::string s;
@@ -197,33 +221,23 @@ bool StoreClient::set_if_absent(std::string_view key, std::string_view value) {
 std::string StoreClient::get(std::string_view key, milliseconds timeout) {
   std::string what = fmt::format("get({})", quote_key(key));
   check_key(key, what);
-  std::string body;
-  put_u8(body, static_cast<std::uint8_t>(Op::get));
-  put_str(body, key);
-  put_u32(body, timeout_ms(timeout, what));
+  std::string body = get_request(key, timeout_ms(timeout, what));
   std::lock_guard lock(impl_->mu);
-  auto rep = impl_->call(body, what, timeout);
-  if (rep.status == Status::timeout) {
+  Impl::Reply rep;
+  auto value = impl_->held(body, what, timeout, rep, read_value);
+  if (!value)
     throw Error(Error::Kind::timeout,
                 fmt::format("store {}: key {} was not set within {} ms (waited {} ms)",
                             impl_->address, quote_key(key), timeout.count(), rep.waited_ms));
-  }
-  return impl_->parse(impl_->ok_payload(rep, what), what,
-                      [](Reader& r) { return std::string(r.str(kMaxStoreValueBytes, "value")); });
+  return std::move(*value);
 }
 
 std::optional<std::string> StoreClient::try_get(std::string_view key) {
   std::string what = fmt::format("try_get({})", quote_key(key));
   check_key(key, what);
-  std::string body;
-  put_u8(body, static_cast<std::uint8_t>(Op::get));
-  put_str(body, key);
-  put_u32(body, 0);
   std::lock_guard lock(impl_->mu);
-  auto rep = impl_->call(body, what, milliseconds(0));
-  if (rep.status == Status::timeout) return std::nullopt;
-  return impl_->parse(impl_->ok_payload(rep, what), what,
-                      [](Reader& r) { return std::string(r.str(kMaxStoreValueBytes, "value")); });
+  Impl::Reply rep;
+  return impl_->held(get_request(key, 0), what, milliseconds(0), rep, read_value);
 }
 
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
@@ -254,6 +268,15 @@ std::string keys_body(Op op, std::span<const std::string> keys, std::string_view
   }
   return body;
 }
+
+// The request body of wait / wait_any: the server holds it up to `timeout` for all (or any) of
+// the keys.
+std::string wait_request(std::span<const std::string> keys, bool any, milliseconds timeout, std::string_view what) {
+  std::string body = keys_body(Op::wait, keys, what);
+  put_u8(body, any ? 1 : 0);
+  put_u32(body, timeout_ms(timeout, what));
+  return body;
+}
 }  // namespace
 
 bool StoreClient::check(std::span<const std::string> keys) {
@@ -266,12 +289,10 @@ bool StoreClient::check(std::span<const std::string> keys) {
 
 void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) {
   std::string what = fmt::format("wait({})", key_list(keys));
-  std::string body = keys_body(Op::wait, keys, what);
-  put_u8(body, 0);
-  put_u32(body, timeout_ms(timeout, what));
+  std::string body = wait_request(keys, false, timeout, what);
   std::lock_guard lock(impl_->mu);
-  auto rep = impl_->call(body, what, timeout);
-  if (rep.status == Status::timeout) {
+  Impl::Reply rep;
+  if (!impl_->held(body, what, timeout, rep, [](Reader&) { return 0; })) {
     auto missing = impl_->parse(rep.payload, what, [&](Reader& r) {
       std::uint32_t n = r.u32();
       if (n > keys.size()) throw ParseError{"more missing keys than requested"};
@@ -288,22 +309,19 @@ void StoreClient::wait(std::span<const std::string> keys, milliseconds timeout) 
                             impl_->address, missing.size(), keys.size(), timeout.count(),
                             rep.waited_ms, key_list(missing)));
   }
-  impl_->parse(impl_->ok_payload(rep, what), what, [](Reader&) { return 0; });
 }
 
 std::size_t StoreClient::wait_any(std::span<const std::string> keys, milliseconds timeout) {
   std::string what = fmt::format("wait_any({})", key_list(keys));
-  std::string body = keys_body(Op::wait, keys, what);
-  put_u8(body, 1);
-  put_u32(body, timeout_ms(timeout, what));
+  std::string body = wait_request(keys, true, timeout, what);
   std::lock_guard lock(impl_->mu);
-  auto rep = impl_->call(body, what, timeout);
-  if (rep.status == Status::timeout) {
+  Impl::Reply rep;
+  auto got = impl_->held(body, what, timeout, rep, [](Reader& r) { return r.u32(); });
+  if (!got)
     throw Error(Error::Kind::timeout,
                 fmt::format("store {}: none of {} was set within {} ms (waited {} ms)",
                             impl_->address, key_list(keys), timeout.count(), rep.waited_ms));
-  }
-  auto idx = impl_->parse(impl_->ok_payload(rep, what), what, [](Reader& r) { return r.u32(); });
+  const std::uint32_t idx = *got;
   if (idx >= keys.size())
     throw Error(Error::Kind::network, fmt::format("store {}: {}: reply index {} out of range",
                                                   impl_->address, what, idx));

@@ -4,9 +4,11 @@
 // right either way.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "coll/executor.hpp"
@@ -125,4 +127,49 @@ TEST(EngineReady, TimeoutNamesTheReceiverThatNeverPosted) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(EngineReady, FloodOfEarlyNoticesFailsNamingThePeerAndKeepsNoMore) {
+  // Rank 1 is a hostile process on a raw socket: it sends ready notices that no send op of
+  // rank 0 expects (collectives rank 0 has not started), far more than the bound.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Engine e(std::make_unique<transport::TcpMesh>(0, std::vector<int>{-1, sv[0]}), std::chrono::seconds(5));
+  e.add_comm(0, {0, 1});
+  constexpr std::size_t kBound = 4096;
+  e.set_max_early_notices(kBound);
+  // Rank 0 waits in a small Allreduce for rank 1's data, which never comes.
+  std::vector<float> in(16, 1.0f), out(16);
+  auto a = e.start(0, allreduce(0, 16), in.data(), out.data(), "test");
+  std::vector<transport::WireHeader> notices(4 * kBound);
+  for (std::size_t k = 0; k < notices.size(); ++k) {
+    notices[k].kind = static_cast<std::uint16_t>(transport::MsgKind::ready);
+    notices[k].comm_id = 0;
+    notices[k].seq = 1 + k % 7;  // collectives to come
+    notices[k].msg_index = static_cast<std::uint32_t>(k);
+  }
+  // Write them all, running rank 0's event loop whenever the socket is full: rank 0 must
+  // keep reading (a hostile peer does not stall it), past the error too.
+  const auto* bytes = reinterpret_cast<const char*>(notices.data());
+  const std::size_t total = notices.size() * sizeof(transport::WireHeader);
+  std::size_t sent = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // a hang, not a speed check
+  while (sent < total && std::chrono::steady_clock::now() < until) {
+    const ssize_t w = ::send(sv[1], bytes + sent, total - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w > 0) sent += static_cast<std::size_t>(w);
+    e.progress(0);
+    EXPECT_LE(e.early_notices(), kBound);
+  }
+  ASSERT_EQ(sent, total) << "rank 0 stopped reading the flood";
+  for (int k = 0; k < 100; ++k) e.progress(1);
+  EXPECT_EQ(e.early_notices(), kBound);  // the first kBound kept, nothing after
+  try {
+    e.wait(*a);
+    FAIL() << "the Allreduce finished without rank 1";
+  } catch (const Error& x) {
+    EXPECT_EQ(x.kind(), Error::Kind::mismatch) << x.what();
+    EXPECT_NE(std::string(x.what()).find("world rank 1 sent more than 4096 ready notices"), std::string::npos)
+        << x.what();
+  }
+  ::close(sv[1]);
 }

@@ -69,6 +69,15 @@ wait_holding() {  # PORT N COUNT WHAT SW...: at least COUNT jobs of N slots on e
   done
   status $c; fail "no $what in the controller's status after 120 s"
 }
+# finish_first TREE WHAT: stop the first job (PID $first, running until $dir/stop1 exists, log
+# $dir/job1.log), wait for it, and check it was exact and ran on TREE ("tree rooted at switch
+# TREE" in its log, e.g. "'s0', 1 switch, 64 slots"); WHAT names the tree in the failure.
+finish_first() {
+  touch "$dir/stop1"
+  wait $first || fail "the first job failed"
+  grep -q "mp_controller: all exact" "$dir/job1.log" || fail "the first job not exact"
+  grep -q "tree rooted at switch $1" "$dir/job1.log" || fail "the first job did not get $2"
+}
 # check_resizes MIN MAX WHAT: the controller (log $dir/ctl.log) completed at least MIN resizes
 # and sent at most MAX (more means the sizes oscillate); no job fell back to the hosts.
 check_resizes() {

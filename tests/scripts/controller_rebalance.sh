@@ -50,10 +50,7 @@ done
 # Alone again: the first job grows back to the whole pool.
 wait_holding $c 64 1 "the first job grown back to 64 slots" s0
 echo "the newcomers left: the first job holds 64 slots again"
-touch "$dir/stop1"
-wait $first || fail "the first job failed"
-grep -q "mp_controller: all exact" "$dir/job1.log" || fail "the first job not exact"
-grep -q "tree rooted at switch 's0', 1 switch, 64 slots" "$dir/job1.log" || fail "the lone job did not get the whole pool"
+finish_first "'s0', 1 switch, 64 slots" "the whole pool"
 # Each arrival and departure moves each running job a few times at most: no oscillation.
 check_resizes 4 30 "3 arrivals and 3 departures"
 echo "controller_rebalance: ok"

@@ -49,9 +49,6 @@ grep -q "tree rooted at switch 'leaf0', 1 switch" "$dir/job3.log" || fail "job 3
 # Alone again: the first job grows back to the whole pool on every switch.
 wait_holding $c 64 1 "the first job grown back to 64 slots on every switch" spine leaf0 leaf1
 echo "the newcomers left: the first job holds 64 slots again on every switch"
-touch "$dir/stop1"
-wait $first || fail "the first job failed"
-grep -q "mp_controller: all exact" "$dir/job1.log" || fail "the first job not exact"
-grep -q "tree rooted at switch 'spine', 3 switches, 64 slots" "$dir/job1.log" || fail "the first job did not get the whole pool"
+finish_first "'spine', 3 switches, 64 slots" "the whole pool on every switch"
 check_resizes 9 60 "2 arrivals and 2 departures"
 echo "controller_rebalance_tree: ok"
