@@ -121,6 +121,7 @@ double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv) {
 
 void Simulator::Impl::notice_arrived(std::uint32_t ji, std::uint32_t recv) {
   Job& J = jobs[ji];
+  if (J.state(recv) != 1) return;  // only a posted receive still waiting for its data
   J.set_state(recv, 6);
   const std::uint32_t m = J.match(recv);
   if (J.state(m) == 1) start_p2p(ji, m, recv);
