@@ -187,7 +187,10 @@ def rel_residuals(sim, points, theta):
     return [(sim.time(p, theta=theta) - p["time_s"]) / p["time_s"] for p in points]
 
 
-HOST_START = (10.0, 0.0, 0.0, 10.0)  # o us, g ns/B, s ns/B, ready notice us
+def host_start(args):
+    """Where the host fit starts: o us, g ns/B, s ns/B, ready notice us (0 and kept there unless
+    --matching ready, the only matching with a notice)."""
+    return (10.0, 0.0, 0.0, 10.0 if args.matching == "ready" else 0.0)
 
 
 def fit_host(sim, points, theta):
@@ -261,6 +264,8 @@ def write_net(path, theta, args, fitted, res, warning):
         f"# fitted {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {len(fitted)} points "
         f"({', '.join(sorted({shape_name(tuple(p['shape'])) for p in fitted}))}, {args.rate:g} Gb/s);",
         f"# relative residuals: rms {100 * rms:.1f}%, worst {100 * max(abs(x) for x in res):.1f}%",
+        f"# inc sim --matching {args.matching} --eager-threshold {human(args.eager_bytes)}"
+        + (f"; measurements from {args.measured}" if args.measured else ""),
     ]
     for p, r in zip(fitted, res):
         lines.append(f"#   {p['algo']:<13} {human(p['bytes']):>8}  measured {p['time_s'] * 1e3:9.3f} ms  residual {100 * r:+6.1f}%")
@@ -288,7 +293,7 @@ def leave_one_out(sim, host, inc, theta):
     out = []
     for i, p in enumerate(host):
         rest = host[:i] + host[i + 1:]
-        out.append(rel_residuals(sim, [p], fit_host(sim, rest, HOST_START))[0] if len(rest) >= 2 else None)
+        out.append(rel_residuals(sim, [p], fit_host(sim, rest, host_start(sim.args)))[0] if len(rest) >= 2 else None)
     for i, p in enumerate(inc):
         rest = inc[:i] + inc[i + 1:]
         out.append(rel_residuals(sim, [p], fit_switch(sim, rest, theta))[0] if rest else None)
@@ -300,7 +305,7 @@ def calibrate(args, sim, measured):
     inc = [p for p in measured if p["algo"] == "inc"]
     if len(host) < 2:
         raise SystemExit("validate_testbed.py: the calibration needs at least two host-algorithm points")
-    theta = fit_host(sim, host, HOST_START)
+    theta = fit_host(sim, host, host_start(args))
     if inc:
         theta = fit_switch(sim, inc, theta)
     pts = host + inc
