@@ -115,7 +115,8 @@ double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv) {
   notice_path.clear();
   if (!topo.route(hr, hs, notice_path, link_load.data()))
     throw Error(Error::Kind::config,
-                fmt::format("job '{}': no path from host {} to host {} avoids the failed links", J.spec.name, hr, hs));
+                fmt::format("job '{}': no path from host {} to host {} avoids the failed links",
+                            J.spec.name, hr, hs));
   return (opt.np.host_overhead_us + opt.np.ready_notice_us) * 1e-6 + topo.path_latency(notice_path);
 }
 

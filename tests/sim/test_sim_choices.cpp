@@ -169,22 +169,29 @@ TEST(Routing, DmodkOnFatTree3PicksPortsByDestination) {
 
 // ---- matching semantics --------------------------------------------------------------------
 
+// A hand-written program on one switch under matching m.
+SimResult on_one_switch(Matching m, std::uint64_t threshold, std::vector<std::vector<Op>> ops, double notice_us = 0,
+                        double reduce_GBps = 0) {
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = static_cast<int>(ops.size());
+  SimOptions opt;
+  opt.matching = m;
+  opt.eager_threshold = threshold;
+  opt.np.ready_notice_us = notice_us;
+  opt.np.reduce_GBps = reduce_GBps;
+  return run(Topology(ts), opt, program(std::move(ops)));
+}
+
 // Rank 2 sends M to rank 1; rank 1 receives it, copies it (a step that depends on it), and in
 // the same later step receives S from rank 0. One switch: both messages end on h1's link.
 SimResult late_receiver(Matching m, std::uint64_t threshold, double M, double S) {
   const auto mm = static_cast<std::uint64_t>(M), ss = static_cast<std::uint64_t>(S);
-  std::vector<std::vector<Op>> ops(3);
-  ops[0] = {send(1, out(0, ss))};
-  ops[1] = {recv(2, out(0, mm)), make(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
-            recv(0, out(mm, ss))};
-  ops[2] = {send(1, out(0, mm))};
-  TopoSpec ts;
-  ts.kind = TopoKind::single_switch;
-  ts.hosts = 3;
-  SimOptions opt;
-  opt.matching = m;
-  opt.eager_threshold = threshold;
-  return run(Topology(ts), opt, program(ops));
+  return on_one_switch(m, threshold,
+                       {{send(1, out(0, ss))},
+                        {recv(2, out(0, mm)), make(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
+                         recv(0, out(mm, ss))},
+                        {send(1, out(0, mm))}});
 }
 
 TEST(Matching, StepsOfAHandWrittenProgram) {
@@ -215,14 +222,9 @@ TEST(Matching, DataflowRendezvousAndEagerOnALateReceiver) {
 // first is done); ranks 0 and 2 send at once. One switch, o + 2 hops = a.
 SimResult two_receives(Matching m, std::uint64_t threshold, double M, double notice_us) {
   const auto mm = static_cast<std::uint64_t>(M);
-  TopoSpec ts;
-  ts.kind = TopoKind::single_switch;
-  ts.hosts = 3;
-  SimOptions opt;
-  opt.matching = m;
-  opt.eager_threshold = threshold;
-  opt.np.ready_notice_us = notice_us;
-  return run(Topology(ts), opt, program({{send(1, out(0, mm))}, {recv(0, out(0, mm)), recv(2, out(0, mm))}, {send(1, out(0, mm))}}));
+  return on_one_switch(m, threshold,
+                       {{send(1, out(0, mm))}, {recv(0, out(0, mm)), recv(2, out(0, mm))}, {send(1, out(0, mm))}},
+                       notice_us);
 }
 
 TEST(Matching, ReadyWaitsForTheReceiversNoticeAboveTheThreshold) {
@@ -244,18 +246,10 @@ TEST(Matching, ReadyNoticeAheadOfTheSendCostsNothing) {
   // notice is on its way while rank 0 computes: max(M gamma, o + notice + 2 hops) + a + M/B.
   const double M = 4e6, a = kO + 2 * kHop, gamma = 1 / 2e9;  // 2 ms of reduce
   const auto mm = static_cast<std::uint64_t>(M);
-  TopoSpec ts;
-  ts.kind = TopoKind::single_switch;
-  ts.hosts = 2;
   for (double notice_us : {5.0, 3000.0}) {
-    SimOptions opt;
-    opt.matching = Matching::ready;
-    opt.eager_threshold = 64 << 10;
-    opt.np.reduce_GBps = 2;
-    opt.np.ready_notice_us = notice_us;
-    const SimResult r = run(Topology(ts), opt,
-                            program({{make(OpKind::reduce, -1, out(0, mm), out(0, mm)), send(1, out(0, mm))},
-                                     {recv(0, out(0, mm))}}));
+    const SimResult r = on_one_switch(
+        Matching::ready, 64 << 10,
+        {{make(OpKind::reduce, -1, out(0, mm), out(0, mm)), send(1, out(0, mm))}, {recv(0, out(0, mm))}}, notice_us, 2);
     const double notice = kO + notice_us * 1e-6 + 2 * kHop;
     EXPECT_NEAR(r.makespan_s, std::max(M * gamma, notice) + a + M / kBw, 1e-9) << notice_us;
   }
