@@ -39,6 +39,7 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
   NetParams& n = sc.opt.np;
   if (!given("--overhead-us")) n.host_overhead_us = f.host_overhead_us;
   if (!given("--nic-overhead-us")) n.nic_overhead_us = f.nic_overhead_us;
+  if (!given("--ready-notice-us")) n.ready_notice_us = f.ready_notice_us;
   if (!given("--reduce-GBps")) n.reduce_GBps = f.reduce_GBps;
   if (!given("--host-mem-GBps")) n.host_mem_GBps = f.host_mem_GBps;
   if (!given("--switch-reduce-GBps")) n.switch_reduce_GBps = f.switch_reduce_GBps;
@@ -175,9 +176,9 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
   fmt::print("routing {}: {} messages crossed switch-to-switch links, {} ({:.1f}%) found one already carrying a "
              "flow; at most {} flows at once on one such link\n",
              name(sc.topo.routing), r.routed_flows, r.collided_flows, coll_pct, r.max_link_flows);
+  const bool has_threshold = sc.opt.matching == Matching::eager || sc.opt.matching == Matching::ready;
   fmt::print("matching {}{}\n", name(sc.opt.matching),
-             sc.opt.matching == Matching::eager ? fmt::format(" (eager up to {})", format_size(sc.opt.eager_threshold))
-                                                : std::string());
+             has_threshold ? fmt::format(" (eager up to {})", format_size(sc.opt.eager_threshold)) : std::string());
   if (!csv_path.empty()) write_file(csv_path, csv);
   if (!json_path.empty()) {
     json j = {{"topology", topo.describe()}, {"scenario", sc.source}, {"jobs", jobs}, {"makespan_s", r.makespan_s},
@@ -305,16 +306,21 @@ int cmd_sim(int argc, char** argv) {
                 "simulate every rank of a symmetric ring even when its routes repeat (same results, slower; "
                 "docs/SIMULATOR.md)");
   std::string matching = "dataflow", eager_thr = "64KiB";
-  run->add_option("--matching", matching, "dataflow | rendezvous | eager (when messages move; docs/SIMULATOR.md)")
-      ->check(CLI::IsMember({"dataflow", "rendezvous", "eager"}))
+  run->add_option("--matching", matching,
+                  "dataflow | rendezvous | eager | ready (when messages move; ready: as the runtime, eager up to "
+                  "the threshold, larger messages after the receiver's notice; docs/SIMULATOR.md)")
+      ->check(CLI::IsMember({"dataflow", "rendezvous", "eager", "ready"}))
       ->capture_default_str();
-  run->add_option("--eager-threshold", eager_thr, "largest eager message (--matching eager)")->capture_default_str();
+  run->add_option("--eager-threshold", eager_thr, "largest eager message (--matching eager, ready)")->capture_default_str();
   std::string net_file;
   run->add_option("--net", net_file,
                   "TOML file with a [network] table (as inc model --net; e.g. a testbed calibration): its values "
                   "replace the defaults, flags given explicitly win");
   run->add_option("--overhead-us", np.host_overhead_us, "host per-message overhead, us")->capture_default_str();
   run->add_option("--nic-overhead-us", np.nic_overhead_us, "Edge-INC per-message overhead, us")->capture_default_str();
+  run->add_option("--ready-notice-us", np.ready_notice_us,
+                  "--matching ready: a ready notice's cost beyond the host overhead and path latency, us")
+      ->capture_default_str();
   run->add_option("--reduce-GBps", np.reduce_GBps, "endpoint reduction rate GB/s (0 = free)")->capture_default_str();
   run->add_option("--host-mem-GBps", np.host_mem_GBps, "host memory bus GB/s (0 = unlimited)")->capture_default_str();
   run->add_option("--switch-reduce-GBps", np.switch_reduce_GBps, "switch ALU GB/s (0 = line rate)")->capture_default_str();

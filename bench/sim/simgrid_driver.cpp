@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
         usage();
         return 2;
       }
+      if (g_matching == Matching::ready) {  // no notice in this driver: refused, not run as another
+        std::fprintf(stderr, "simgrid driver: --matching ready is not implemented here (dataflow, rendezvous, eager)\n");
+        return 2;
+      }
     } else if (a == "--eager-threshold") g_eager_threshold = parse_size(val());
     else if (a == "--routing") {
       // Static routes only: adaptive routing depends on the load while inc sim runs.

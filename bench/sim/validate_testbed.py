@@ -13,9 +13,13 @@ The file is the [network] table that `inc sim run --net` and `inc model --net` r
 calibration fits, by least squares on relative errors with `inc sim` as the model:
   host_overhead_us    per message (software, TCP, veth, bridge: LogP's o), host algorithms
   reduce_GBps         per byte reduced on the host CPU (gamma = 1 / rate), host algorithms
+  ready_notice_us     a receiver's ready notice beyond o and the path latency (the runtime holds
+                      messages above INC_EAGER_BYTES until it arrives), host algorithms
   switch_reduce_GBps  the software switch's cost per byte aggregated (one 8 KiB slot per
                       datagram, so inc_chunk / rate is its cost per chunk), Core-INC
-and prints the fit's residuals: a point the fit cannot explain (noise of a loaded machine, or a
+and prints the fit's residuals. The simulator runs with `--matching ready --eager-threshold 64KiB`,
+what the runtime does (src/coll/executor_ready.cpp; `--matching`, `--eager-bytes` to change).
+The fit prints its residuals: a point the fit cannot explain (noise of a loaded machine, or a
 term the simulator lacks) shows there, it is not absorbed silently. `--measured FILE` reads
 measurements saved by an earlier run (`--save FILE`) instead of running the testbed.
 
@@ -38,6 +42,7 @@ from claim import bench_rows, human, median, parse_size, rate_text, run  # noqa:
 from calibrate_bench import lstsq  # noqa: E402  (same directory)
 
 ALGOS = ("ring", "rabenseifner", "inc")
+RUNTIME_EAGER_BYTES = 64 << 10  # the runtime's INC_EAGER_BYTES default (src/api/communicator.cpp)
 
 
 # ---- shapes ---------------------------------------------------------------------------------
@@ -146,13 +151,15 @@ class Sim:
         a = self.args
         path = os.path.join(self.work, "sim.csv")
         cmd = [a.inc, "sim", "run", "-c", "allreduce", "-a", point["algo"], "-b", f"{point['bytes']}B",
-               "--link-gbps", f"{point['rate_gbps']:g}", "--no-progress", "--csv", path] + \
+               "--link-gbps", f"{point['rate_gbps']:g}", "--no-progress", "--csv", path,
+               "--matching", a.matching, "--eager-threshold", f"{a.eager_bytes}B"] + \
             sim_flags(tuple(point["shape"]), a)
         if net:
             cmd += ["--net", net]
         if theta is not None:
-            o, g, s = theta
+            o, g, s, n = theta
             cmd += ["--overhead-us", f"{o:.9g}", "--reduce-GBps", f"{1 / g if g > 0 else 0:.9g}",
+                    "--ready-notice-us", f"{n:.9g}",
                     "--switch-reduce-GBps", f"{1 / s if s > 0 else 0:.9g}",
                     "--inc-chunk", a.inc_chunk, "--switch-memory", a.switch_memory]
         run(cmd, "inc sim", 600)
@@ -180,12 +187,19 @@ def rel_residuals(sim, points, theta):
     return [(sim.time(p, theta=theta) - p["time_s"]) / p["time_s"] for p in points]
 
 
+def host_start(args):
+    """Where the host fit starts: o us, g ns/B, s ns/B, ready notice us (0 and kept there unless
+    --matching ready, the only matching with a notice)."""
+    return (10.0, 0.0, 0.0, 10.0 if args.matching == "ready" else 0.0)
+
+
 def fit_host(sim, points, theta):
-    """o (us) and g (ns/B) on the host-algorithm points: the simulated time is (piecewise) linear
-    in both, so Gauss-Newton with finite differences converges in a few steps; a term that
-    comes out negative is pinned at 0 and the other refitted."""
-    steps = (1.0, 0.05)  # us, ns/B
-    free = [0, 1]
+    """o (us), g (ns/B) and the ready notice n (us) on the host-algorithm points: the simulated
+    time is (piecewise) linear in each, so Gauss-Newton with finite differences converges in a
+    few steps; a term that comes out negative is pinned at 0 and the others refitted. Under
+    --matching dataflow the notice does not exist and is not fitted."""
+    steps = {0: 1.0, 1: 0.05, 3: 10.0}  # us, ns/B, us
+    free = [0, 1, 3] if sim.args.matching == "ready" else [0, 1]
     for _ in range(4):
         r0 = rel_residuals(sim, points, theta)
         cols = []
@@ -206,7 +220,7 @@ def fit_host(sim, points, theta):
             for k in neg:
                 new[k] = 0.0
                 free.remove(k)
-        moved = max(abs(a - b) / s for a, b, s in zip(new[:2], theta[:2], steps))
+        moved = max(abs(new[k] - theta[k]) / steps[k] for k in steps)
         theta = new
         if not free or moved < 1e-3:
             break
@@ -217,7 +231,7 @@ def fit_switch(sim, points, theta):
     """s (ns/B) on the Core-INC points: the time does not fall as s grows (a slower switch), and is
     flat while the links are the bottleneck, so a 1-D search: a geometric grid, then golden section."""
     def cost(s):
-        t = (theta[0], theta[1], s)
+        t = (theta[0], theta[1], s, theta[3])
         return sum(x * x for x in rel_residuals(sim, points, t))
     grid = [0.0] + [0.01 * 2 ** i for i in range(16)]  # up to ~330 ns/B (3 MB/s)
     costs = [cost(s) for s in grid]
@@ -236,11 +250,11 @@ def fit_switch(sim, points, theta):
             b = lo + g * (hi - lo)
             fb = cost(b)
     best = min([(costs[i], grid[i]), (fa, a), (fb, b)])
-    return (theta[0], theta[1], best[1])
+    return (theta[0], theta[1], best[1], theta[3])
 
 
 def write_net(path, theta, args, fitted, res, warning):
-    o, g, s = theta
+    o, g, s, n = theta
     rms = math.sqrt(sum(x * x for x in res) / len(res))
     lines = [
         "# Host and switch costs of the emulated testbed (inc testbed), fitted by",
@@ -250,6 +264,8 @@ def write_net(path, theta, args, fitted, res, warning):
         f"# fitted {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {len(fitted)} points "
         f"({', '.join(sorted({shape_name(tuple(p['shape'])) for p in fitted}))}, {args.rate:g} Gb/s);",
         f"# relative residuals: rms {100 * rms:.1f}%, worst {100 * max(abs(x) for x in res):.1f}%",
+        f"# inc sim --matching {args.matching} --eager-threshold {human(args.eager_bytes)}"
+        + (f"; measurements from {args.measured}" if args.measured else ""),
     ]
     for p, r in zip(fitted, res):
         lines.append(f"#   {p['algo']:<13} {human(p['bytes']):>8}  measured {p['time_s'] * 1e3:9.3f} ms  residual {100 * r:+6.1f}%")
@@ -258,6 +274,7 @@ def write_net(path, theta, args, fitted, res, warning):
     lines += [
         "[network]",
         f"host_overhead_us = {o:.6g}",
+        f"ready_notice_us = {n:.6g}   # --matching ready, messages above {human(args.eager_bytes)}",
         f"reduce_GBps = {1 / g:.6g}   # gamma {g:.4g} ns/B" if g > 0 else
         "reduce_GBps = 0   # free: the fit found no per-byte reduce cost",
         f"switch_reduce_GBps = {1 / s:.6g}   # {s:.4g} ns/B: {parse_size(args.inc_chunk) * s * 1e-3:.3g} us "
@@ -276,7 +293,7 @@ def leave_one_out(sim, host, inc, theta):
     out = []
     for i, p in enumerate(host):
         rest = host[:i] + host[i + 1:]
-        out.append(rel_residuals(sim, [p], fit_host(sim, rest, (10.0, 0.0, 0.0)))[0] if len(rest) >= 2 else None)
+        out.append(rel_residuals(sim, [p], fit_host(sim, rest, host_start(sim.args)))[0] if len(rest) >= 2 else None)
     for i, p in enumerate(inc):
         rest = inc[:i] + inc[i + 1:]
         out.append(rel_residuals(sim, [p], fit_switch(sim, rest, theta))[0] if rest else None)
@@ -288,14 +305,15 @@ def calibrate(args, sim, measured):
     inc = [p for p in measured if p["algo"] == "inc"]
     if len(host) < 2:
         raise SystemExit("validate_testbed.py: the calibration needs at least two host-algorithm points")
-    theta = fit_host(sim, host, (10.0, 0.0, 0.0))
+    theta = fit_host(sim, host, host_start(args))
     if inc:
         theta = fit_switch(sim, inc, theta)
     pts = host + inc
     res = rel_residuals(sim, pts, theta)
     loo = leave_one_out(sim, host, inc, theta)
-    o, g, s = theta
+    o, g, s, n = theta
     print(f"# fitted on {len(pts)} points ({sim.runs} inc sim runs): host_overhead_us = {o:.2f}, "
+          f"ready_notice_us = {n:.2f}, "
           f"reduce_GBps = {1 / g if g > 0 else 0:.3g} (gamma {g:.3f} ns/B), "
           f"switch_reduce_GBps = {1 / s if s > 0 else 0:.3g} ({s:.3f} ns/B)")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'fitted sim':>12} {'residual':>9} "
@@ -321,7 +339,8 @@ def calibrate(args, sim, measured):
 def validate(args, sim, measured):
     if not os.path.exists(args.net):
         raise SystemExit(f"validate_testbed.py: {args.net} does not exist (run the calibrate step first)")
-    print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; error = sim / measured - 1")
+    print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; inc sim --matching {args.matching} "
+          f"(eager up to {human(args.eager_bytes)}); error = sim / measured - 1")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
           f"{'inc model':>12} {'error':>8}")
     rows, errs = [], []
@@ -365,6 +384,10 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per testbed run")
     ap.add_argument("--inc-chunk", default="8KiB", help="switch slot payload (MTU 9000: 2048 x f32)")
     ap.add_argument("--switch-memory", default="512KiB", help="the job's switch memory (slots x lanes x chunk)")
+    ap.add_argument("--matching", choices=["ready", "dataflow", "rendezvous", "eager"], default="ready",
+                    help="inc sim's matching (ready: what the runtime does; docs/SIMULATOR.md)")
+    ap.add_argument("--eager-bytes", type=parse_size, default=RUNTIME_EAGER_BYTES,
+                    help="eager threshold: the runtime's INC_EAGER_BYTES (default 64 KiB)")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")

@@ -19,6 +19,7 @@ std::string validate(const NetParams& p) {
   if (p.path_hops < 1) return "path_hops: must be >= 1";
   if (!(p.host_overhead_us >= 0)) return "host_overhead_us: must be >= 0";
   if (!(p.nic_overhead_us >= 0)) return "nic_overhead_us: must be >= 0";
+  if (!(p.ready_notice_us >= 0)) return "ready_notice_us: must be >= 0";
   if (!(p.reduce_GBps >= 0)) return "reduce_GBps: must be >= 0 (0 = free)";
   if (!(p.host_mem_GBps >= 0)) return "host_mem_GBps: must be >= 0 (0 = unlimited)";
   if (!(p.switch_reduce_GBps >= 0)) return "switch_reduce_GBps: must be >= 0 (0 = line rate)";
@@ -591,6 +592,7 @@ void read_net(TableReader& t, NetParams& np) {
   np.path_hops = static_cast<int>(t.get_int("path_hops", np.path_hops, 1, 64));
   np.host_overhead_us = t.get_double("host_overhead_us", np.host_overhead_us, 0, kInf);
   np.nic_overhead_us = t.get_double("nic_overhead_us", np.nic_overhead_us, 0, kInf);
+  np.ready_notice_us = t.get_double("ready_notice_us", np.ready_notice_us, 0, kInf);
   np.reduce_GBps = t.get_double("reduce_GBps", np.reduce_GBps, 0, kInf);
   np.host_mem_GBps = t.get_double("host_mem_GBps", np.host_mem_GBps, 0, kInf);
   np.switch_reduce_GBps = t.get_double("switch_reduce_GBps", np.switch_reduce_GBps, 0, kInf);

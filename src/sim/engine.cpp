@@ -46,6 +46,7 @@ const char* name(Matching m) {
     case Matching::dataflow: return "dataflow";
     case Matching::rendezvous: return "rendezvous";
     case Matching::eager: return "eager";
+    case Matching::ready: return "ready";
   }
   return "?";
 }
@@ -54,6 +55,7 @@ bool parse_matching(std::string_view s, Matching& out) {
   if (s == "dataflow") out = Matching::dataflow;
   else if (s == "rendezvous") out = Matching::rendezvous;
   else if (s == "eager") out = Matching::eager;
+  else if (s == "ready") out = Matching::ready;
   else return false;
   return true;
 }
@@ -65,9 +67,10 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
   J.set_state(op, 1);
   switch (o.kind) {
     case OpKind::send: {
-      // An eager message leaves without waiting for its receive.
+      // An eager message leaves without waiting for its receive; under `ready` a large one
+      // waits for the receiver's notice (state 6), not only for the receive to be posted.
       const std::uint32_t m = J.match(op);
-      if (eager(o.bytes) || J.state(m) == 1) start_p2p(ji, op, m);
+      if (eager(o.bytes) || J.state(m) == (needs_notice(o.bytes) ? 6 : 1)) start_p2p(ji, op, m);
       break;
     }
     case OpKind::recv:
@@ -77,6 +80,8 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
       } else if (prior == 5) {  // eager data already here
         J.set_state(op, 2);
         finish_recv(ji, op);
+      } else if (needs_notice(o.bytes)) {
+        push(now + notice_delay(J, op), kNotice, ji, op);  // the sender may move once it arrives
       } else {
         const std::uint32_t m = J.match(op);
         if (J.state(m) == 1) start_p2p(ji, m, op);
@@ -102,6 +107,25 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
       inc_member_ready(ji, op);
       break;
   }
+}
+
+double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv) {
+  // The notice goes from the receiver's host back to the sender's, as a header-only message.
+  const int hr = J.spec.hosts[J.rank(recv)], hs = J.spec.hosts[J.op(recv).peer];
+  notice_path.clear();
+  if (!topo.route(hr, hs, notice_path, link_load.data()))
+    throw Error(Error::Kind::config,
+                fmt::format("job '{}': no path from host {} to host {} avoids the failed links",
+                            J.spec.name, hr, hs));
+  return (opt.np.host_overhead_us + opt.np.ready_notice_us) * 1e-6 + topo.path_latency(notice_path);
+}
+
+void Simulator::Impl::notice_arrived(std::uint32_t ji, std::uint32_t recv) {
+  Job& J = jobs[ji];
+  if (J.state(recv) != 1) return;  // only a posted receive still waiting for its data
+  J.set_state(recv, 6);
+  const std::uint32_t m = J.match(recv);
+  if (J.state(m) == 1) start_p2p(ji, m, recv);
 }
 
 void Simulator::Impl::compute(std::uint32_t ji, std::uint32_t op, double dur) {
@@ -154,7 +178,8 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   Job& J = jobs[ji];
   const SimOp so = J.op(send);
   J.set_state(send, 2);
-  J.set_state(recv, J.state(recv) == 1 ? 2 : 4);  // 4: eager, the receive is not posted yet
+  const std::uint8_t rs = J.state(recv);
+  J.set_state(recv, rs == 1 || rs == 6 ? 2 : 4);  // 4: eager, the receive is not posted yet
   // A folded run's sender is one of the simulated ranks, whose routes are made of their links'
   // orbit representatives (engine_fold.cpp); its receive may stand for an image's.
   const int src = J.rank(send), dst = so.peer;
@@ -337,8 +362,8 @@ SimResult Simulator::Impl::run() {
         // Every op without dependencies, handled last op first (the work list is a stack), a
         // block at a time so that the list never holds most of a large job's ops (the receives
         // of a ring are all ready: 4 GB of list at 16,384 ranks). An op another released in the
-        // meantime has been posted (state 1-3) and is skipped; one not yet posted (0, or 4-5: an
-        // eager message for it is on its way) is taken: the order is the same as scanning the
+        // meantime has been posted (state 1-3, 6) and is skipped; one not yet posted (0, or 4-5:
+        // an eager message for it is on its way) is taken: the order is the same as scanning the
         // whole job first.
         Job& J = jobs[e.a];
         constexpr std::uint32_t kBlock = 1u << 16;
@@ -346,7 +371,7 @@ SimResult Simulator::Impl::run() {
           const std::uint32_t lo = hi > kBlock ? hi - kBlock : 0;
           for (std::uint32_t i = lo; i < hi; ++i) {
             const std::uint8_t st = J.state(i);
-            if (J.ready(i) && (st == 0 || st >= 4)) work.emplace_back(e.a, i);
+            if (J.ready(i) && (st == 0 || st == 4 || st == 5)) work.emplace_back(e.a, i);
           }
           drain();
           hi = lo;
@@ -390,6 +415,9 @@ SimResult Simulator::Impl::run() {
         break;
       case kIncHostReady:
         inc_host_ready(e.a, e.b);
+        break;
+      case kNotice:
+        notice_arrived(e.a, e.b);
         break;
     }
     drain();

@@ -49,7 +49,12 @@ struct JobSpec {
 //              moves as soon as its send is posted (the receiver buffers it, as MPI's and
 //              NCCL's eager protocols do); the send is done when the data has left, the receive
 //              when it is posted and the data has arrived. Larger messages wait (rendezvous).
-enum class Matching : std::uint8_t { dataflow, rendezvous, eager };
+//  ready:      what the runtime does (src/coll/executor_ready.cpp): posted as dataflow; a message
+//              of at most `eager_threshold` bytes moves as soon as its send is posted (eager), a
+//              larger one once its send is posted and the receiver's ready notice has arrived:
+//              the receive, when posted, sends a notice that takes the host overhead, the
+//              notice's own cost (NetParams::ready_notice_us) and the path's latency back.
+enum class Matching : std::uint8_t { dataflow, rendezvous, eager, ready };
 const char* name(Matching m);
 bool parse_matching(std::string_view s, Matching& out);
 
@@ -75,7 +80,7 @@ struct SimOptions {
   bool fold_symmetric = true;
   bool model_contention = true;  // fill JobResult::contended_bandwidth_s (one pass over the program)
   Matching matching = Matching::dataflow;
-  std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager only (Open MPI's TCP: 64 KiB)
+  std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager and ready (Open MPI's TCP: 64 KiB)
 };
 
 struct JobResult {

@@ -91,7 +91,7 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   J.T.succ_begin.assign(T.succ_begin.begin(), T.succ_begin.end());
   J.T.succ.assign(T.succ.begin(), T.succ.end());
   // Rendezvous and eager: every op after the template's first step also waits for its step.
-  if (opt.matching != Matching::dataflow) J.T.step = program_steps(T);
+  if (stepped()) J.T.step = program_steps(T);
   J.T.pending0.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::uint32_t d = T.ndeps[i] + (!J.T.step.empty() && J.T.step[i] > 0 ? 1 : 0);
@@ -183,7 +183,7 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
       x.pending = J.prog.ndeps[i];
       x.rank = r;
     }
-  if (opt.matching != Matching::dataflow) setup_steps(J, perm);
+  if (stepped()) setup_steps(J, perm);
   J.succ = std::move(J.prog.succ);
   for (auto& t : J.succ) t = perm[t];
   for (auto& m : J.prog.inc_members) m = perm[m];

@@ -17,7 +17,7 @@ namespace inc::sim {
 
 namespace engine_detail {
 
-enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady };
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice };
 
 struct Event {
   double t;
@@ -72,7 +72,8 @@ struct EngOp {
   std::uint32_t pending = 0;
   std::int32_t rank = 0;
   // 0 waiting, 1 posted, 2 moving, 3 done; receives of eager messages also 4 (data moving,
-  // receive not posted) and 5 (data arrived, receive not posted).
+  // receive not posted) and 5 (data arrived, receive not posted); under Matching::ready a posted
+  // receive whose notice has reached its sender is 6.
   std::uint8_t state = 0;
 };
 
@@ -330,8 +331,18 @@ struct Simulator::Impl {
   // Opens the step of rank r that begins at program index `from` (if any).
   void open_step(Job& J, int r, std::uint32_t from, bool release);
   bool eager(std::uint64_t bytes) const {
-    return opt.matching == Matching::eager && bytes <= opt.eager_threshold;
+    return (opt.matching == Matching::eager || opt.matching == Matching::ready) && bytes <= opt.eager_threshold;
   }
+  // Matching::ready: a message above the eager threshold waits for its receiver's notice.
+  bool needs_notice(std::uint64_t bytes) const {
+    return opt.matching == Matching::ready && bytes > opt.eager_threshold;
+  }
+  // Rendezvous and eager post ops one step at a time (step gates); dataflow and ready do not.
+  bool stepped() const { return opt.matching == Matching::rendezvous || opt.matching == Matching::eager; }
+  std::vector<std::uint32_t> notice_path;  // scratch of notice_delay
+  // When a posted receive's ready notice reaches its sender: o + ready_notice_us + latency back.
+  double notice_delay(const Job& J, std::uint32_t recv);
+  void notice_arrived(std::uint32_t ji, std::uint32_t recv);
   // Slot memory is shared by the trees crossing a switch; the job's window is its smallest share.
   void setup_inc();
   void op_ready(std::uint32_t ji, std::uint32_t op);

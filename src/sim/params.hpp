@@ -19,6 +19,9 @@ struct NetParams {
   // Endpoints.
   double host_overhead_us = 2.0;  // per message: software, doorbell, completion (LogP's o)
   double nic_overhead_us = 0.5;   // per message when the NIC drives the step (Edge-INC)
+  // A receiver's ready notice (sim Matching::ready), beyond its host overhead and path latency:
+  // the receiver's engine writing it and the sender's waking up to it. 0 = the overhead alone.
+  double ready_notice_us = 0.0;
   double reduce_GBps = 0.0;       // endpoint reduction rate (input bytes/s); 0 = overlapped/free
   double host_mem_GBps = 0.0;     // host memory bus for NIC DMA; 0 = not a bottleneck
   // Core-INC switches.

@@ -65,7 +65,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.max_inc_chunks = static_cast<int>(r.get_int("max_inc_chunks", s.opt.max_inc_chunks, 1, 1 << 20));
     s.seed = static_cast<std::uint64_t>(r.get_int("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
     s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
-    parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager"}), s.opt.matching);
+    parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager", "ready"}), s.opt.matching);
     s.opt.eager_threshold = r.get_size("eager_threshold", s.opt.eager_threshold);
     r.finish();
   }

@@ -1,6 +1,6 @@
 // Tests of the simulator's modelling choices (issue 12): topology shapes the radix can build,
 // routing (ECMP, D-mod-k, adaptive) with its collision statistics, and matching semantics
-// (dataflow, rendezvous per step, eager below a threshold). Every expectation is a closed form
+// (dataflow, rendezvous per step, eager below a threshold, the runtime's ready notice). Every expectation is a closed form
 // on a hand-written program or a small topology. Small sizes; no timing assertions.
 #include <gtest/gtest.h>
 
@@ -169,22 +169,29 @@ TEST(Routing, DmodkOnFatTree3PicksPortsByDestination) {
 
 // ---- matching semantics --------------------------------------------------------------------
 
+// A hand-written program on one switch under matching m.
+SimResult on_one_switch(Matching m, std::uint64_t threshold, std::vector<std::vector<Op>> ops, double notice_us = 0,
+                        double reduce_GBps = 0) {
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = static_cast<int>(ops.size());
+  SimOptions opt;
+  opt.matching = m;
+  opt.eager_threshold = threshold;
+  opt.np.ready_notice_us = notice_us;
+  opt.np.reduce_GBps = reduce_GBps;
+  return run(Topology(ts), opt, program(std::move(ops)));
+}
+
 // Rank 2 sends M to rank 1; rank 1 receives it, copies it (a step that depends on it), and in
 // the same later step receives S from rank 0. One switch: both messages end on h1's link.
 SimResult late_receiver(Matching m, std::uint64_t threshold, double M, double S) {
   const auto mm = static_cast<std::uint64_t>(M), ss = static_cast<std::uint64_t>(S);
-  std::vector<std::vector<Op>> ops(3);
-  ops[0] = {send(1, out(0, ss))};
-  ops[1] = {recv(2, out(0, mm)), make(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
-            recv(0, out(mm, ss))};
-  ops[2] = {send(1, out(0, mm))};
-  TopoSpec ts;
-  ts.kind = TopoKind::single_switch;
-  ts.hosts = 3;
-  SimOptions opt;
-  opt.matching = m;
-  opt.eager_threshold = threshold;
-  return run(Topology(ts), opt, program(ops));
+  return on_one_switch(m, threshold,
+                       {{send(1, out(0, ss))},
+                        {recv(2, out(0, mm)), make(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
+                         recv(0, out(mm, ss))},
+                        {send(1, out(0, mm))}});
 }
 
 TEST(Matching, StepsOfAHandWrittenProgram) {
@@ -210,16 +217,54 @@ TEST(Matching, DataflowRendezvousAndEagerOnALateReceiver) {
   EXPECT_NEAR(late_receiver(Matching::eager, 999999, M, S).makespan_s, 2 * a + (M + S) / kBw, 1e-9);
 }
 
+// Matching::ready (the runtime's ready notice, src/coll/executor_ready.cpp). Rank 1 receives M
+// from rank 0, then M from rank 2 into the same buffer (so that receive is posted only when the
+// first is done); ranks 0 and 2 send at once. One switch, o + 2 hops = a.
+SimResult two_receives(Matching m, std::uint64_t threshold, double M, double notice_us) {
+  const auto mm = static_cast<std::uint64_t>(M);
+  return on_one_switch(m, threshold,
+                       {{send(1, out(0, mm))}, {recv(0, out(0, mm)), recv(2, out(0, mm))}, {send(1, out(0, mm))}},
+                       notice_us);
+}
+
+TEST(Matching, ReadyWaitsForTheReceiversNoticeAboveTheThreshold) {
+  const double M = 5e6, a = kO + 2 * kHop, N = 7e-6;
+  // Dataflow: each message moves once its receive is posted: a + M/B, twice.
+  EXPECT_NEAR(two_receives(Matching::dataflow, 0, M, 0).makespan_s, 2 * a + 2 * M / kBw, 1e-9);
+  // Ready, M above the threshold: each receive's notice (o + ready_notice + 2 hops back) comes
+  // first, then the data (a + M/B).
+  EXPECT_NEAR(two_receives(Matching::ready, 0, M, 0).makespan_s, 4 * a + 2 * M / kBw, 1e-9);
+  EXPECT_NEAR(two_receives(Matching::ready, 4999999, M, 7).makespan_s, 4 * a + 2 * N + 2 * M / kBw, 1e-9);
+  // At the threshold both messages are eager: they leave at once and share h1's down link.
+  EXPECT_NEAR(two_receives(Matching::ready, 5000000, M, 7).makespan_s, a + 2 * M / kBw, 1e-9);
+  // Rendezvous and eager charge no notice (SimGrid's put/get has none).
+  EXPECT_NEAR(two_receives(Matching::eager, 0, M, 7).makespan_s, 2 * a + 2 * M / kBw, 1e-9);
+}
+
+TEST(Matching, ReadyNoticeAheadOfTheSendCostsNothing) {
+  // Rank 0 reduces M (M gamma) and then sends it; rank 1's receive is posted at once, so its
+  // notice is on its way while rank 0 computes: max(M gamma, o + notice + 2 hops) + a + M/B.
+  const double M = 4e6, a = kO + 2 * kHop, gamma = 1 / 2e9;  // 2 ms of reduce
+  const auto mm = static_cast<std::uint64_t>(M);
+  for (double notice_us : {5.0, 3000.0}) {
+    const SimResult r = on_one_switch(
+        Matching::ready, 64 << 10,
+        {{make(OpKind::reduce, -1, out(0, mm), out(0, mm)), send(1, out(0, mm))}, {recv(0, out(0, mm))}}, notice_us, 2);
+    const double notice = kO + notice_us * 1e-6 + 2 * kHop;
+    EXPECT_NEAR(r.makespan_s, std::max(M * gamma, notice) + a + M / kBw, 1e-9) << notice_us;
+  }
+}
+
 TEST(Matching, RingInLockstepIsTheSameUnderEverySemantics) {
   // One switch, unsegmented ring Allreduce: every rank posts step k's send and receive together,
-  // so all semantics give 2(p-1)(o + 2 hops + n/p beta).
+  // so all semantics give 2(p-1)(o + 2 hops + n/p beta) (ready: plus one notice).
   const int p = 6;
   const std::uint64_t n = 6 << 20;
   TopoSpec ts;
   ts.kind = TopoKind::single_switch;
   ts.hosts = p;
   const Topology topo(ts);
-  for (Matching m : {Matching::dataflow, Matching::rendezvous, Matching::eager}) {
+  for (Matching m : {Matching::dataflow, Matching::rendezvous, Matching::eager, Matching::ready}) {
     for (std::uint64_t thr : {std::uint64_t{0}, n}) {
       SimOptions opt;
       opt.matching = m;
@@ -234,7 +279,10 @@ TEST(Matching, RingInLockstepIsTheSameUnderEverySemantics) {
       j.params.segment_bytes = n;
       for (int r = 0; r < p; ++r) j.hosts.push_back(r);
       sim.add_job(j);
-      const double want = 2 * (p - 1) * (kO + 2 * kHop + static_cast<double>(n) / p / kBw);
+      double want = 2 * (p - 1) * (kO + 2 * kHop + static_cast<double>(n) / p / kBw);
+      // Ready above the threshold: one notice (o + 2 hops), the first step's; every later
+      // receive of a ring is posted at the start, so its notice is there in time.
+      if (m == Matching::ready && thr < n / p) want += kO + 2 * kHop;
       EXPECT_NEAR(sim.run().makespan_s, want, 1e-9) << name(m) << " threshold " << thr;
     }
   }

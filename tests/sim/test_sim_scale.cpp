@@ -200,7 +200,7 @@ TEST(Simulator, FoldedSymmetricRunEqualsEveryRankSimulated) {
   ft3.radix = 4;
   ft3.hosts = 16;
   for (Routing routing : {Routing::ecmp, Routing::dmodk})
-    for (Matching m : {Matching::dataflow, Matching::rendezvous, Matching::eager}) {
+    for (Matching m : {Matching::dataflow, Matching::rendezvous, Matching::eager, Matching::ready}) {
       const std::string tag = std::string(name(routing)) + " " + name(m);
       for (TopoSpec ts : {one, ft, over, ft3}) {
         ts.routing = routing;

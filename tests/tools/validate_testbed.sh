@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/sim/validate_testbed.py without a testbed: "measurements" made by `inc sim` itself with
-# known costs (host overhead 40 us, reduction 2 GB/s, switch 0.2 GB/s) must be calibrated back
+# known costs (host overhead 40 us, reduction 2 GB/s, switch 0.2 GB/s, ready notice 300 us under
+# --matching ready, the runtime's) must be calibrated back
 # to those costs, written to the [network] file, and validated with every point within 10%;
 # a disturbed point must show in the fit's residuals with a warning, not vanish in the fit.
 # And `inc sim run --net FILE` applies the file with explicit flags winning. (Issue 12.)
@@ -24,6 +25,7 @@ for shape in ([1, 8], [2, 8]):
             subprocess.run([inc, "sim", "run", "-c", "allreduce", "-a", algo, "-b", f"{size}B", "--hosts", "8",
                             "--link-gbps", "1", "--overhead-us", "40", "--reduce-GBps", "2",
                             "--switch-reduce-GBps", "0.2", "--inc-chunk", "8KiB", "--switch-memory", "512KiB",
+                            "--matching", "ready", "--eager-threshold", "64KiB", "--ready-notice-us", "300",
                             "--no-progress", "--csv", out + ".csv"] + topo, check=True, stdout=subprocess.DEVNULL)
             t = float(next(csv.DictReader(open(out + ".csv")))["time_s"])
             rows.append({"shape": shape, "algo": algo, "bytes": size, "rate_gbps": 1.0, "time_s": t, "runs": [t]})
@@ -37,7 +39,7 @@ grep -q WARNING <<<"$out" && fail "warning on an exact fit"$'\n'"$out"
 python3 - "$tmp/cal.toml" <<'PY' || exit 1
 import sys, tomllib
 n = tomllib.load(open(sys.argv[1], "rb"))["network"]
-for key, want in (("host_overhead_us", 40), ("reduce_GBps", 2), ("switch_reduce_GBps", 0.2)):
+for key, want in (("host_overhead_us", 40), ("reduce_GBps", 2), ("switch_reduce_GBps", 0.2), ("ready_notice_us", 300)):
     if abs(n[key] / want - 1) > 0.02:
         sys.exit(f"FAIL: calibrated {key} = {n[key]}, the measurements were made with {want}")
 print(f"calibrated: {n}")
@@ -69,6 +71,10 @@ sim() { "$inc" sim run --topology single_switch --hosts 8 -a ring -b 1MiB --link
 [ "$(sim --net "$tmp/cal.toml" --overhead-us 0)" = "$(sim --overhead-us 0 --reduce-GBps 2)" ] ||
   fail "an explicit flag does not win over --net"
 [ "$(sim --net "$tmp/cal.toml")" != "$(sim)" ] || fail "--net changed nothing"
+[ "$(sim --matching ready --net "$tmp/cal.toml")" = "$(sim --matching ready --overhead-us 40 --reduce-GBps 2 --ready-notice-us 300)" ] ||
+  fail "--net differs from the flags under --matching ready (ready_notice_us)"
+[ "$(sim --matching ready --net "$tmp/cal.toml")" != "$(sim --matching ready --overhead-us 40 --reduce-GBps 2)" ] ||
+  fail "--net's ready_notice_us changed nothing"
 if "$inc" sim run -f "$src/examples/sim/fsdp-streams.toml" --net "$tmp/cal.toml" >/dev/null 2>"$tmp/err"; then
   fail "--net beside a scenario file accepted"
 fi
