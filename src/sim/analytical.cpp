@@ -26,6 +26,9 @@ std::string validate(const NetParams& p) {
   if (!(p.switch_memory_bytes >= p.inc_chunk_bytes))
     return "switch_memory_bytes: must hold at least one chunk (inc_chunk_bytes)";
   if (p.inc_tree_levels < 1) return "inc_tree_levels: must be >= 1";
+  if (!(p.switch_packet_us >= 0)) return "switch_packet_us: must be >= 0 (0 = not modelled)";
+  if (!(p.host_packet_us >= 0)) return "host_packet_us: must be >= 0 (0 = not modelled)";
+  if (p.cpu_cores < 0) return "cpu_cores: must be >= 0 (0 = every host and switch has its own CPU)";
   return "";
 }
 
@@ -599,6 +602,10 @@ void read_net(TableReader& t, NetParams& np) {
   np.inc_chunk_bytes =
       static_cast<double>(t.get_size("inc_chunk", static_cast<std::uint64_t>(np.inc_chunk_bytes), 1));
   np.inc_tree_levels = static_cast<int>(t.get_int("inc_tree_levels", np.inc_tree_levels, 1, 8));
+  np.switch_packet_us = t.get_double("switch_packet_us", np.switch_packet_us, 0, kInf);
+  np.host_packet_us = t.get_double("host_packet_us", np.host_packet_us, 0, kInf);
+  np.switch_multicast = t.get_bool("switch_multicast", np.switch_multicast);
+  np.cpu_cores = static_cast<int>(t.get_int("cpu_cores", np.cpu_cores, 0, 4096));
   if (np.switch_memory_bytes < np.inc_chunk_bytes)
     t.fail("switch_memory", "must hold at least one chunk (inc_chunk)");
 }

@@ -304,7 +304,7 @@ void Simulator::Impl::xfer_done(std::uint32_t xi) {
       inc_up_delivered(x.a, x.b);
       break;
     case XKind::inc_down:
-      inc_down_delivered(x.a, x.b);
+      inc_down_delivered(x.a, x.b, x.chunk);
       break;
   }
 }
@@ -390,6 +390,15 @@ SimResult Simulator::Impl::run() {
         break;
       case kIncHostReady:
         inc_host_ready(e.a, e.b);
+        break;
+      case kHostSent:
+        host_sent(e.a, e.b);
+        break;
+      case kHostRecvd:
+        host_recvd(e.a, e.b);
+        break;
+      case kCpuDone:
+        cpu_done(e.a);
         break;
     }
     drain();

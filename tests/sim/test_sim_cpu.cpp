@@ -1,0 +1,152 @@
+// CPU of software switches and hosts in the simulator's Core-INC (issue 12): a switch's CPU
+// per datagram (switch_packet_us, multicast results), a host's per datagram (host_packet_us),
+// and the emulated testbed's shared cores (cpu_cores). Each case is built so that one of these
+// is the bottleneck, and the simulated time is checked against its closed form.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "inc/types.hpp"
+#include "sim/analytical.hpp"
+#include "sim/engine.hpp"
+#include "sim/topology.hpp"
+
+namespace inc::sim {
+namespace {
+
+constexpr double kBytes = 4 << 20;  // per host: 512 datagrams of 8 KiB
+constexpr double kDatagrams = kBytes / 8192;
+constexpr double kLinkS = kBytes * 8 / 1e9;  // 33.6 ms at 1 Gb/s
+
+// Core-INC Allreduce of kBytes on 8 hosts at 1 Gb/s with 8 KiB slots, one simulated chunk per
+// datagram; one switch, or two leaves of 4 hosts under one spine.
+double inc_time(const NetParams& base, bool two_levels) {
+  TopoSpec ts;
+  ts.kind = two_levels ? TopoKind::fat_tree2 : TopoKind::single_switch;
+  ts.hosts = 8;
+  ts.radix = 8;  // fat_tree2: 4 hosts and 4 up links per leaf
+  ts.link_gbps = 1;
+  ts.hop_latency_us = 0;
+  ts.routing = Routing::dmodk;
+  const Topology topo(ts);
+  SimOptions opt;
+  opt.np = base;
+  opt.np.link_gbps = 1;
+  opt.np.hop_latency_us = 0;
+  opt.np.host_overhead_us = 0;
+  opt.np.inc_chunk_bytes = 8192;
+  opt.np.switch_memory_bytes = 512 << 10;
+  opt.max_inc_chunks = static_cast<int>(kDatagrams);
+  Simulator sim(topo, opt);
+  JobSpec j;
+  j.name = "inc";
+  j.params.coll = Collective::allreduce;
+  j.params.algo = coll::Algorithm::inc;
+  j.params.count = static_cast<std::uint64_t>(kBytes / 4);
+  for (int h = 0; h < 8; ++h) j.hosts.push_back(h);
+  sim.add_job(j);
+  if (two_levels) {
+    EXPECT_EQ(topo.build_tree(j.hosts, 0).switch_count(), 3);
+  }
+  return sim.run().makespan_s;
+}
+
+TEST(SimCpu, SoftwareSwitchCpuPerDatagramSetsThePace) {
+  // One switch, 20 us per datagram: per 8 KiB chunk 8 in and 8 results out (unicast) = 320 us,
+  // ten times the link's 65.5 us; with multicast 8 in and 1 out = 180 us. The link's share is
+  // one chunk up and one down (pipeline fill), 131 us, under 1% of either.
+  NetParams np;
+  np.switch_packet_us = 20;
+  const double unicast = inc_time(np, false);
+  EXPECT_NEAR(unicast / (kDatagrams * 16 * 20e-6), 1.0, 0.01) << unicast;
+  np.switch_multicast = true;
+  const double multicast = inc_time(np, false);
+  EXPECT_NEAR(multicast / (kDatagrams * 9 * 20e-6), 1.0, 0.01) << multicast;
+  // Without the term the links decide (4 MiB at 1 Gb/s).
+  np.switch_packet_us = 0;
+  EXPECT_NEAR(inc_time(np, false) / kLinkS, 1.0, 0.01);
+}
+
+TEST(SimCpu, TwoLevelSwitchesOnTheirOwnCpusOrOnSharedCores) {
+  // Two levels, 20 us per datagram, multicast to hosts: a leaf handles 4 in, 1 up, 1 down from
+  // the spine and 1 multicast = 7 datagrams per chunk (140 us), the spine 2 in and 2 out (80 us,
+  // unicast: its children are switches). On their own CPUs the leaves set the pace; on one
+  // shared core all three switches' 2 x 7 + 4 = 18 datagrams (360 us) do, on two cores half.
+  NetParams np;
+  np.switch_packet_us = 20;
+  np.switch_multicast = true;
+  const double own = inc_time(np, true);
+  EXPECT_NEAR(own / (kDatagrams * 7 * 20e-6), 1.0, 0.01) << own;
+  np.cpu_cores = 1;
+  const double one = inc_time(np, true);
+  EXPECT_NEAR(one / (kDatagrams * 18 * 20e-6), 1.0, 0.01) << one;
+  np.cpu_cores = 2;
+  const double two = inc_time(np, true);
+  EXPECT_NEAR(two / (kDatagrams * 9 * 20e-6), 1.0, 0.02) << two;
+}
+
+TEST(SimCpu, HostCpuPerDatagramAndSharedCores) {
+  // One switch, no switch cost, 50 us of host CPU per datagram sent or received: each host
+  // spends 100 us per chunk on its own CPU (the links need 65.5 us); with the 8 hosts on 2
+  // shared cores, 8 x 100 / 2 = 400 us per chunk.
+  NetParams np;
+  np.host_packet_us = 50;
+  const double own = inc_time(np, false);
+  EXPECT_NEAR(own / (kDatagrams * 100e-6), 1.0, 0.01) << own;
+  np.cpu_cores = 2;
+  const double shared = inc_time(np, false);
+  EXPECT_NEAR(shared / (kDatagrams * 400e-6), 1.0, 0.01) << shared;
+  // Below the links' pace the host CPU hides behind them (10 us: 20 us per chunk).
+  np.host_packet_us = 10;
+  np.cpu_cores = 0;
+  EXPECT_NEAR(inc_time(np, false) / kLinkS, 1.0, 0.01);
+}
+
+std::string write_temp(const std::string& text) {
+  char name[] = "/tmp/inc-sim-cpu-XXXXXX";
+  const int fd = mkstemp(name);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+  std::ofstream(name) << text;
+  return name;
+}
+
+TEST(SimCpu, NetFileKeysAndTheirRanges) {
+  const std::string ok = write_temp(
+      "[network]\nswitch_packet_us = 4.5\nhost_packet_us = 6\nswitch_multicast = true\ncpu_cores = 2\n");
+  const NetParams np = read_net_file(ok);
+  std::remove(ok.c_str());
+  EXPECT_DOUBLE_EQ(np.switch_packet_us, 4.5);
+  EXPECT_DOUBLE_EQ(np.host_packet_us, 6);
+  EXPECT_TRUE(np.switch_multicast);
+  EXPECT_EQ(np.cpu_cores, 2);
+  const NetParams d;
+  EXPECT_EQ(d.switch_packet_us, 0);  // not modelled unless asked for: an ASIC, a NIC
+  EXPECT_EQ(d.host_packet_us, 0);
+  EXPECT_EQ(d.cpu_cores, 0);
+  for (const char* bad : {"switch_packet_us = -1", "host_packet_us = -0.5", "cpu_cores = -1", "switch_multicast = 3"}) {
+    const std::string f = write_temp(std::string("[network]\n") + bad + "\n");
+    std::string what = "(no error)";
+    try {
+      read_net_file(f);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    std::remove(f.c_str());
+    const std::string key(bad, std::string(bad).find(' '));
+    EXPECT_NE(what.find(key), std::string::npos) << bad << ": " << what;
+  }
+  NetParams v;
+  v.cpu_cores = -2;
+  EXPECT_NE(validate(v).find("cpu_cores"), std::string::npos);
+  v = NetParams{};
+  v.host_packet_us = -1;
+  EXPECT_NE(validate(v).find("host_packet_us"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inc::sim
