@@ -106,6 +106,33 @@ TEST(SimCpu, HostCpuPerDatagramAndSharedCores) {
   EXPECT_NEAR(inc_time(np, false) / kLinkS, 1.0, 0.01);
 }
 
+TEST(SimCpu, ModelPredictsTheSameCpuBoundsOnOneSwitch) {
+  // inc model's closed form against the simulator on one switch of 8 hosts: the switch's CPU
+  // (unicast 16, multicast 9 datagrams per chunk) and the hosts' on 2 shared cores.
+  auto model = [](NetParams np) {
+    np.link_gbps = 1;
+    np.hop_latency_us = 0;
+    np.host_overhead_us = 0;
+    np.inc_chunk_bytes = 8192;
+    np.switch_memory_bytes = 512 << 10;
+    np.inc_tree_levels = 1;
+    np.path_hops = 2;
+    return collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, kBytes, np).total_s;
+  };
+  NetParams np;
+  np.switch_packet_us = 20;
+  EXPECT_NEAR(model(np) / inc_time(np, false), 1.0, 0.01);
+  np.switch_multicast = true;
+  EXPECT_NEAR(model(np) / inc_time(np, false), 1.0, 0.01);
+  np = NetParams{};
+  np.host_packet_us = 50;
+  np.cpu_cores = 2;
+  EXPECT_NEAR(model(np) / (kDatagrams * 400e-6), 1.0, 0.01);
+  EXPECT_NEAR(model(np) / inc_time(np, false), 1.0, 0.01);
+  np.cpu_cores = 0;  // own CPUs: 100 us per chunk
+  EXPECT_NEAR(model(np) / (kDatagrams * 100e-6), 1.0, 0.01);
+}
+
 std::string write_temp(const std::string& text) {
   char name[] = "/tmp/inc-sim-cpu-XXXXXX";
   const int fd = mkstemp(name);
