@@ -1,16 +1,10 @@
 // CPU of software switches and hosts in the simulator's Core-INC (issue 12): a switch's CPU
 // per datagram (switch_packet_us, multicast results), a host's per datagram (host_packet_us),
 // and the emulated testbed's shared cores (cpu_cores). Each case is built so that one of these
-// is the bottleneck, and the simulated time is checked against its closed form.
+// is the bottleneck, and the simulated time is checked against its closed form. (The [network]
+// keys: SimCpu.NetFileKeysAndTheirRanges in test_sim_scale.cpp, beside the file's other keys.)
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <string>
-
-#include <unistd.h>
-
-#include "inc/types.hpp"
 #include "sim/analytical.hpp"
 #include "sim/engine.hpp"
 #include "sim/topology.hpp"
@@ -131,48 +125,6 @@ TEST(SimCpu, ModelPredictsTheSameCpuBoundsOnOneSwitch) {
   EXPECT_NEAR(model(np) / inc_time(np, false), 1.0, 0.01);
   np.cpu_cores = 0;  // own CPUs: 100 us per chunk
   EXPECT_NEAR(model(np) / (kDatagrams * 100e-6), 1.0, 0.01);
-}
-
-std::string write_temp(const std::string& text) {
-  char name[] = "/tmp/inc-sim-cpu-XXXXXX";
-  const int fd = mkstemp(name);
-  EXPECT_GE(fd, 0);
-  if (fd >= 0) close(fd);
-  std::ofstream(name) << text;
-  return name;
-}
-
-TEST(SimCpu, NetFileKeysAndTheirRanges) {
-  const std::string ok = write_temp(
-      "[network]\nswitch_packet_us = 4.5\nhost_packet_us = 6\nswitch_multicast = true\ncpu_cores = 2\n");
-  const NetParams np = read_net_file(ok);
-  std::remove(ok.c_str());
-  EXPECT_DOUBLE_EQ(np.switch_packet_us, 4.5);
-  EXPECT_DOUBLE_EQ(np.host_packet_us, 6);
-  EXPECT_TRUE(np.switch_multicast);
-  EXPECT_EQ(np.cpu_cores, 2);
-  const NetParams d;
-  EXPECT_EQ(d.switch_packet_us, 0);  // not modelled unless asked for: an ASIC, a NIC
-  EXPECT_EQ(d.host_packet_us, 0);
-  EXPECT_EQ(d.cpu_cores, 0);
-  for (const char* bad : {"switch_packet_us = -1", "host_packet_us = -0.5", "cpu_cores = -1", "switch_multicast = 3"}) {
-    const std::string f = write_temp(std::string("[network]\n") + bad + "\n");
-    std::string what = "(no error)";
-    try {
-      read_net_file(f);
-    } catch (const Error& e) {
-      what = e.what();
-    }
-    std::remove(f.c_str());
-    const std::string key(bad, std::string(bad).find(' '));
-    EXPECT_NE(what.find(key), std::string::npos) << bad << ": " << what;
-  }
-  NetParams v;
-  v.cpu_cores = -2;
-  EXPECT_NE(validate(v).find("cpu_cores"), std::string::npos);
-  v = NetParams{};
-  v.host_packet_us = -1;
-  EXPECT_NE(validate(v).find("host_packet_us"), std::string::npos);
 }
 
 }  // namespace
