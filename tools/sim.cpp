@@ -43,6 +43,10 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
   if (!given("--reduce-GBps")) n.reduce_GBps = f.reduce_GBps;
   if (!given("--host-mem-GBps")) n.host_mem_GBps = f.host_mem_GBps;
   if (!given("--switch-reduce-GBps")) n.switch_reduce_GBps = f.switch_reduce_GBps;
+  if (!given("--switch-packet-us")) n.switch_packet_us = f.switch_packet_us;
+  if (!given("--host-packet-us")) n.host_packet_us = f.host_packet_us;
+  if (!given("--switch-multicast")) n.switch_multicast = f.switch_multicast;
+  if (!given("--cpu-cores")) n.cpu_cores = f.cpu_cores;
   if (!given("--switch-memory")) n.switch_memory_bytes = f.switch_memory_bytes;
   if (!given("--inc-chunk")) n.inc_chunk_bytes = f.inc_chunk_bytes;
   if (!given("--link-gbps")) n.link_gbps = sc.topo.link_gbps = f.link_gbps;
@@ -324,6 +328,20 @@ int cmd_sim(int argc, char** argv) {
   run->add_option("--reduce-GBps", np.reduce_GBps, "endpoint reduction rate GB/s (0 = free)")->capture_default_str();
   run->add_option("--host-mem-GBps", np.host_mem_GBps, "host memory bus GB/s (0 = unlimited)")->capture_default_str();
   run->add_option("--switch-reduce-GBps", np.switch_reduce_GBps, "switch ALU GB/s (0 = line rate)")->capture_default_str();
+  run->add_option("--switch-packet-us", np.switch_packet_us,
+                  "software switch CPU per datagram received or sent, us (0 = not modelled)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--host-packet-us", np.host_packet_us, "host CPU per Core-INC datagram sent or received, us (0 = not modelled)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--switch-multicast", np.switch_multicast,
+                  "a switch sends each result once to all its host children (true/false)")
+      ->capture_default_str();
+  run->add_option("--cpu-cores", np.cpu_cores,
+                  "emulated testbed: hosts' and switches' packet CPU share this many cores (0 = own CPUs)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   std::string switch_mem = "8MiB";
   run->add_option("--switch-memory", switch_mem, "switch aggregation memory")->capture_default_str();
   std::string inc_chunk;

@@ -19,6 +19,13 @@ calibration fits, by least squares on relative errors with `inc sim` as the mode
                       datagram, so inc_chunk / rate is its cost per chunk), Core-INC
 and prints the fit's residuals. The simulator runs with `--matching ready --eager-threshold 64KiB`,
 what the runtime does (src/coll/executor_ready.cpp; `--matching`, `--eager-bytes` to change).
+With `--cores N` (the emulated testbed's processes share N cores; docs/SIMULATOR.md, "CPU of a
+software switch and of the hosts") the Core-INC step instead keeps
+  switch_packet_us    the software switches' CPU per datagram in or out, MEASURED: the switches'
+                      CPU seconds over their datagrams, from their counters in the same runs
+  host_packet_us      the hosts' CPU per Core-INC datagram sent or received, fitted (1-D search)
+  cpu_cores = N, switch_multicast = true (the testbed's default), switch_reduce_GBps = 0 (the
+                      switch's arithmetic is inside its measured CPU per datagram)
 The fit prints its residuals: a point the fit cannot explain (noise of a loaded machine, or a
 term the simulator lacks) shows there, it is not absorbed silently. `--measured FILE` reads
 measurements saved by an earlier run (`--save FILE`) instead of running the testbed.
@@ -32,6 +39,7 @@ import datetime
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -101,19 +109,32 @@ def geometric(sizes):
     return sizes[0], sizes[-1], f
 
 
+SWITCH_LINE = re.compile(r"^\[\S+\] switch \S+: packets in (\d+) out (\d+),.*\bcpu ([0-9.]+) s$", re.M)
+
+
+def switch_cpu(out):
+    """(CPU seconds, datagrams in + out) summed over every switch of a testbed run (their --stats)."""
+    tot = [m.groups() for m in SWITCH_LINE.finditer(out)]
+    return sum(float(t[2]) for t in tot), sum(int(t[0]) + int(t[1]) for t in tot)
+
+
 def measure(args, shapes, sizes):
-    """[{shape, algo, bytes, rate_gbps, time_s, runs}] from `inc bench` on the testbed."""
+    """[{shape, algo, bytes, rate_gbps, time_s, runs, switch_cpu_s, switch_packets}] from `inc bench`
+    on the testbed; the switch counters are the whole run's (every size), the same in each row."""
     lo, hi, f = geometric(sizes)
     out = []
     for shape in shapes:
-        per = {}
+        per, cpu_s, packets = {}, 0.0, 0
         for _ in range(args.repeat):
             cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
                 "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
                 "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
                 "--no-progress", "--interleave"]
             print("# running:", " ".join(cmd), file=sys.stderr, flush=True)
-            rows = bench_rows(run(cmd, "inc testbed", args.timeout))
+            text = run(cmd, "inc testbed", args.timeout)
+            rows = bench_rows(text)
+            c, n = switch_cpu(text)
+            cpu_s, packets = cpu_s + c, packets + n
             if not rows:
                 raise SystemExit("validate_testbed.py: no bench rows in the testbed output")
             for r in rows:
@@ -124,7 +145,7 @@ def measure(args, shapes, sizes):
                 per.setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
         for (algo, size), runs in sorted(per.items()):
             out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
-                        "time_s": median(runs), "runs": runs})
+                        "time_s": median(runs), "runs": runs, "switch_cpu_s": cpu_s, "switch_packets": packets})
     return out
 
 
@@ -146,6 +167,7 @@ class Sim:
         self.args = args
         self.work = tempfile.mkdtemp(prefix="inc-validate-")
         self.runs = 0
+        self.cpu = None  # --cores: (switch_packet_us, host_packet_us), with theta
 
     def time(self, point, net=None, theta=None):
         a = self.args
@@ -162,6 +184,9 @@ class Sim:
                     "--ready-notice-us", f"{n:.9g}",
                     "--switch-reduce-GBps", f"{1 / s if s > 0 else 0:.9g}",
                     "--inc-chunk", a.inc_chunk, "--switch-memory", a.switch_memory]
+            if self.cpu is not None:
+                cmd += ["--switch-packet-us", f"{self.cpu[0]:.9g}", "--host-packet-us", f"{self.cpu[1]:.9g}",
+                        "--switch-multicast", "true", "--cpu-cores", str(a.cores)]
         run(cmd, "inc sim", 600)
         self.runs += 1
         with open(path) as f:
@@ -234,6 +259,40 @@ def fit_switch(sim, points, theta):
         t = (theta[0], theta[1], s, theta[3])
         return sum(x * x for x in rel_residuals(sim, points, t))
     grid = [0.0] + [0.01 * 2 ** i for i in range(16)]  # up to ~330 ns/B (3 MB/s)
+    return (theta[0], theta[1], search_1d(cost, grid), theta[3])
+
+
+def switch_packet_us(args, points):
+    """--cores: the switches' CPU per datagram, from their counters (every shape's runs, once each)."""
+    if args.switch_packet_us is not None:
+        return args.switch_packet_us
+    seen, cpu_s, packets = set(), 0.0, 0
+    for p in points:
+        if tuple(p["shape"]) not in seen and p.get("switch_packets"):
+            seen.add(tuple(p["shape"]))
+            cpu_s, packets = cpu_s + p["switch_cpu_s"], packets + p["switch_packets"]
+    if not packets:
+        raise SystemExit("validate_testbed.py: --cores needs the switches' CPU counters (measurements from this "
+                         "script's testbed runs) or --switch-packet-us")
+    return 1e6 * cpu_s / packets
+
+
+def fit_cpu(sim, points, theta):
+    """--cores: host_packet_us (us per datagram) on the Core-INC points, with the switches' cost per
+    datagram measured (sim.cpu[0]) and no per-byte switch ALU: a 1-D search as fit_switch's."""
+    theta = (theta[0], theta[1], 0.0, theta[3])
+
+    def cost(h):
+        sim.cpu = (sim.cpu[0], h)
+        return sum(x * x for x in rel_residuals(sim, points, theta))
+    h = search_1d(cost, [0.0] + [0.125 * 2 ** i for i in range(9)])  # up to 32 us per datagram
+    sim.cpu = (sim.cpu[0], h)
+    return theta
+
+
+def search_1d(cost, grid):
+    """The minimum of a cost that is flat, then grows (or the reverse): the best point of a grid,
+    refined by golden section between its neighbours."""
     costs = [cost(s) for s in grid]
     i = min(range(len(grid)), key=lambda j: costs[j])
     lo, hi = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
@@ -250,10 +309,10 @@ def fit_switch(sim, points, theta):
             b = lo + g * (hi - lo)
             fb = cost(b)
     best = min([(costs[i], grid[i]), (fa, a), (fb, b)])
-    return (theta[0], theta[1], best[1], theta[3])
+    return best[1]
 
 
-def write_net(path, theta, args, fitted, res, warning):
+def write_net(path, theta, args, fitted, res, warning, cpu=None):
     o, g, s, n = theta
     rms = math.sqrt(sum(x * x for x in res) / len(res))
     lines = [
@@ -278,25 +337,35 @@ def write_net(path, theta, args, fitted, res, warning):
         f"reduce_GBps = {1 / g:.6g}   # gamma {g:.4g} ns/B" if g > 0 else
         "reduce_GBps = 0   # free: the fit found no per-byte reduce cost",
         f"switch_reduce_GBps = {1 / s:.6g}   # {s:.4g} ns/B: {parse_size(args.inc_chunk) * s * 1e-3:.3g} us "
-        f"per {args.inc_chunk} chunk" if s > 0 else "switch_reduce_GBps = 0   # line rate: no switch cost found",
+        f"per {args.inc_chunk} chunk" if s > 0 else "switch_reduce_GBps = 0   # line rate: no switch cost found"
+        if cpu is None else "switch_reduce_GBps = 0   # inside switch_packet_us (the switches' measured CPU)",
         f"inc_chunk = \"{args.inc_chunk}\"",
         f"switch_memory = \"{args.switch_memory}\"",
-        "",
     ]
+    if cpu is not None:
+        lines += [
+            f"switch_packet_us = {cpu[0]:.4g}   # measured: the switches' CPU seconds / their datagrams in + out",
+            f"host_packet_us = {cpu[1]:.4g}   # fitted on the Core-INC points",
+            "switch_multicast = true   # inc testbed's default: a leaf sends each result once to its hosts",
+            f"cpu_cores = {args.cores}   # the emulated testbed's processes share {args.cores} cores (not a cluster's property)",
+        ]
+    lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
 
-def leave_one_out(sim, host, inc, theta):
+def leave_one_out(sim, host, inc, theta, fit_inc=None):
     """Each point's residual when the costs are fitted without it: a point that only fits because
     the fit bent the costs towards it (noise absorbed) shows here, far from its fitted residual."""
     out = []
     for i, p in enumerate(host):
         rest = host[:i] + host[i + 1:]
         out.append(rel_residuals(sim, [p], fit_host(sim, rest, host_start(sim.args)))[0] if len(rest) >= 2 else None)
+    cpu = sim.cpu
     for i, p in enumerate(inc):
         rest = inc[:i] + inc[i + 1:]
-        out.append(rel_residuals(sim, [p], fit_switch(sim, rest, theta))[0] if rest else None)
+        out.append(rel_residuals(sim, [p], (fit_inc or fit_switch)(sim, rest, theta))[0] if rest else None)
+        sim.cpu = cpu
     return out
 
 
@@ -306,16 +375,23 @@ def calibrate(args, sim, measured):
     if len(host) < 2:
         raise SystemExit("validate_testbed.py: the calibration needs at least two host-algorithm points")
     theta = fit_host(sim, host, host_start(args))
+    fit_inc = None
+    if args.cores > 0:
+        sim.cpu = (switch_packet_us(args, measured), 0.0)
+        fit_inc = fit_cpu
     if inc:
-        theta = fit_switch(sim, inc, theta)
+        theta = (fit_inc or fit_switch)(sim, inc, theta)
     pts = host + inc
     res = rel_residuals(sim, pts, theta)
-    loo = leave_one_out(sim, host, inc, theta)
+    loo = leave_one_out(sim, host, inc, theta, fit_inc)
     o, g, s, n = theta
     print(f"# fitted on {len(pts)} points ({sim.runs} inc sim runs): host_overhead_us = {o:.2f}, "
           f"ready_notice_us = {n:.2f}, "
           f"reduce_GBps = {1 / g if g > 0 else 0:.3g} (gamma {g:.3f} ns/B), "
           f"switch_reduce_GBps = {1 / s if s > 0 else 0:.3g} ({s:.3f} ns/B)")
+    if sim.cpu is not None:
+        print(f"# {args.cores} shared cores: switch_packet_us = {sim.cpu[0]:.3f} (measured), "
+              f"host_packet_us = {sim.cpu[1]:.3f} (fitted)")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'fitted sim':>12} {'residual':>9} "
           f"{'left out':>9}")
     for p, r, lo in zip(pts, res, loo):
@@ -332,7 +408,7 @@ def calibrate(args, sim, measured):
                    "(a loaded machine) or a cost the simulator does not model; rerun on an idle machine before "
                    "trusting the file")
         print(f"# WARNING: {warning}", flush=True)
-    write_net(args.net, theta, args, pts, res, warning)
+    write_net(args.net, theta, args, pts, res, warning, sim.cpu)
     print(f"# written: {args.net}")
 
 
@@ -388,6 +464,11 @@ def main():
                     help="inc sim's matching (ready: what the runtime does; docs/SIMULATOR.md)")
     ap.add_argument("--eager-bytes", type=parse_size, default=RUNTIME_EAGER_BYTES,
                     help="eager threshold: the runtime's INC_EAGER_BYTES (default 64 KiB)")
+    ap.add_argument("--cores", type=int, default=0,
+                    help="calibrate: the testbed's processes share this many cores (e.g. $(nproc)): model the "
+                         "switches' and hosts' CPU per datagram on them (0: fit switch_reduce_GBps instead)")
+    ap.add_argument("--switch-packet-us", type=float, default=None,
+                    help="calibrate --cores: this switch CPU per datagram instead of the switches' counters")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")

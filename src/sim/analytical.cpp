@@ -27,6 +27,9 @@ std::string validate(const NetParams& p) {
   if (!(p.switch_memory_bytes >= p.inc_chunk_bytes))
     return "switch_memory_bytes: must hold at least one chunk (inc_chunk_bytes)";
   if (p.inc_tree_levels < 1) return "inc_tree_levels: must be >= 1";
+  if (!(p.switch_packet_us >= 0)) return "switch_packet_us: must be >= 0 (0 = not modelled)";
+  if (!(p.host_packet_us >= 0)) return "host_packet_us: must be >= 0 (0 = not modelled)";
+  if (p.cpu_cores < 0) return "cpu_cores: must be >= 0 (0 = every host and switch has its own CPU)";
   return "";
 }
 
@@ -375,6 +378,24 @@ Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in) {
   c.latency_s = np.host_overhead_us * 1e-6 + 2 * h * np.hop_s() + (2 * h - 1) * chunk * beta;
   double rate = 1.0 / beta;
   if (np.switch_reduce_GBps > 0) rate = std::min(rate, np.switch_reduce_GBps * 1e9 / std::max(1.0, fan_in));
+  // CPU per datagram (one per inc_chunk) of software switches and hosts, as the simulator
+  // charges it: a balanced tree of fan_in^h members; per chunk a switch handles fan_in in, 2 with
+  // its parent (not the root) and the results out (once to hosts with switch_multicast); a host
+  // sends one and receives one. On their own CPUs the busiest sets the pace; on cpu_cores shared
+  // cores (emulated testbed) the sum of all of them over the cores does.
+  if (np.switch_packet_us > 0 || np.host_packet_us > 0) {
+    const double k = std::max(1.0, fan_in);
+    const double p_us = np.switch_packet_us, hp_us = np.host_packet_us;
+    double busiest = 2 * hp_us, total = 2 * hp_us * std::pow(k, h);
+    for (int level = 1; level <= h; ++level) {  // level 1: the root; level h: above the hosts
+      const double out = level == h && np.switch_multicast ? 1 : k;
+      const double per_switch = (k + (level > 1 ? 2 : 0) + out) * p_us;
+      busiest = std::max(busiest, per_switch);
+      total += std::pow(k, level - 1) * per_switch;
+    }
+    const double per_chunk_s = 1e-6 * (np.cpu_cores > 0 ? total / np.cpu_cores : busiest);
+    if (per_chunk_s > 0) rate = std::min(rate, np.inc_chunk_bytes / per_chunk_s);
+  }
   // Slot window: at most W chunks per tree in flight, each held for one round trip.
   const double W = std::max(1.0, std::floor(np.switch_memory_bytes / np.inc_chunk_bytes));
   const double rtt = 2 * h * np.hop_s() + 2 * h * chunk * beta;
@@ -601,6 +622,10 @@ void read_net(TableReader& t, NetParams& np) {
   np.inc_chunk_bytes =
       static_cast<double>(t.get_size("inc_chunk", static_cast<std::uint64_t>(np.inc_chunk_bytes), 1));
   np.inc_tree_levels = static_cast<int>(t.get_int("inc_tree_levels", np.inc_tree_levels, 1, 8));
+  np.switch_packet_us = t.get_double("switch_packet_us", np.switch_packet_us, 0, kInf);
+  np.host_packet_us = t.get_double("host_packet_us", np.host_packet_us, 0, kInf);
+  np.switch_multicast = t.get_bool("switch_multicast", np.switch_multicast);
+  np.cpu_cores = static_cast<int>(t.get_int("cpu_cores", np.cpu_cores, 0, 4096));
   if (np.switch_memory_bytes < np.inc_chunk_bytes)
     t.fail("switch_memory", "must hold at least one chunk (inc_chunk)");
 }

@@ -329,7 +329,7 @@ void Simulator::Impl::xfer_done(std::uint32_t xi) {
       inc_up_delivered(x.a, x.b);
       break;
     case XKind::inc_down:
-      inc_down_delivered(x.a, x.b);
+      inc_down_delivered(x.a, x.b, x.chunk);
       break;
   }
 }
@@ -418,6 +418,15 @@ SimResult Simulator::Impl::run() {
         break;
       case kNotice:
         notice_arrived(e.a, e.b);
+        break;
+      case kHostSent:
+        host_sent(e.a, e.b);
+        break;
+      case kHostRecvd:
+        host_recvd(e.a, e.b);
+        break;
+      case kCpuDone:
+        cpu_done(e.a);
         break;
     }
     drain();

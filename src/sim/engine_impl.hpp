@@ -4,7 +4,9 @@
 // event loop (engine.cpp). Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <queue>
 #include <utility>
@@ -17,7 +19,7 @@ namespace inc::sim {
 
 namespace engine_detail {
 
-enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice };
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone };
 
 struct Event {
   double t;
@@ -57,7 +59,8 @@ struct IncRun {
   std::vector<std::uint32_t> up_next;    // next chunk to send to the parent
   std::vector<std::uint32_t> up_done;    // chunks delivered to the parent
   std::vector<std::uint32_t> down_next;  // next chunk the parent sends to this node
-  std::vector<std::uint32_t> alu_queued; // reduce: chunks handed to the ALU
+  std::vector<std::uint32_t> alu_queued; // reduce: chunks handed to the ALU; at a member with
+                                         // host_packet_us: chunks handed to its CPU to send
   std::vector<std::uint8_t> on_src_path;
   std::vector<std::uint8_t> has_receiver;  // subtree holds a member that wants the data
   bool active = true;
@@ -132,6 +135,7 @@ struct Simulator::Impl {
     AggTree tree;
     std::vector<std::int32_t> runs;          // group -> run id (-1 none)
     double inc_cap = FlowNet::kNoCap;
+    double inc_window = 0;  // bytes of switch slots the job may have outstanding
     std::vector<ChunkQueue> up_q, down_q;  // per tree node: chunks waiting for the edge
     std::vector<std::uint8_t> up_busy, down_busy;
     // Point-to-point connections: one message at a time in its bandwidth phase, in order.
@@ -204,7 +208,18 @@ struct Simulator::Impl {
   std::vector<Xfer> xfers;
   std::vector<std::uint32_t> free_xfers;
   std::vector<std::uint32_t> flow_xfer;  // flow id -> xfer
-  std::vector<double> alu_free;          // per topology node
+  // CPU (and switch ALU) work per topology node, one thread each, run in FIFO order; with
+  // cpu_cores > 0 the nodes with work wait in one round-robin line for the shared cores.
+  struct CpuWork {
+    double s;
+    EvType done;  // the event that follows the work
+    std::uint32_t a, b;
+  };
+  std::vector<std::vector<CpuWork>> cpu_q;  // per topology node, from cpu_head
+  std::vector<std::uint32_t> cpu_head;
+  std::vector<std::uint8_t> cpu_busy;       // running or waiting for a core
+  std::deque<std::uint32_t> cpu_line;       // nodes waiting for a core
+  int cores_idle = 0;
   std::priority_queue<Event, std::vector<Event>, EventLater> heap;
   std::uint64_t seq = 0, events = 0, flows = 0;
   double now = 0;
@@ -220,7 +235,10 @@ struct Simulator::Impl {
 
   Impl(const Topology& t, SimOptions o)
       : topo(t), opt(std::move(o)), net(capacities(t, opt)), n_links(static_cast<std::uint32_t>(t.links().size())) {
-    alu_free.assign(t.num_nodes(), 0);
+    cpu_q.resize(static_cast<std::size_t>(t.num_nodes()));
+    cpu_head.assign(static_cast<std::size_t>(t.num_nodes()), 0);
+    cpu_busy.assign(static_cast<std::size_t>(t.num_nodes()), 0);
+    cores_idle = opt.np.cpu_cores;
     link_bytes.assign(n_links, 0);
     link_load.assign(n_links, 0);
   }
@@ -376,8 +394,16 @@ struct Simulator::Impl {
   void push_down(std::uint32_t ri, int node);
   // Reduce: one more chunk aggregated at a switch.
   void aggregated(std::uint32_t ri, int node);
+  void cpu_submit(std::uint32_t topo_node, double seconds, EvType done, std::uint32_t a, std::uint32_t b);
+  void cpu_dispatch();
+  void cpu_done(std::uint32_t topo_node);
+  double datagrams(const IncRun& R, std::uint32_t c) const;
+  double switch_chunk_s(const IncRun& R, int node, std::uint32_t c) const;
+  void host_send_next(std::uint32_t ri, std::uint32_t node);
+  void host_sent(std::uint32_t ri, std::uint32_t node);
+  void host_recvd(std::uint32_t ri, std::uint32_t node);
   void inc_up_delivered(std::uint32_t ri, std::uint32_t node);
-  void inc_down_delivered(std::uint32_t ri, std::uint32_t node);
+  void inc_down_delivered(std::uint32_t ri, std::uint32_t node, std::uint32_t chunk);
   void maybe_member_done(std::uint32_t ri, int node);
   SimResult run();
 };

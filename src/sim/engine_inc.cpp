@@ -23,6 +23,7 @@ void Simulator::Impl::setup_inc() {
       if (n.member < 0) window = std::min(window, np.switch_memory_bytes / trees_on[n.node]);
     const double c = np.inc_chunk_bytes;
     window = std::max(c, std::floor(window / c) * c);  // whole slots, at least one
+    J.inc_window = window;
     double rtt = 0, beta = 0;
     for (const auto& n : J.tree.nodes)
       if (n.parent >= 0) beta = std::max(beta, 1.0 / topo.link(n.up_link).bw);
@@ -109,10 +110,100 @@ void Simulator::Impl::inc_member_ready(std::uint32_t ji, std::uint32_t op) {
 
 void Simulator::Impl::inc_host_ready(std::uint32_t ri, std::uint32_t node) {
   IncRun& R = runs[ri];
-  R.up_avail[node] = R.nchunks;
   jobs[R.job].res.bytes_injected += R.last_chunk + R.chunk * (R.nchunks - 1);
   if (R.bcast) R.down_avail[node] = R.nchunks;  // the root has its own data
+  if (opt.np.host_packet_us > 0) {  // the host's CPU hands the chunks to its link one by one
+    host_send_next(ri, node);
+    return;
+  }
+  R.up_avail[node] = R.nchunks;
   try_up(ri, node);
+}
+
+// ---- CPU of software switches and hosts (switch_packet_us, host_packet_us, cpu_cores) -------
+
+// `seconds` of work on topo_node's CPU (one thread: after its earlier work), then the event
+// `done`. With cpu_cores > 0 a node whose next work is ready waits in one line for a free core;
+// each piece of work runs whole on its core and the node rejoins the line's end for its next
+// (round robin: the cores are shared about evenly among the nodes that have work, as a
+// time-sharing scheduler shares them, at the grain of one chunk's work).
+void Simulator::Impl::cpu_submit(std::uint32_t topo_node, double seconds, EvType done, std::uint32_t a, std::uint32_t b) {
+  cpu_q[topo_node].push_back(CpuWork{seconds, done, a, b});
+  if (cpu_busy[topo_node]) return;
+  cpu_busy[topo_node] = 1;
+  cpu_line.push_back(topo_node);
+  cpu_dispatch();
+}
+
+void Simulator::Impl::cpu_dispatch() {
+  while (!cpu_line.empty() && (opt.np.cpu_cores == 0 || cores_idle > 0)) {
+    const std::uint32_t n = cpu_line.front();
+    cpu_line.pop_front();
+    if (opt.np.cpu_cores > 0) --cores_idle;
+    push(now + cpu_q[n][cpu_head[n]].s, kCpuDone, n);
+  }
+}
+
+void Simulator::Impl::cpu_done(std::uint32_t n) {
+  const CpuWork w = cpu_q[n][cpu_head[n]++];
+  if (cpu_head[n] == cpu_q[n].size()) {
+    cpu_q[n].clear();
+    cpu_head[n] = 0;
+    cpu_busy[n] = 0;
+  } else {
+    cpu_line.push_back(n);
+  }
+  if (opt.np.cpu_cores > 0) ++cores_idle;
+  cpu_dispatch();
+  push(now, w.done, w.a, w.b);
+}
+
+// Datagrams of one simulated chunk (a simulated chunk may stand for many slots: max_inc_chunks).
+double Simulator::Impl::datagrams(const IncRun& R, std::uint32_t c) const {
+  return std::max(1.0, std::ceil(chunk_bytes(R, c) / opt.np.inc_chunk_bytes));
+}
+
+// A switch's work for chunk c of the tree node `node`: its ALU over every child's input
+// (switch_reduce_GBps) and, per datagram, its CPU (switch_packet_us) for every datagram it
+// handles for that chunk: one in from each child, one out to and one back from its parent (not
+// at the root), and the result out to each child, once when it multicasts to hosts.
+double Simulator::Impl::switch_chunk_s(const IncRun& R, int node, std::uint32_t c) const {
+  const NetParams& np = opt.np;
+  const AggTree::Node& N = jobs[R.job].tree.nodes[node];
+  const auto nch = static_cast<double>(N.children.size());
+  double s = np.switch_reduce_GBps > 0 ? nch * chunk_bytes(R, c) / (np.switch_reduce_GBps * 1e9) : 0;
+  if (np.switch_packet_us > 0) {
+    const bool hosts_below = jobs[R.job].tree.nodes[N.children.front()].member >= 0;
+    const double out_down = np.switch_multicast && hosts_below ? 1 : nch;
+    const double packets = nch + (N.parent >= 0 ? 2 : 0) + out_down;
+    s += packets * datagrams(R, c) * np.switch_packet_us * 1e-6;
+  }
+  return s;
+}
+
+// A host sends its chunks one at a time, each after its CPU's per-datagram work, at most the
+// job's slots (at least two chunks) ahead of what its link has delivered.
+void Simulator::Impl::host_send_next(std::uint32_t ri, std::uint32_t node) {
+  IncRun& R = runs[ri];
+  const Job& J = jobs[R.job];
+  const std::uint32_t c = R.alu_queued[node];
+  if (c != R.up_avail[node] || c >= R.nchunks) return;  // one in the CPU already, or all sent
+  const double ahead = std::max(2.0, std::floor(J.inc_window / std::max(1.0, R.chunk)));
+  if (c >= R.up_done[node] + ahead) return;
+  ++R.alu_queued[node];
+  cpu_submit(J.tree.nodes[node].node, datagrams(R, c) * opt.np.host_packet_us * 1e-6, kHostSent, ri, node);
+}
+
+void Simulator::Impl::host_sent(std::uint32_t ri, std::uint32_t node) {
+  ++runs[ri].up_avail[node];
+  try_up(ri, node);
+  host_send_next(ri, node);
+}
+
+// A result chunk a host received counts once its CPU has taken it in.
+void Simulator::Impl::host_recvd(std::uint32_t ri, std::uint32_t node) {
+  ++runs[ri].down_avail[node];
+  maybe_member_done(ri, static_cast<int>(node));
 }
 
 void Simulator::Impl::send_edge(std::uint32_t ri, std::uint32_t node, bool up, std::uint32_t c) {
@@ -194,7 +285,10 @@ void Simulator::Impl::inc_up_delivered(std::uint32_t ri, std::uint32_t node) {
   ++R.up_done[node];
   const int parent = J.tree.nodes[node].parent;
   pump(R.job, node, true);
-  if (J.tree.nodes[node].member >= 0) maybe_member_done(ri, static_cast<int>(node));
+  if (J.tree.nodes[node].member >= 0) {
+    if (opt.np.host_packet_us > 0) host_send_next(ri, node);
+    maybe_member_done(ri, static_cast<int>(node));
+  }
   if (R.bcast) {
     ++R.up_avail[parent];
     ++R.down_avail[parent];
@@ -205,27 +299,28 @@ void Simulator::Impl::inc_up_delivered(std::uint32_t ri, std::uint32_t node) {
   // Reduce: chunks every child delivered can be aggregated.
   std::uint32_t ready = std::numeric_limits<std::uint32_t>::max();
   for (int ch : J.tree.nodes[parent].children) ready = std::min(ready, R.up_done[ch]);
-  const double rate = opt.np.switch_reduce_GBps * 1e9;
-  const auto nch = static_cast<double>(J.tree.nodes[parent].children.size());
   while (R.alu_queued[parent] < ready) {
     const std::uint32_t c = R.alu_queued[parent]++;
-    if (rate > 0) {
-      const std::uint32_t sw = J.tree.nodes[parent].node;
-      const double t0 = std::max(now, alu_free[sw]);
-      alu_free[sw] = t0 + nch * chunk_bytes(R, c) / rate;
-      push(alu_free[sw], kAluDone, ri, static_cast<std::uint32_t>(parent));
-    } else {
+    const double work = switch_chunk_s(R, parent, c);
+    if (work > 0)
+      cpu_submit(J.tree.nodes[parent].node, work, kAluDone, ri, static_cast<std::uint32_t>(parent));
+    else
       aggregated(ri, parent);
-    }
   }
 }
 
-void Simulator::Impl::inc_down_delivered(std::uint32_t ri, std::uint32_t node) {
+void Simulator::Impl::inc_down_delivered(std::uint32_t ri, std::uint32_t node, std::uint32_t chunk) {
   IncRun& R = runs[ri];
+  const AggTree::Node& N = jobs[R.job].tree.nodes[node];
   jobs[R.job].down_busy[node] = 0;
+  if (N.member >= 0 && opt.np.host_packet_us > 0) {  // the host's CPU takes the datagrams in
+    pump(R.job, node, false);
+    cpu_submit(N.node, datagrams(R, chunk) * opt.np.host_packet_us * 1e-6, kHostRecvd, ri, node);
+    return;
+  }
   ++R.down_avail[node];
   pump(R.job, node, false);
-  if (jobs[R.job].tree.nodes[node].member >= 0)
+  if (N.member >= 0)
     maybe_member_done(ri, static_cast<int>(node));
   else
     push_down(ri, static_cast<int>(node));

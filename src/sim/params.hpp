@@ -29,6 +29,15 @@ struct NetParams {
   double switch_memory_bytes = 8.0 * 1024 * 1024;  // aggregation memory per switch
   double inc_chunk_bytes = 256.0 * 1024;          // payload of one aggregation slot
   int inc_tree_levels = 2;  // switch levels from a host up to the tree root (1: one switch)
+  // Software switches and hosts: CPU per Core-INC datagram (one per inc_chunk_bytes of a chunk).
+  // 0 = not modelled (an ASIC; hosts whose NIC does the work). docs/SIMULATOR.md, "CPU of a
+  // software switch and of the hosts".
+  double switch_packet_us = 0.0;  // a switch's CPU per datagram it receives or sends
+  double host_packet_us = 0.0;    // a host's CPU per Core-INC datagram it sends or receives
+  bool switch_multicast = false;  // a switch sends each result once to all of its host children
+  // Emulated testbed only: every host's and switch's packet CPU above runs on this many shared
+  // cores (inc testbed: all processes on one machine). 0 = each host and switch has its own.
+  int cpu_cores = 0;
 
   // Derived quantities (seconds and bytes/s).
   double beta() const { return 8.0 / (link_gbps * 1e9); }  // seconds per byte on one link

@@ -442,5 +442,38 @@ TEST(Model, SwitchAluIsSharedByTheChildrenOfItsTree) {
   EXPECT_NEAR(collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, n, np).bandwidth_s, n * 8 / 1e9, 1e-9);
 }
 
+TEST(SimCpu, NetFileKeysAndTheirRanges) {
+  const std::string ok = write_temp(
+      "[network]\nswitch_packet_us = 4.5\nhost_packet_us = 6\nswitch_multicast = true\ncpu_cores = 2\n");
+  const NetParams np = read_net_file(ok);
+  std::remove(ok.c_str());
+  EXPECT_DOUBLE_EQ(np.switch_packet_us, 4.5);
+  EXPECT_DOUBLE_EQ(np.host_packet_us, 6);
+  EXPECT_TRUE(np.switch_multicast);
+  EXPECT_EQ(np.cpu_cores, 2);
+  const NetParams d;
+  EXPECT_EQ(d.switch_packet_us, 0);  // not modelled unless asked for: an ASIC, a NIC
+  EXPECT_EQ(d.host_packet_us, 0);
+  EXPECT_EQ(d.cpu_cores, 0);
+  for (const char* bad : {"switch_packet_us = -1", "host_packet_us = -0.5", "cpu_cores = -1", "switch_multicast = 3"}) {
+    const std::string f = write_temp(std::string("[network]\n") + bad + "\n");
+    std::string what = "(no error)";
+    try {
+      read_net_file(f);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    std::remove(f.c_str());
+    const std::string key(bad, std::string(bad).find(' '));
+    EXPECT_NE(what.find(key), std::string::npos) << bad << ": " << what;
+  }
+  NetParams v;
+  v.cpu_cores = -2;
+  EXPECT_NE(validate(v).find("cpu_cores"), std::string::npos);
+  v = NetParams{};
+  v.host_packet_us = -1;
+  EXPECT_NE(validate(v).find("host_packet_us"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace inc::sim
