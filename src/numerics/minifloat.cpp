@@ -54,6 +54,22 @@ void f32_to_fp8_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n, 
   for (std::size_t i = 0; i < n; ++i) out[i] = e4 ? f32_to_e4m3(in[i], mode) : f32_to_e5m2(in[i], mode);
 }
 
+std::uint64_t f32_to_fp8_counted_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n,
+                                      std::uint8_t* out) noexcept {
+  const unsigned first = fmt == MxElem::fp8_e4m3 ? 0x7f : 0x7c;  // e4m3: NaN only; e5m2: inf, NaN
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) return encode_minifloat_counted_x86_64_v3(mini(fmt, Fp8Overflow::ieee), first, in, n, out);
+#else
+  (void)isa;
+#endif
+  // The scalar encoder, then the count (e4m3: NaN S.1111.111; e5m2: the exponent all ones).
+  f32_to_fp8_with(KernelIsa::generic, fmt, in, n, out, Fp8Overflow::ieee);
+  const std::uint8_t mask = first == 0x7f ? 0x7f : 0x7c;
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) ev += std::isfinite(in[i]) && (out[i] & mask) == mask;
+  return ev;
+}
+
 void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, std::size_t block,
                         std::uint8_t* scales, std::uint8_t* codes) noexcept {
   if (!use_v3(isa) || block == 0) return mx_encode(e, v, n, block, scales, codes);
