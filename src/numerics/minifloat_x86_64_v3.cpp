@@ -187,24 +187,50 @@ inline __m256 e4m3_widen8(__m256i c) noexcept {
 // e4m3 / e5m2 -> f32 (fp8.hpp's decoders), 16 per step. e5m2 is the top byte of an f16 with the
 // same value (same exponent bias and width; subnormals, infinities and NaN payloads included),
 // so vcvtph2ps widens it exactly and quietens a NaN as e5m2_to_f32 does.
-std::size_t fp8_to_f32_x86_64_v3(bool e4m3, const std::uint8_t* in, std::size_t n, float* out) noexcept {
+// v x s, except that an element NaN stays itself (the scalar decode_block's product gives the
+// element's NaN where both are NaN, whatever operand order the compiler picks).
+inline __m256 scale8(__m256 v, __m256 s) noexcept {
+  return _mm256_blendv_ps(_mm256_mul_ps(v, s), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+std::size_t fp8_to_f32_x86_64_v3(bool e4m3, const std::uint8_t* in, std::size_t n, bool scaled, float scale,
+                                 float* out) noexcept {
+  const __m256 s = _mm256_set1_ps(scale);
+  auto put = [&](float* o, __m256 v) { _mm256_storeu_ps(o, scaled ? scale8(v, s) : v); };
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
     if (e4m3) {
-      _mm256_storeu_ps(out + i, e4m3_widen8(_mm256_cvtepu8_epi32(c)));
-      _mm256_storeu_ps(out + i + 8, e4m3_widen8(_mm256_cvtepu8_epi32(_mm_srli_si128(c, 8))));
+      put(out + i, e4m3_widen8(_mm256_cvtepu8_epi32(c)));
+      put(out + i + 8, e4m3_widen8(_mm256_cvtepu8_epi32(_mm_srli_si128(c, 8))));
     } else {
-      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), c)));
-      _mm256_storeu_ps(out + i + 8, _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), c)));
+      put(out + i, _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), c)));
+      put(out + i + 8, _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), c)));
     }
   }
   return i;
 }
 
-// out[i] = table[in[i]] (x scale where `scaled`; an element NaN stays itself, as the scalar
-// decode_block's product gives it, whatever operand order the compiler picks), by vgatherdps:
-// whole groups of 8.
+std::uint32_t abs_max_bits_x86_64_v3(const float* v, std::size_t k) noexcept {
+  __m256i m = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    m = _mm256_max_epi32(m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)),
+                                              _mm256_set1_epi32(0x7fffffff)));
+  __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+  auto r = static_cast<std::uint32_t>(_mm_cvtsi128_si32(h));
+  for (; i < k; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, v + i, 4);
+    b &= 0x7fffffffu;
+    r = b > r ? b : r;
+  }
+  return r;
+}
+
+// out[i] = table[in[i]] (scale8'd where `scaled`), by vgatherdps: whole groups of 8.
 std::size_t table_to_f32_x86_64_v3(const float* table, const std::uint8_t* in, std::size_t n, bool scaled,
                                    float scale, float* out) noexcept {
   std::size_t i = 0;
@@ -212,8 +238,7 @@ std::size_t table_to_f32_x86_64_v3(const float* table, const std::uint8_t* in, s
   if (scaled) {
     for (; i + 8 <= n; i += 8) {
       const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i)));
-      const __m256 v = _mm256_i32gather_ps(table, idx, 4);  // where both are NaN, the element's
-      _mm256_storeu_ps(out + i, _mm256_blendv_ps(_mm256_mul_ps(v, s), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+      _mm256_storeu_ps(out + i, scale8(_mm256_i32gather_ps(table, idx, 4), s));
     }
   } else {
     for (; i + 8 <= n; i += 8) {

@@ -60,12 +60,16 @@ void widen_v3(DataType t, const std::byte* src, std::size_t units, float* dst) n
   const auto* p = reinterpret_cast<const std::uint8_t*>(src);
   if (!is_mx(t)) {  // e4m3, e5m2: decoded in integers / by vcvtph2ps, the tail by the table
     const float* table = mx_element_table(fp8_fmt(t)).data();
-    for (std::size_t i = detail::fp8_to_f32_x86_64_v3(t == DataType::e4m3, p, n, dst); i < n; ++i) dst[i] = table[p[i]];
+    for (std::size_t i = detail::fp8_to_f32_x86_64_v3(t == DataType::e4m3, p, n, false, 1.0f, dst); i < n; ++i)
+      dst[i] = table[p[i]];
     return;
   }
-  // MX: per block, the codes unpacked (8-bit ones read in place), gathered and scaled in f32
-  // (mx_type.cpp's decode_block: element x scale, one rounding of an exact product).
-  const float* table = mx_element_table(mx_elem_of(t)).data();
+  // MX: per block, the codes unpacked (8-bit ones read in place), decoded (fp8 elements as above,
+  // the others gathered from the table) and scaled in f32 (mx_type.cpp's decode_block: element x
+  // scale, one rounding of an exact product).
+  const MxElem e = mx_elem_of(t);
+  const bool fp8 = e == MxElem::fp8_e4m3 || e == MxElem::fp8_e5m2;
+  const float* table = mx_element_table(e).data();
   const float* scales = mx_scale_table().data();
   const std::size_t esz = size_of(t);
   const bool eight = esz == 1 + kMxBlockElements;
@@ -77,7 +81,9 @@ void widen_v3(DataType t, const std::byte* src, std::size_t units, float* dst) n
       mx_unpack_codes(t, blk + 1, codes);
       c = codes;
     }
-    detail::table_to_f32_x86_64_v3(table, c, kMxBlockElements, true, scales[blk[0]], dst + b * kMxBlockElements);
+    float* out = dst + b * kMxBlockElements;
+    if (fp8) detail::fp8_to_f32_x86_64_v3(e == MxElem::fp8_e4m3, c, kMxBlockElements, true, scales[blk[0]], out);
+    else detail::table_to_f32_x86_64_v3(table, c, kMxBlockElements, true, scales[blk[0]], out);
   }
 }
 
