@@ -83,6 +83,11 @@ inline __m128i bf16_narrow8(__m256i x) noexcept {
   return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));  // lanes <= 0xffff
 }
 
+// 8 f32 -> f16 (vcvtps2ph, nearest even whatever MXCSR says) or bf16.
+inline __m128i half_narrow8(bool f16, __m256i x) noexcept {
+  return f16 ? _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : bf16_narrow8(x);
+}
+
 }  // namespace
 
 std::size_t half_to_f32_x86_64_v3(bool f16, const void* in, std::size_t n, float* out) noexcept {
@@ -101,8 +106,7 @@ std::size_t f32_to_half_x86_64_v3(bool f16, const float* in, std::size_t n, void
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    const __m128i h = f16 ? _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-                          : bf16_narrow8(x);
+    const __m128i h = half_narrow8(f16, x);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * i), h);
   }
   return i;
@@ -161,8 +165,7 @@ std::size_t f32_to_half_counted_x86_64_v3(bool f16, const float* in, std::size_t
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    const __m128i h = f16 ? _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-                          : bf16_narrow8(x);
+    const __m128i h = half_narrow8(f16, x);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * i), h);
     const __m256i finite = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)));
     const __m128i finite16 = _mm_packs_epi32(_mm256_castsi256_si128(finite), _mm256_extracti128_si256(finite, 1));

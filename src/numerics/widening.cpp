@@ -33,19 +33,26 @@ void widen_generic(DataType t, const std::byte* src, std::size_t units, float* d
   }
 }
 
-std::uint64_t narrow_generic(DataType t, const float* in, std::size_t units, std::byte* dst) noexcept {
+// The scalar pass (what src/coll/widened.cpp ran per element before) on `generic`; on x86_64_v3
+// the fp8 encoder's and the f16/bf16 loops' AVX2 variants, the f16/bf16 tail scalar. (MX:
+// mx_encode_blocks, which runs the selected variant's element encoder itself.)
+std::uint64_t narrow_pass(detail::KernelIsa isa, DataType t, const float* in, std::size_t units,
+                          std::byte* dst) noexcept {
   const std::size_t n = units * elements_per_unit(t);
   if (is_mx(t)) {
     mx_encode_blocks(t, in, units, dst);
     return 0;
   }
   if (t == DataType::e4m3 || t == DataType::e5m2)
-    return detail::f32_to_fp8_counted_with(detail::KernelIsa::generic, fp8_fmt(t), in, n,
-                                           reinterpret_cast<std::uint8_t*>(dst));
+    return detail::f32_to_fp8_counted_with(isa, fp8_fmt(t), in, n, reinterpret_cast<std::uint8_t*>(dst));
   const bool bf = t == DataType::bf16;
   const std::uint16_t mask = bf ? 0x7f80 : 0x7c00;
   std::uint64_t events = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) i = detail::f32_to_half_counted_x86_64_v3(!bf, in, n, dst, events);
+#endif
+  for (; i < n; ++i) {
     const std::uint16_t h = bf ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
     std::memcpy(dst + 2 * i, &h, 2);
     events += std::isfinite(in[i]) && (h & mask) == mask;
@@ -87,20 +94,6 @@ void widen_v3(DataType t, const std::byte* src, std::size_t units, float* dst) n
   }
 }
 
-std::uint64_t narrow_v3(DataType t, const float* in, std::size_t units, std::byte* dst) noexcept {
-  const std::size_t n = units * elements_per_unit(t);
-  if (is_mx(t)) {  // mx_encode_blocks runs the AVX2 element encoder itself
-    mx_encode_blocks(t, in, units, dst);
-    return 0;
-  }
-  if (t == DataType::e4m3 || t == DataType::e5m2)
-    return detail::f32_to_fp8_counted_with(detail::KernelIsa::x86_64_v3, fp8_fmt(t), in, n,
-                                           reinterpret_cast<std::uint8_t*>(dst));
-  const bool bf = t == DataType::bf16;
-  std::uint64_t events = 0;
-  const std::size_t i = detail::f32_to_half_counted_x86_64_v3(!bf, in, n, dst, events);
-  return events + narrow_generic(t, in + i, n - i, dst + 2 * i);  // the tail (units = elements)
-}
 #endif
 
 }  // namespace
@@ -124,12 +117,7 @@ void widen_to_f32_with(KernelIsa isa, DataType t, const void* src, std::size_t u
 std::uint64_t narrow_from_f32_with(KernelIsa isa, DataType t, const float* src, std::size_t units,
                                    void* dst) noexcept {
   auto* d = static_cast<std::byte*>(dst);
-#if defined(INC_NUMERICS_X86_64_V3)
-  if (use_v3(isa)) return narrow_v3(t, src, units, d);
-#else
-  (void)isa;
-#endif
-  return narrow_generic(t, src, units, d);
+  return narrow_pass(use_v3(isa) ? isa : KernelIsa::generic, t, src, units, d);
 }
 
 }  // namespace detail
