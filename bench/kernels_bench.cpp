@@ -20,6 +20,7 @@
 #include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 #include "numerics/repro.hpp"
+#include "numerics/widening.hpp"
 
 namespace {
 
@@ -173,6 +174,25 @@ void BM_repro_passes(benchmark::State& state, KernelIsa isa, DataType t) {
                           static_cast<std::int64_t>(bytes));
 }
 
+// The wide accumulators' width passes (numerics/widening.hpp) on one variant: widen (the type ->
+// f32) or narrow (f32 -> the type, with its overflow count); bytes = the call's type's.
+void BM_width_pass(benchmark::State& state, KernelIsa isa, DataType t, bool widen) {
+  const std::size_t units = static_cast<std::size_t>(state.range(0)) / inc::size_of(t);
+  const std::size_t bytes = units * inc::size_of(t), n = units * inc::elements_per_unit(t);
+  std::vector<float> wide(n);  // N(0,1) f32 values, and them in the type
+  std::mt19937 rng(42);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float& x : wide) x = g(rng);
+  std::vector<unsigned char> narrow(bytes);
+  inc::numerics::detail::narrow_from_f32_with(KernelIsa::generic, t, wide.data(), units, narrow.data());
+  for (auto _ : state) {
+    if (widen) inc::numerics::detail::widen_to_f32_with(isa, t, narrow.data(), units, wide.data());
+    else benchmark::DoNotOptimize(inc::numerics::detail::narrow_from_f32_with(isa, t, wide.data(), units, narrow.data()));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+}
+
 void apply_sizes(benchmark::internal::Benchmark* b) {
   for (auto s : kSizes) b->Arg(s);
 }
@@ -227,6 +247,18 @@ int register_all() {
     }
     benchmark::RegisterBenchmark(("reduce_sum_counted_2pass/" + n).c_str(), BM_reduce_counted_2pass, t)
         ->Apply(apply_sizes);
+  }
+  // The wide accumulators' widen / narrow passes, scalar (generic) and AVX2 (docs/NUMERICS.md
+  // "Wide accumulators on the hosts").
+  for (KernelIsa isa : inc::numerics::detail::kAllKernelIsas) {
+    if (!inc::numerics::detail::kernel_isa_available(isa)) continue;
+    for (DataType t : {DataType::f16, DataType::bf16, DataType::e4m3, DataType::e5m2, DataType::mxfp8_e4m3,
+                       DataType::mxfp4})
+      for (bool widen : {true, false}) {
+        const std::string n = std::string(widen ? "widen/" : "narrow/") + std::string(inc::numerics::detail::name(isa)) +
+                              "/" + std::string(inc::name(t));
+        benchmark::RegisterBenchmark(n.c_str(), BM_width_pass, isa, t, widen)->Arg(64 << 10)->Arg(4 << 20);
+      }
   }
   // Reproducible sums' host passes, scalar and AVX2 (docs/NUMERICS.md "Vectorised reproducible passes").
   for (KernelIsa isa : inc::numerics::detail::kAllKernelIsas) {

@@ -14,23 +14,14 @@
 //
 // Both add the same f32 values in the same order as the algorithm's f32 schedule, so they give
 // the same bits: round_once(the f32 algorithm's sum of the widened inputs).
-#include <cmath>
-#include <cstring>
-
 #include "coll/algorithms_internal.hpp"
-#include "numerics/fp8.hpp"
-#include "numerics/half.hpp"
-#include "numerics/minifloat.hpp"
-#include "numerics/mx_type.hpp"
+#include "numerics/widening.hpp"
 
 namespace inc::coll {
 
 namespace {
 
-bool has_wide_sum(DataType t) noexcept {
-  return t == DataType::f16 || t == DataType::bf16 || t == DataType::e4m3 || t == DataType::e5m2 ||
-         is_mx(t);
-}
+bool has_wide_sum(DataType t) noexcept { return numerics::has_width_passes(t); }
 
 // Bytes of one unit of the call's type widened to f32 (MX: a block of 32 values).
 std::uint64_t wide_unit(DataType t) noexcept { return 4 * elements_per_unit(t); }
@@ -55,50 +46,15 @@ Accumulate host_accumulate(const CollectiveParams& p) noexcept {
 }
 
 std::uint64_t run_width_op(const Op& o, DataType t, const std::byte* src, std::byte* dst) {
+  // Vectorised passes (numerics/widening.hpp; f32 regions are 4-byte aligned scratch). narrow:
+  // one rounding; a finite f32 that rounds to a non-finite value is an overflow event (as the
+  // switch's root and the wide path's hosts count it). MX encoding saturates: none.
   const std::uint64_t units = (o.kind == OpKind::widen ? o.src.bytes : o.dst.bytes) / size_of(t);
-  const std::uint64_t n = units * elements_per_unit(t);
   if (o.kind == OpKind::widen) {
-    auto put = [&](std::uint64_t i, float x) { std::memcpy(dst + 4 * i, &x, 4); };
-    if (is_mx(t)) {  // (f32 regions are 4-byte aligned scratch)
-      numerics::mx_decode_blocks(t, src, units, reinterpret_cast<float*>(dst));
-    } else if (t == DataType::e4m3 || t == DataType::e5m2) {
-      numerics::fp8_to_f32(t == DataType::e4m3 ? numerics::MxElem::fp8_e4m3 : numerics::MxElem::fp8_e5m2,
-                           reinterpret_cast<const std::uint8_t*>(src), n, reinterpret_cast<float*>(dst));
-    } else {
-      const bool bf = t == DataType::bf16;
-      for (std::uint64_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        put(i, bf ? numerics::bf16_to_f32(h) : numerics::f16_to_f32(h));
-      }
-    }
+    numerics::widen_to_f32(t, src, units, reinterpret_cast<float*>(dst));
     return 0;
   }
-  // narrow: one rounding; a finite f32 that rounds to a non-finite value is an overflow event
-  // (as the switch's root and the wide path's hosts count it). MX encoding saturates: none.
-  const auto* in = reinterpret_cast<const float*>(src);
-  if (is_mx(t)) {
-    numerics::mx_encode_blocks(t, in, units, dst);
-    return 0;
-  }
-  std::uint64_t events = 0;
-  if (t == DataType::e4m3 || t == DataType::e5m2) {
-    const bool e4 = t == DataType::e4m3;
-    auto* out = reinterpret_cast<std::uint8_t*>(dst);
-    numerics::f32_to_fp8(e4 ? numerics::MxElem::fp8_e4m3 : numerics::MxElem::fp8_e5m2, in, n, out,
-                         numerics::Fp8Overflow::ieee);
-    const std::uint8_t mask = e4 ? 0x7f : 0x7c;  // e4m3: NaN S.1111.111; e5m2: exponent all ones
-    for (std::uint64_t i = 0; i < n; ++i) events += std::isfinite(in[i]) && (out[i] & mask) == mask;
-    return events;
-  }
-  const bool bf = t == DataType::bf16;
-  const std::uint16_t mask = bf ? 0x7f80 : 0x7c00;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint16_t h = bf ? numerics::f32_to_bf16(in[i]) : numerics::f32_to_f16(in[i]);
-    std::memcpy(dst + 2 * i, &h, 2);
-    events += std::isfinite(in[i]) && (h & mask) == mask;
-  }
-  return events;
+  return numerics::narrow_from_f32(t, reinterpret_cast<const float*>(src), units, dst);
 }
 
 bool is_local_pass(OpKind k) noexcept {

@@ -280,35 +280,49 @@ std::uint64_t sum_counted_small(void* dst, const void* a, const void* b, std::si
 
 // bf16 in whole vectors: 32 bytes = 8 words of two elements, each half widened to f32 in its
 // own vector as combine_widened does (low half: shifted up; high half: the low one cleared),
-// added, narrowed with f32_to_bf16's integer rounding (NaN: the quiet bit) and joined again. The
+// added, narrowed with f32_to_bf16's integer rounding (NaNs: see below) and joined again. The
 // screen is the rounded pair's (w & 0x7fff7fff) + 0x00800080: bit 15 / 31 set iff that half's
 // |h| >= 0x7f80 (the halves cannot carry into each other).
 typedef std::uint32_t Bf16Words __attribute__((vector_size(32)));
 typedef float Bf16Floats __attribute__((vector_size(32)));
 
-// f32_to_bf16 lane by lane (by reference: see AnyLanes).
-[[gnu::always_inline]] inline void bf16_narrow(const Bf16Floats& f, Bf16Words& out) noexcept {
-  typedef std::int32_t I __attribute__((vector_size(32)));
-  using W = Bf16Words;
-  const W x = __builtin_bit_cast(W, f);
-  const W rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  const W nan = (x >> 16) | 0x0040u;
-  const W is_nan = __builtin_bit_cast(W, __builtin_bit_cast(I, x & 0x7fffffffu) > 0x7f800000);
-  out = (nan & is_nan) | (rounded & ~is_nan);
-}
-
-// One vector of 16 bf16 sums and its screen (bit 15 / 31 of a word: that half's flag).
+// One vector of 16 bf16 sums and its screen (bit 15 / 31 of a word: that half's flag). The
+// rounding is f32_to_bf16's (+ 0x7fff + the kept lsb) without its NaN select, the high half
+// rounded in place (masked, not shifted down and up): a NaN sum only occurs in a tripped block,
+// which is redone below with the full rule. (Every NaN sum trips the screen: the add's NaN is an
+// operand's, whose low 16 bits are zero as widened, or the default NaN, so the rounding adds no
+// carry and keeps |h| > 0x7f80.) Fewer operations per vector than the plain kernel's loop, which
+// must select NaNs: at the L1-resident size the fused sum no longer trails the two passes.
 [[gnu::always_inline]] inline void bf16_sum_screen(const unsigned char* px, const unsigned char* py, Bf16Words& r,
                                                    Bf16Words& s) noexcept {
   using W = Bf16Words;
   using F = Bf16Floats;
-  W x, y, lo, hi;
+  W x, y;
   __builtin_memcpy(&x, px, 32);
   __builtin_memcpy(&y, py, 32);
-  bf16_narrow(__builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16), lo);
-  bf16_narrow(__builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u), hi);
-  r = lo | (hi << 16);
+  const W lo = __builtin_bit_cast(W, __builtin_bit_cast(F, x << 16) + __builtin_bit_cast(F, y << 16));
+  const W hi = __builtin_bit_cast(W, __builtin_bit_cast(F, x & 0xffff0000u) + __builtin_bit_cast(F, y & 0xffff0000u));
+  r = ((lo + 0x7fffu + ((lo >> 16) & 1u)) >> 16) | ((hi + 0x7fffu + ((hi >> 16) & 1u)) & 0xffff0000u);
   s = (r & 0x7fff7fffu) + 0x00800080u;
+}
+
+// A tripped block (an event, or a NaN / infinity somewhere) again one element at a time from its
+// operands (not yet overwritten): the count, and the results with NaNOfB's rule. Out of line, so
+// that the hot loop keeps its registers.
+[[gnu::noinline, gnu::cold]] inline std::uint64_t bf16_tripped_block(unsigned char* d, const unsigned char* px,
+                                                                    const unsigned char* py) noexcept {
+  constexpr std::size_t kBlock = 64;
+  std::uint16_t x[kBlock], y[kBlock], rr[kBlock];
+  __builtin_memcpy(x, px, sizeof x);
+  __builtin_memcpy(y, py, sizeof y);
+  std::uint64_t ev = 0;
+  for (std::size_t k = 0; k < kBlock; ++k) {
+    std::uint16_t f;
+    rr[k] = Bf16Counted::sum(x[k], y[k], f);
+    ev += Bf16Counted::event(x[k], y[k], rr[k]);
+  }
+  __builtin_memcpy(d, rr, sizeof rr);
+  return ev;
 }
 
 template <class Isa>
@@ -327,18 +341,7 @@ std::uint64_t sum_counted_bf16(void* dst, const void* a, const void* b, std::siz
     bf16_sum_screen(px + o + 64, py + o + 64, r2, s2);
     bf16_sum_screen(px + o + 96, py + o + 96, r3, s3);
     if (__builtin_expect(Isa::template any<1>(__builtin_bit_cast(Mask256, (s0 | s1 | s2 | s3) & 0x80008000u)), 0)) {
-      // A tripped block (an event, or a NaN / infinity somewhere) again one element at a time
-      // from its operands (not yet overwritten): the count, and the results with NaNOfB's rule
-      // (only such a block can hold a NaN).
-      std::uint16_t x[kBlock], y[kBlock], rr[kBlock];
-      __builtin_memcpy(x, px + o, sizeof x);
-      __builtin_memcpy(y, py + o, sizeof y);
-      for (std::size_t k = 0; k < kBlock; ++k) {
-        std::uint16_t f;
-        rr[k] = Bf16Counted::sum(x[k], y[k], f);
-        ev += Bf16Counted::event(x[k], y[k], rr[k]);
-      }
-      __builtin_memcpy(d + o, rr, sizeof rr);
+      ev += bf16_tripped_block(d + o, px + o, py + o);
       continue;
     }
     __builtin_memcpy(d + o, &r0, 32);

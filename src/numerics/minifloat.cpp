@@ -54,15 +54,38 @@ void f32_to_fp8_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n, 
   for (std::size_t i = 0; i < n; ++i) out[i] = e4 ? f32_to_e4m3(in[i], mode) : f32_to_e5m2(in[i], mode);
 }
 
+std::uint64_t f32_to_fp8_counted_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n,
+                                      std::uint8_t* out) noexcept {
+  const unsigned first = fmt == MxElem::fp8_e4m3 ? 0x7f : 0x7c;  // e4m3: NaN only; e5m2: inf, NaN
+#if defined(INC_NUMERICS_X86_64_V3)
+  if (use_v3(isa)) return encode_minifloat_counted_x86_64_v3(mini(fmt, Fp8Overflow::ieee), first, in, n, out);
+#else
+  (void)isa;
+#endif
+  // The scalar encoder, then the count (e4m3: NaN S.1111.111; e5m2: the exponent all ones).
+  f32_to_fp8_with(KernelIsa::generic, fmt, in, n, out, Fp8Overflow::ieee);
+  const std::uint8_t mask = first == 0x7f ? 0x7f : 0x7c;
+  std::uint64_t ev = 0;
+  for (std::size_t i = 0; i < n; ++i) ev += std::isfinite(in[i]) && (out[i] & mask) == mask;
+  return ev;
+}
+
 void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, std::size_t block,
                         std::uint8_t* scales, std::uint8_t* codes) noexcept {
+#if !defined(INC_NUMERICS_X86_64_V3)
+  (void)isa;
+  return mx_encode(e, v, n, block, scales, codes);
+#else
   if (!use_v3(isa) || block == 0) return mx_encode(e, v, n, block, scales, codes);
   // mx_encode's blocks, with the elements scaled in f32 and encoded 8 at a time.
   constexpr std::size_t kChunk = 256;
   float scaled[kChunk];
   for (std::size_t b0 = 0, s = 0; b0 < n; b0 += block, ++s) {
     const std::size_t end = b0 + block < n ? b0 + block : n;
-    scales[s] = mx_block_scale(e, v + b0, end - b0);
+    // The largest magnitude as the largest |bits| (the order of non-negative floats); inf/NaN
+    // patterns are above every finite one: mx_block_scale's result, 8 values per step.
+    const std::uint32_t amax = abs_max_bits_x86_64_v3(v + b0, end - b0);
+    scales[s] = amax >= 0x7f800000u ? kE8M0NaN : mx_scale_of_amax(e, __builtin_bit_cast(float, amax));
     if (scales[s] == kE8M0NaN) {  // a NaN or an infinity: the NaN scale, zero codes
       std::fill(codes + b0, codes + end, std::uint8_t{0});
       continue;
@@ -72,12 +95,11 @@ void mx_encode_f32_with(KernelIsa isa, MxElem e, const float* v, std::size_t n, 
     for (std::size_t c0 = b0; c0 < end; c0 += kChunk) {
       const std::size_t k = end - c0 < kChunk ? end - c0 : kChunk;
       for (std::size_t i = 0; i < k; ++i) scaled[i] = v[c0 + i] * inv;
-#if defined(INC_NUMERICS_X86_64_V3)
       if (e == MxElem::int8) encode_mxint8_x86_64_v3(scaled, k, codes + c0);
       else encode_minifloat_x86_64_v3(mini(e, Fp8Overflow::saturate), scaled, k, codes + c0);
-#endif
     }
   }
+#endif
 }
 
 void half_to_f32_with(KernelIsa isa, DataType t, const void* in, std::size_t n, float* out) noexcept {

@@ -67,6 +67,26 @@ struct MiniFmt {
 };
 // Element codes of n finite-or-not f32 values, the AVX2 way (minifloat_x86_64_v3.cpp).
 void encode_minifloat_x86_64_v3(const MiniFmt& f, const float* in, std::size_t n, std::uint8_t* out) noexcept;
+// The same, counting the events (widening.hpp): finite inputs whose magnitude code is `first` or
+// more (the format's first non-finite code).
+std::uint64_t encode_minifloat_counted_x86_64_v3(const MiniFmt& f, unsigned first, const float* in, std::size_t n,
+                                                 std::uint8_t* out) noexcept;
+// f32_to_half_x86_64_v3 adding to `events` the finite inputs whose result is infinite or NaN.
+std::size_t f32_to_half_counted_x86_64_v3(bool f16, const float* in, std::size_t n, void* out,
+                                          std::uint64_t& events) noexcept;
+// e4m3 (e4m3 true) or e5m2 codes -> f32 as the scalar decoders: whole groups of 16, returns how many.
+// With `scaled`, each value times scale as table_to_f32_x86_64_v3 (MX blocks of fp8 elements).
+std::size_t fp8_to_f32_x86_64_v3(bool e4m3, const std::uint8_t* in, std::size_t n, bool scaled, float scale,
+                                 float* out) noexcept;
+// out[i] = table[in[i]], times scale if `scaled` (a gather per 8): whole groups of 8, returns how many.
+std::size_t table_to_f32_x86_64_v3(const float* table, const std::uint8_t* in, std::size_t n, bool scaled,
+                                   float scale, float* out) noexcept;
+// f32 -> e4m3 / e5m2 (ieee overflow) returning the events, with an explicit variant.
+std::uint64_t f32_to_fp8_counted_with(KernelIsa isa, MxElem fmt, const float* in, std::size_t n,
+                                      std::uint8_t* out) noexcept;
+// The largest (bits & 0x7fffffff) of k values (0 for k = 0): |x| of the largest magnitude, or
+// an inf/NaN pattern (>= 0x7f800000) if the values hold one.
+std::uint32_t abs_max_bits_x86_64_v3(const float* v, std::size_t k) noexcept;
 // MXINT8 elements: round(x * 64) to nearest even, clamped to [-128, 127].
 void encode_mxint8_x86_64_v3(const float* in, std::size_t n, std::uint8_t* out) noexcept;
 }  // namespace detail

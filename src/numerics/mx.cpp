@@ -87,6 +87,10 @@ std::uint8_t mx_block_scale(MxElem e, const float* v, std::size_t k) noexcept {
     if (!std::isfinite(v[i])) return kE8M0NaN;
     amax = std::fabs(v[i]) > amax ? std::fabs(v[i]) : amax;
   }
+  return mx_scale_of_amax(e, amax);
+}
+
+std::uint8_t mx_scale_of_amax(MxElem e, float amax) noexcept {
   // shared_exp = floor(log2(amax)) - emax_elem, clamped to E8M0's [-127, 127].
   int shared = amax > 0 ? std::ilogb(amax) - mx_emax_elem(e) : -127;
   shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;

@@ -38,6 +38,8 @@ int mx_emax_elem(MxElem e) noexcept;
 // The E8M0 scale code of one block of k values (the spec's shared exponent, clamped; kE8M0NaN
 // if a value is NaN or infinite): what mx_encode stores for the block.
 std::uint8_t mx_block_scale(MxElem e, const float* v, std::size_t k) noexcept;
+// The same from the block's largest magnitude (finite, >= 0): for vector code that finds it.
+std::uint8_t mx_scale_of_amax(MxElem e, float amax) noexcept;
 
 // Encode n values in blocks of `block` (the last block may be shorter): scales[ceil(n/block)],
 // codes[n]. block >= 1 (kMxBlock for the MX formats).

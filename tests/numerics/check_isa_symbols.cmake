@@ -19,6 +19,7 @@ foreach(obj IN LISTS OBJECTS)
        OR line MATCHES " T inc::numerics::detail::(reduce|divide|sum_counted)_x86_64_v3\\("
        OR line MATCHES " T inc::numerics::repro::detail::(scan|encode|decode)_x86_64_v3\\("
        OR line MATCHES " T inc::numerics::detail::encode_(minifloat|mxint8)_x86_64_v3\\("
+       OR line MATCHES " T inc::numerics::detail::(encode_minifloat_counted|f32_to_half_counted|table_to_f32|fp8_to_f32|abs_max_bits)_x86_64_v3\\("
        OR line MATCHES " T inc::numerics::detail::(half_to_f32|f32_to_half)_x86_64_v3\\("
        OR line MATCHES " T inc::numerics::detail::(pack|unpack)_codes_x86_64_v3\\(")
       continue()
