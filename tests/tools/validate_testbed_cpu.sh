@@ -4,7 +4,9 @@
 # multicast; host algorithms 40 us, 2 GB/s) on one switch and on two levels must give back the
 # host cost within 3% (the switch cost comes from the switches' counters, given here as
 # --switch-packet-us), written to the file with cpu_cores and switch_multicast, which
-# `inc sim run --net` then applies as the same flags would.
+# `inc sim run --net` then applies as the same flags would. The measurements are made under inc
+# sim's default matching (dataflow), so the calibration runs with `--matching dataflow` too (its
+# own default is the runtime's `ready`, whose notices tool_validate_testbed checks).
 set -euo pipefail
 inc=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,7 +35,7 @@ json.dump(rows, open(out, "w"))
 PY
 
 out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/measured.json" --shapes 1x8,2x8 --oversubscription 2 \
-      --algos ring,inc --cores 2 --switch-packet-us 5 --net "$tmp/cal.toml") || fail "calibrate exited $?"$'\n'"$out"
+      --algos ring,inc --cores 2 --switch-packet-us 5 --matching dataflow --net "$tmp/cal.toml") || fail "calibrate exited $?"$'\n'"$out"
 grep -q "^# 2 shared cores: switch_packet_us = 5.000 (measured)" <<<"$out" || fail "switch cost not kept"$'\n'"$out"
 python3 - "$tmp/cal.toml" <<'PY' || exit 1
 import sys, tomllib
