@@ -201,6 +201,8 @@ int numerics_sweep(const SweepOptions& o) {
     fmt::print("{:<5} {:<7} {:>7} {:<7} {:>12.3e} {:>12.3e} {:>9.4f} {:>13.3f}\n", name(r.t), name(r.policy),
                r.members, r.shape, r.mean_rel_err, r.max_rel_err, r.overflow_rate, r.up_bytes_per_member);
 
+  print_host_sweep(o, host_sweep(o));  // the host algorithms under the host policies
+
   if (o.out_dir.empty()) return 0;
   const std::string csv = o.out_dir + "/numerics_sweep.csv";
   std::ofstream f(csv);
