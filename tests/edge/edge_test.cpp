@@ -462,8 +462,9 @@ TEST(EdgeFaults, ADeadEngineIsAnErrorForEveryAttachedRank) {
 }
 
 // The host accumulator policies on the engine (docs/EDGE.md "Accumulator policies"): the proxy
-// builds the host runtime's schedule for the policy the descriptor carries, so every rank gets
-// the bits of the same schedules run by the local executor (the hosts' oracle; mp_host_wide
+// builds the host runtime's schedule for the policy the descriptor carries (reproducible too:
+// its i32 limbs through the reduce handler), so every rank gets the bits of the same schedules
+// run by the local executor (the hosts' oracle; mp_host_wide
 // checks the host runtime against the same reference), wide/widen differ from narrow on inputs
 // where rounding every step loses, and the completion says which policy ran and its bytes.
 TEST(EdgeNumerics, EveryHostPolicyGivesTheHostScheduleBitsOnTheEngine) {
@@ -492,7 +493,7 @@ TEST(EdgeNumerics, EveryHostPolicyGivesTheHostScheduleBitsOnTheEngine) {
       std::vector<std::vector<std::byte>> in;
       for (int r = 0; r < P; ++r) in.push_back(inc::testing::wide::random_input(t, in_units, rng));
       std::map<Accumulate, std::vector<std::vector<std::byte>>> got;
-      for (Accumulate a : {Accumulate::narrow, Accumulate::widen, Accumulate::wide}) {
+      for (Accumulate a : {Accumulate::narrow, Accumulate::widen, Accumulate::wide, Accumulate::reproducible}) {
         const std::string what = fmt::format("{} {} {} {}", name(t), name(c.coll), coll::name(c.algo), name(a));
         p.accumulate = a;
         auto bufs = inc::testing::wide::make_buffers(p, in);
@@ -501,7 +502,8 @@ TEST(EdgeNumerics, EveryHostPolicyGivesTheHostScheduleBitsOnTheEngine) {
         got[a] = run_job(job, p, in, &done);
         for (int r = 0; r < P; ++r) {
           ASSERT_EQ(got[a][r], inc::testing::wide::result_of(p, bufs[r], r)) << what << " rank " << r;
-          EXPECT_EQ(done[r].accumulate, static_cast<std::uint8_t>(a)) << what;
+          // (reproducible: the i32 limbs through the reduce handler; e4m3 has none: narrow)
+          EXPECT_EQ(done[r].accumulate, static_cast<std::uint8_t>(coll::host_accumulate(p))) << what;
           EXPECT_EQ(done[r].events_counted, 1u) << what;
           coll::CollectiveParams mine = p;
           mine.rank = r;
