@@ -16,7 +16,6 @@
 #include "coll/local_executor.hpp"
 #include "coll/schedule.hpp"
 #include "numerics/reduce.hpp"
-#include "sim/plot.hpp"
 #include "tools/numerics_tool.hpp"
 
 namespace inc::tools {
@@ -169,22 +168,10 @@ void print_host_sweep(const SweepOptions& o, const std::vector<HostSweepRow>& ro
   }
   d.close();
   const int series = static_cast<int>(std::size(kTypes) * std::size(kPolicies));
-  sim::render_plot(o.out_dir + "/numerics_hosts_error",
-                   fmt::format("set datafile separator ','\nset title 'Ring allreduce on the hosts: mean error / sum |x| "
-                               "vs ranks'\nset xlabel 'ranks'\nset ylabel 'mean |result - exact| / sum |x|'\nset logscale xy 2\n"
-                               "set format y '%.0e'\nset key outside right noenhanced\nset grid\n"
-                               "plot for [i=0:{0}] '{1}' using 1:(column(2+2*i)) with linespoints lw 1.5 "
-                               "title columnheader(2+2*i)\n",
-                               series - 1, data),
-                   1100, 600);
-  sim::render_plot(o.out_dir + "/numerics_hosts_bytes",
-                   fmt::format("set datafile separator ','\nset title 'Ring allreduce on the hosts: bytes sent per "
-                               "element per rank'\nset xlabel 'ranks'\nset ylabel 'B/element/rank'\nset logscale x 2\n"
-                               "set key outside right noenhanced\nset grid\n"
-                               "plot for [i=0:{0}] '{1}' using 1:(column(3+2*i)) with linespoints lw 1.5 "
-                               "title columnheader(2+2*i)\n",
-                               series - 1, data),
-                   1100, 600);
+  plot_column_pairs(o.out_dir + "/numerics_hosts_error", "Ring allreduce on the hosts: mean error / sum |x| vs ranks",
+                    "ranks", "mean |result - exact| / sum |x|", true, data, series, 2);
+  plot_column_pairs(o.out_dir + "/numerics_hosts_bytes", "Ring allreduce on the hosts: bytes sent per element per rank",
+                    "ranks", "B/element/rank", false, data, series, 3);
   fmt::print("wrote {0}/numerics_sweep_hosts_ring.csv, {0}/numerics_hosts_error.png/.svg, "
              "{0}/numerics_hosts_bytes.png/.svg\n",
              o.out_dir);
