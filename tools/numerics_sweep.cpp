@@ -177,6 +177,18 @@ Row run_case(DataType t, Accumulate policy, int members, const std::string& shap
 
 }  // namespace
 
+void plot_column_pairs(const std::string& out, const std::string& title, const std::string& xlabel,
+                       const std::string& ylabel, bool log_y, const std::string& data, int series, int first_column) {
+  sim::render_plot(out,
+                   fmt::format("set datafile separator ','\nset title '{2}'\nset xlabel '{3}'\nset ylabel '{4}'\n{5}"
+                               "set key outside right noenhanced\nset grid\n"
+                               "plot for [i=0:{0}] '{1}' using 1:(column({6}+2*i)) with linespoints lw 1.5 "
+                               "title columnheader(2+2*i)\n",
+                               series - 1, data, title, xlabel, ylabel,
+                               log_y ? "set logscale xy 2\nset format y '%.0e'\n" : "set logscale x 2\n", first_column),
+                   1100, 600);
+}
+
 int numerics_sweep(const SweepOptions& o) {
   const DataType types[] = {DataType::i4, DataType::i8, DataType::e4m3, DataType::e5m2, DataType::f16, DataType::bf16};
   const Accumulate policies[] = {Accumulate::narrow, Accumulate::widen, Accumulate::wide};
@@ -200,6 +212,8 @@ int numerics_sweep(const SweepOptions& o) {
   for (const auto& r : rows)
     fmt::print("{:<5} {:<7} {:>7} {:<7} {:>12.3e} {:>12.3e} {:>9.4f} {:>13.3f}\n", name(r.t), name(r.policy),
                r.members, r.shape, r.mean_rel_err, r.max_rel_err, r.overflow_rate, r.up_bytes_per_member);
+
+  print_host_sweep(o, host_sweep(o));  // the host algorithms under the host policies
 
   if (o.out_dir.empty()) return 0;
   const std::string csv = o.out_dir + "/numerics_sweep.csv";
@@ -230,22 +244,10 @@ int numerics_sweep(const SweepOptions& o) {
   }
   d.close();
   const int series = static_cast<int>(std::size(types) * std::size(policies));
-  sim::render_plot(o.out_dir + "/numerics_error",
-                   fmt::format("set datafile separator ','\nset title 'Sum on one switch: mean relative error vs members'\n"
-                               "set xlabel 'members'\nset ylabel 'mean relative error'\nset logscale xy 2\nset format y '%.0e'\n"
-                               "set key outside right noenhanced\nset grid\n"
-                               "plot for [i=0:{0}] '{1}' using 1:(column(2+2*i)) with linespoints lw 1.5 "
-                               "title columnheader(2+2*i)\n",
-                               series - 1, data),
-                   1100, 600);
-  sim::render_plot(o.out_dir + "/numerics_overflow",
-                   fmt::format("set datafile separator ','\nset title 'Sum on one switch: overflow rate vs members'\n"
-                               "set xlabel 'members'\nset ylabel 'fraction of elements'\nset logscale x 2\n"
-                               "set key outside right noenhanced\nset grid\n"
-                               "plot for [i=0:{0}] '{1}' using 1:(column(3+2*i)) with linespoints lw 1.5 "
-                               "title columnheader(2+2*i)\n",
-                               series - 1, data),
-                   1100, 600);
+  plot_column_pairs(o.out_dir + "/numerics_error", "Sum on one switch: mean relative error vs members", "members",
+                    "mean relative error", true, data, series, 2);
+  plot_column_pairs(o.out_dir + "/numerics_overflow", "Sum on one switch: overflow rate vs members", "members",
+                    "fraction of elements", false, data, series, 3);
   fmt::print("wrote {0}/numerics_sweep_flat.csv, {0}/numerics_error.png/.svg, {0}/numerics_overflow.png/.svg\n",
              o.out_dir);
   return 0;

@@ -91,7 +91,7 @@ struct Report {
   // overflowed to infinity). In the network: every hop's adds in the whole tree (the same count
   // on every rank); on the hosts: the adds this rank computed (the ranks' counts sum to the
   // call's). `events_counted` is false when a path that ran cannot count (a switch without the
-  // capability, u32 sums in the switch's i32 cells, the Edge-INC engine).
+  // capability, u32 sums in the switch's i32 cells). The Edge-INC engine counts its proxy's adds.
   std::uint64_t overflow_events = 0;
   bool events_counted = true;
   std::uint64_t nonfinite_inputs = 0;  // elements of this rank's input that were NaN or infinite

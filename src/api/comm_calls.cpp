@@ -249,6 +249,7 @@ Request Communicator::start(const std::shared_ptr<detail::CommState>& st, const 
                                 edge.requested_by, edge.client->handler().empty() ? "" : ", wire handler " + edge.client->handler(),
                                 selection);
     rs->wire_handler = edge.client->handler();
+    rs->edge_params = params;
     rs->edge_op = edge.client->start(st->comm_id, params, in, out);
     return Request(rs);
   }

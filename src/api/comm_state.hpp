@@ -17,6 +17,7 @@
 #include "api/inc_path.hpp"
 #include "api/tuning.hpp"
 #include "coll/executor.hpp"
+#include "coll/numerics_hops.hpp"
 #include "inc/inc.hpp"
 #include "transport/store.hpp"
 
@@ -92,6 +93,7 @@ struct RequestState {
   std::vector<std::pair<std::string, double>> predicted_us;  // automatic selection's weighing
   std::shared_ptr<edge::EdgeOp> edge_op;  // posted to the edge engine instead of `op`
   std::string wire_handler;               // the edge engine's conversion handler (Report::wire_handler)
+  coll::CollectiveParams edge_params;     // what was posted to it (the report's hops)
 
   void complete() {
     if (finished) return;
@@ -108,7 +110,16 @@ struct RequestState {
       report.bytes_sent = r.bytes_sent;
       report.bytes_received = r.bytes_received;
       report.messages_sent = r.messages_sent;
-      report.events_counted = false;  // (the engine's reply carries no counts)
+      // The numerics of what the engine ran (the same schedule as the hosts' for the policy):
+      // the hops from the policy, unless the job's conversion handler changed the wire format.
+      report.accumulate = static_cast<Accumulate>(r.accumulate);
+      report.overflow_events = r.overflow_events;
+      report.events_counted = r.events_counted != 0;
+      report.nonfinite_inputs = r.nonfinite_inputs;
+      report.inexact_blocks = r.inexact_blocks;
+      report.nonfinite_blocks = r.nonfinite_blocks;
+      if (report.accumulate != Accumulate::automatic && !r.converted)
+        report.hops = coll::host_hops(edge_params.dtype, edge_params.op, report.accumulate, report.coll);
       report.seconds = r.seconds;
     } else {
       const auto& info = op->info();

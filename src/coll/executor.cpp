@@ -84,6 +84,8 @@ RecvMessage Engine::recv_message(CollOp& op, std::uint32_t i) {
   m.operand = o.kind == OpKind::recv_reduce ? region_ptr(op, o.src) : nullptr;
   m.bytes = o.dst.bytes;
   m.wire_bytes = wire_bytes(op, o.dst.bytes);
+  m.arith = o.arith;
+  m.events = &op.info_.overflow_events;
   return m;
 }
 

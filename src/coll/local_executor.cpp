@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::coll {
@@ -418,7 +419,8 @@ class LocalRun {
       std::memcpy(ptr(r, o.dst), data, o.dst.bytes);
     } else {
       const auto a = arithmetic(o, p_.dtype, p_.op);
-      numerics::reduce(a.dtype, a.op, ptr(r, o.dst), ptr(r, o.src), data, o.dst.bytes / size_of(a.dtype));
+      result_.overflow_events +=
+          numerics::reduce_counted(a.dtype, a.op, ptr(r, o.dst), ptr(r, o.src), data, o.dst.bytes / size_of(a.dtype));
     }
   }
 
@@ -464,11 +466,12 @@ class LocalRun {
         } else if (o.kind == OpKind::reduce) {
           const auto ar = arithmetic(o, p_.dtype, p_.op);
           if (o.dst.bytes)
-            numerics::reduce(ar.dtype, ar.op, ptr(r, o.dst), ptr(r, o.dst), ptr(r, o.src),
-                             o.dst.bytes / size_of(ar.dtype));
+            result_.overflow_events += numerics::reduce_counted(ar.dtype, ar.op, ptr(r, o.dst), ptr(r, o.dst),
+                                                                ptr(r, o.src), o.dst.bytes / size_of(ar.dtype));
           complete(g);
         } else {  // repro_scan, repro_encode, repro_decode, widen, narrow
-          run_local_op(o, p_, ptr(r, o.src), ptr(r, o.dst), o.aux.bytes ? ptr(r, o.aux) : nullptr);
+          result_.overflow_events +=
+              run_local_op(o, p_, ptr(r, o.src), ptr(r, o.dst), o.aux.bytes ? ptr(r, o.aux) : nullptr);
           complete(g);
         }
         break;

@@ -39,6 +39,9 @@ struct LocalRunResult {
   std::uint64_t messages = 0;       // point-to-point messages
   std::uint64_t message_bytes = 0;
   std::uint64_t switch_ops = 0;     // Core-INC operations (one per group of inc ops)
+  // Numeric events of the hosts' adds and roundings, all ranks (as coll::Engine counts each
+  // rank's: recv_reduce, reduce, a wide accumulator's narrow; not the emulated switch's).
+  std::uint64_t overflow_events = 0;
   // (rank, op index) in completion order, when record_trace.
   std::vector<std::pair<int, std::uint32_t>> trace;
 };

@@ -22,7 +22,19 @@ struct RecvMessage {
   const std::byte* operand = nullptr;  // recv_reduce
   std::uint64_t bytes = 0;             // of dst, in the collective's type
   std::uint64_t wire_bytes = 0;        // of the payload on the wire
+  // The op's arithmetic (arithmetic() below: the call's type and op, or the f32 partial sums of
+  // a wide accumulator on the hosts, or the i32 limbs of a reproducible sum), and the
+  // collective's count of numeric events, to which a reduce handler adds those of its adds.
+  Arith arith = Arith::call;
+  std::uint64_t* events = nullptr;
 };
+
+// The type and op a recv_reduce message is reduced in (and the type a plain receive carries).
+inline OpArithmetic arithmetic(const RecvMessage& m) noexcept {
+  Op o;
+  o.arith = m.arith;
+  return arithmetic(o, m.params->dtype, m.params->op);
+}
 
 // A consumer of one message's payload; finish() runs when the last byte was consumed.
 class MessageProcessor : public transport::PayloadConsumer {

@@ -201,6 +201,7 @@ std::shared_ptr<EdgeOp> EdgeClient::start(std::uint32_t comm_id, const coll::Col
   d.in_place = p.in_place ? 1 : 0;
   d.count = p.count;
   d.segment_bytes = p.segment_bytes;
+  d.accumulate = static_cast<std::uint8_t>(p.accumulate);
   d.timeout_ms = static_cast<std::uint32_t>(std::clamp<long long>(cfg_.timeout.count(), 1, UINT32_MAX));
   const coll::Region res = coll::result_region(p);
   std::byte* staged_out = nullptr;

@@ -95,7 +95,7 @@ ChainProcessor::ChainProcessor(const coll::RecvMessage& m, std::vector<const Han
   for (std::size_t i = 0; i < stages_.size(); ++i) stages_[i]->header(ctx_[i]);
 }
 
-std::size_t ChainProcessor::alignment() const { return stages_.front()->alignment(*msg_.params); }
+std::size_t ChainProcessor::alignment() const { return stages_.front()->alignment(msg_); }
 
 std::size_t ChainProcessor::run(std::size_t stage, const Chunk& c) {
   if (counts_) ++counts_->payloads;

@@ -78,7 +78,7 @@ class Handler {
   virtual std::size_t payload(Context& ctx, const Chunk& c) const = 0;
   virtual void completion(Context&) const {}
   // Bytes a payload chunk's data is aligned to (the transport aligns what it hands over).
-  virtual std::size_t alignment(const coll::CollectiveParams&) const { return 1; }
+  virtual std::size_t alignment(const coll::RecvMessage&) const { return 1; }
 };
 
 class HandlerRegistry {

@@ -9,6 +9,7 @@
 
 #include "edge/handler.hpp"
 #include "numerics/half.hpp"
+#include "numerics/events.hpp"
 #include "numerics/reduce.hpp"
 
 namespace inc::edge {
@@ -29,15 +30,21 @@ class Reduce final : public Handler {
   std::string_view name() const override { return "reduce"; }
   std::string_view summary() const override { return "reduce each chunk into place (every type and op)"; }
   Role role() const override { return Role::apply; }
-  std::size_t alignment(const coll::CollectiveParams& p) const override { return unit_alignment(p.dtype); }
+  // In the op's arithmetic: the call's type, or f32 partial sums (a wide accumulator), or i32 limbs.
+  std::size_t alignment(const coll::RecvMessage& m) const override {
+    return unit_alignment(coll::arithmetic(m).dtype);
+  }
   std::size_t payload(Context& ctx, const Chunk& c) const override {
     const auto& m = ctx.msg();
     if (m.kind != coll::OpKind::recv_reduce)
       throw Error(Error::Kind::internal, "handler 'reduce' was given a plain receive");
-    const std::size_t esz = size_of(m.params->dtype);
+    const auto a = coll::arithmetic(m);
+    const std::size_t esz = size_of(a.dtype);
     const std::size_t n = c.bytes - c.bytes % esz;
     check_range(ctx, c, n, name());
-    numerics::reduce(m.params->dtype, m.params->op, m.dst + c.offset, m.operand + c.offset, c.data, n / esz);
+    const std::uint64_t events =
+        numerics::reduce_counted(a.dtype, a.op, m.dst + c.offset, m.operand + c.offset, c.data, n / esz);
+    if (m.events) *m.events += events;
     return n;
   }
 };
@@ -96,7 +103,7 @@ class Narrow final : public Handler {
   void encode(const coll::CollectiveParams&, const std::byte* src, std::uint64_t bytes, std::byte* wire) const override {
     for (std::size_t i = 0; i < bytes / 4; ++i) store_float(wire_, wire, i, load_float(DataType::f32, src, i));
   }
-  std::size_t alignment(const coll::CollectiveParams&) const override { return 2; }
+  std::size_t alignment(const coll::RecvMessage&) const override { return 2; }
   std::size_t payload(Context& ctx, const Chunk& c) const override {
     const std::size_t n = c.bytes / 2;
     ctx.scratch.resize(std::min(n, kBatchElements) * 4);

@@ -153,6 +153,7 @@ bool RankProxy::handshake() {
     auto peers = transport::connect_mesh(rank_, world_, h.listen_host, book, h.mesh_tag,
                                          static_cast<int>(timeout_.count()));
     engine_ = std::make_unique<coll::Engine>(std::make_unique<transport::TcpMesh>(rank_, std::move(peers)), timeout_);
+    chain_ = chain;
     engine_->set_recv_hook(std::move(chain));  // every receive op runs through the handlers
   } catch (const Error& e) {
     owner_.log(fmt::format("job {:x} rank {}: the engines' mesh: {}", job_, rank_, e.what()));
@@ -292,6 +293,12 @@ void RankProxy::start(const Descriptor& d) {
   p.count = d.count;
   p.in_place = d.in_place != 0;
   p.segment_bytes = d.segment_bytes;
+  if (d.accumulate >= kNumAccumulate)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("a descriptor with accumulator policy {} (this engine knows 0..{}: automatic, narrow, "
+                            "widen, wide, reproducible, fixed)",
+                            d.accumulate, kNumAccumulate - 1));
+  p.accumulate = static_cast<Accumulate>(d.accumulate);
   if (p.nranks != cit->second.size || p.rank != cit->second.rank)
     throw Error(Error::Kind::invalid_argument,
                 fmt::format("rank {} of {} on communicator {}, where this rank is {} of {}", p.rank, p.nranks,
@@ -300,6 +307,15 @@ void RankProxy::start(const Descriptor& d) {
       (p.segment_bytes != 0 && (p.segment_bytes < 64 || p.segment_bytes > (1ull << 30))) ||
       !coll::supports(p.coll, p.algo))
     throw Error(Error::Kind::invalid_argument, "a descriptor with an invalid root, count, segment or algorithm");
+  // A wide accumulator (or a reproducible sum) moves f32 partial sums (or i32 limbs) where the
+  // narrow schedule moves the call's type: a conversion handler that re-encodes this call's
+  // messages would take them for values of the type. Refused, rather than run narrow.
+  if (const Accumulate acc = coll::host_accumulate(p); acc != Accumulate::narrow && chain_ && chain_->converts(p))
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("{} of {} x {}: the accumulator policy '{}' does not run with the job's wire handler, which "
+                            "converts {} messages (its partial sums are not values of the type); ask "
+                            "INC_ACCUMULATE=narrow, or no INC_EDGE_HANDLER",
+                            name(p.coll), p.count, name(p.dtype), name(acc), name(p.dtype)));
   std::byte* in = p.in_place ? nullptr : resolve(d.input, coll::input_bytes(p), "input");
   std::byte* out = resolve(d.output, coll::output_bytes(p), "output");
   if (p.in_place) in = out;
@@ -343,7 +359,7 @@ bool RankProxy::finish_done() {
       ++it;
       continue;
     }
-    complete(it->uid, it->op.get(), err ? &*err : nullptr);
+    complete(it->uid, it->op.get(), err ? &*err : nullptr, &it->params);
     it = active_.erase(it);
     any = true;
   }
@@ -351,7 +367,8 @@ bool RankProxy::finish_done() {
   return any;
 }
 
-void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error* err) {
+void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error* err,
+                         const coll::CollectiveParams* p) {
   Completion c;
   c.uid = uid;
   c.ok = err ? 0 : 1;
@@ -370,6 +387,13 @@ void RankProxy::complete(std::uint64_t uid, const coll::CollOp* op, const Error*
     c.bytes_received = info.bytes_received;
     c.messages_sent = info.messages_sent;
     c.seconds = info.seconds;
+    c.accumulate = static_cast<std::uint8_t>(info.accumulate);
+    c.events_counted = info.events_counted ? 1 : 0;
+    c.converted = p && chain_ && chain_->converts(*p) ? 1 : 0;
+    c.overflow_events = info.overflow_events;
+    c.nonfinite_inputs = info.nonfinite_inputs;
+    c.inexact_blocks = info.inexact_blocks;
+    c.nonfinite_blocks = info.nonfinite_blocks;
     if (!err) {
       std::lock_guard lk(owner_.mu_);
       owner_.stats_.bytes_received += info.bytes_received;

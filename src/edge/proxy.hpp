@@ -45,7 +45,8 @@ class RankProxy {
   void start(const Descriptor& d);
   bool take_descriptors();  // true if it took any
   bool finish_done();  // true if a collective completed
-  void complete(std::uint64_t uid, const coll::CollOp* op, const Error* err);
+  void complete(std::uint64_t uid, const coll::CollOp* op, const Error* err,
+                const coll::CollectiveParams* p = nullptr);
   void flush_completions();
   static std::uint64_t rings_bytes();
   void count_mapped(std::uint64_t bytes);
@@ -62,6 +63,7 @@ class RankProxy {
   std::map<std::uint32_t, SharedRegion> regs_;
   transport::Fd doorbell_, completion_;
   SpscRing sq_, cq_;
+  std::shared_ptr<HandlerChain> chain_;  // the engine's receive hook (its conversion handler)
   std::unique_ptr<coll::Engine> engine_;
   std::map<std::uint32_t, CommInfo> comms_;
   std::list<Active> active_;

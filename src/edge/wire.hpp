@@ -14,7 +14,8 @@
 namespace inc::edge {
 
 inline constexpr std::uint32_t kMagic = 0x45434e49;  // "INCE"
-inline constexpr std::uint16_t kVersion = 1;
+// 2: Descriptor::accumulate (the call's accumulator policy) and the numerics of Completion.
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::uint32_t kRingEntries = 256;
 // Before sleeping on its eventfd, each side polls the ring it consumes for this long (yielding
 // the core between looks): the rank's wait() the completions, the proxy, after a collective
@@ -93,7 +94,11 @@ struct Descriptor {
   std::uint64_t segment_bytes = 0;
   BufRef input, output;
   std::uint32_t timeout_ms = 0;
-  std::uint32_t pad = 0;
+  // The call's accumulator policy (inc::Accumulate, resolved: the call's option, else the
+  // communicator's INC_ACCUMULATE): the engine builds the same schedule as the host runtime for
+  // it (coll::host_accumulate; widen/wide: src/coll/widened.cpp). Above kNumAccumulate: refused.
+  std::uint8_t accumulate = 0;
+  std::uint8_t pad[3] = {};
 };
 
 struct Completion {
@@ -101,11 +106,18 @@ struct Completion {
   std::uint32_t ok = 0;
   std::uint32_t error_kind = 0;
   std::uint8_t algo = 0, coll = 0;
-  std::uint8_t pad[6] = {};
+  // The accumulator policy that ran (coll::RunInfo::accumulate: automatic for what is not a
+  // host sum), whether the overflow events were counted, and whether the job's conversion
+  // handler changed this collective's wire format (then the hops of the policy do not apply).
+  std::uint8_t accumulate = 0, events_counted = 0, converted = 0;
+  std::uint8_t pad[3] = {};
   std::uint64_t seq = 0;  // the collective's sequence number on its communicator
   std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0;
+  // The numerics of coll::RunInfo (Report::overflow_events, nonfinite_inputs, inexact_blocks,
+  // nonfinite_blocks): this rank's proxy's adds, as on the host path.
+  std::uint64_t overflow_events = 0, nonfinite_inputs = 0, inexact_blocks = 0, nonfinite_blocks = 0;
   double seconds = 0;  // on the engine, from the descriptor's start to its completion
-  char message[440] = {};
+  char message[408] = {};
 };
 
 inline constexpr std::uint32_t kSqEntryBytes = 128;

@@ -9,6 +9,7 @@
 // narrow allgather under widen).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ using namespace inc::testing::wide;
 using inc::testing::world;
 
 namespace {
+
+// Under `inc launch --edge` (INC_OFFLOAD=edge) every call must have run on the edge engine.
+bool offloaded() {
+  const char* o = std::getenv("INC_OFFLOAD");
+  return o && std::string(o) == "edge";
+}
 
 TEST(HostWide, EveryAlgorithmAndPolicyGivesTheReferenceBitsOnEveryRank) {
   auto& comm = world();
@@ -72,6 +79,9 @@ TEST(HostWide, EveryAlgorithmAndPolicyGivesTheReferenceBitsOnEveryRank) {
           else comm.allreduce(in[static_cast<std::size_t>(rank)].data(), out.data(), units * epu, t, ReduceOp::sum, o);
           const Report rep = comm.last_report();
           ASSERT_FALSE(rep.in_network) << what;
+          if (offloaded()) {
+            ASSERT_EQ(rep.offload, "edge") << what << ": " << rep.reason;
+          }
           ASSERT_EQ(out, want) << what;
           EXPECT_EQ(rep.accumulate, acc) << what;
           // The bytes this rank sent are its schedule's (widen: between narrow's and wide's).
@@ -128,6 +138,9 @@ TEST(HostWide, TheDefaultPolicyOnTheHosts) {
   comm.allreduce(in[static_cast<std::size_t>(rank)].data(), out.data(), p.count, p.dtype, ReduceOp::sum, o);
   EXPECT_EQ(out, want);
   EXPECT_EQ(comm.last_report().accumulate, expect);
+  if (offloaded()) {
+    EXPECT_EQ(comm.last_report().offload, "edge");
+  }
 }
 
 }  // namespace

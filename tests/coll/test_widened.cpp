@@ -150,5 +150,33 @@ TEST(WideHosts, WhichPolicyTheHostsRun) {
   EXPECT_EQ(with([](auto& q) { q.accumulate = Accumulate::wide; q.dtype = DataType::mxfp4; }), Accumulate::wide);
 }
 
+// The local executor counts the hosts' overflow events as coll::Engine does (`inc numerics
+// sweep`'s host table): an f16 sum of 40000 on each of 3 ranks overflows once per element under
+// narrow (at its first add) and widen (where its owner rounds the f32 total; recursive doubling:
+// on both ranks that hold it), and on every rank under wide (each rounds the same f32 total); a
+// sum that fits has none.
+TEST(WideHosts, TheLocalExecutorCountsTheHostsOverflowEvents) {
+  for (Algorithm algo : {Algorithm::ring, Algorithm::recursive_doubling, Algorithm::rabenseifner}) {
+    CollectiveParams p;
+    p.algo = algo;
+    p.dtype = DataType::f16;
+    p.nranks = 3;
+    p.count = 300;
+    for (double v : {40000.0, 1.0})
+      for (Accumulate a : {Accumulate::narrow, Accumulate::widen, Accumulate::wide}) {
+        p.accumulate = a;
+        std::vector<std::vector<std::byte>> in(3, round_all(DataType::f16, std::vector<double>(300, v)));
+        auto bufs = make_buffers(p, in);
+        const auto res = run_local(p, build_schedules(p), bufs);
+        // (widen, recursive doubling: rank 0 folds into rank 1, then ranks 1 and 2 each round the total)
+        const std::uint64_t want = v == 1.0                   ? 0
+                                   : a == Accumulate::wide    ? 900
+                                   : a == Accumulate::widen && algo == Algorithm::recursive_doubling ? 600
+                                                                                                     : 300;
+        EXPECT_EQ(res.overflow_events, want) << name(algo) << " " << name(a) << " " << v;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace inc::coll

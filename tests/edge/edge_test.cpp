@@ -10,11 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <csignal>
 #include <cstring>
 #include <future>
+#include <map>
+#include <random>
 #include <thread>
 
+#include "../coll/wide_reference.hpp"
+#include "coll/local_executor.hpp"
 #include "edge/client.hpp"
 #include "edge/engine.hpp"
 #include "sim/analytical.hpp"
@@ -103,6 +109,23 @@ coll::CollectiveParams allreduce_params(int rank, int world, std::uint64_t count
 template <class F>
 void wait_until(F&& f) {
   for (int i = 0; i < 1000 && !f(); ++i) std::this_thread::sleep_for(10ms);
+}
+
+// Every rank of a job posts `p` (its own rank filled in) with its input and waits: the outputs.
+std::vector<std::vector<std::byte>> run_job(std::vector<std::unique_ptr<EdgeClient>>& job, coll::CollectiveParams p,
+                                            const std::vector<std::vector<std::byte>>& in,
+                                            std::vector<Completion>* results = nullptr) {
+  std::vector<std::vector<std::byte>> out(job.size(), std::vector<std::byte>(coll::output_bytes(p), std::byte{0xA5}));
+  std::vector<std::shared_ptr<EdgeOp>> ops;
+  for (std::size_t r = 0; r < job.size(); ++r) {
+    p.rank = static_cast<int>(r);
+    ops.push_back(job[r]->start(0, p, in[r].data(), out[r].data()));
+  }
+  for (std::size_t r = 0; r < job.size(); ++r) {
+    job[r]->wait(*ops[r]);
+    if (results) results->push_back(ops[r]->result);
+  }
+  return out;
 }
 
 // A rank that speaks the protocol by hand: what a hostile process can send.
@@ -436,4 +459,151 @@ TEST(EdgeFaults, ADeadEngineIsAnErrorForEveryAttachedRank) {
     EXPECT_EQ(e.kind(), Error::Kind::peer_failure) << e.what();
   }
   ::unlink(path.c_str());
+}
+
+// The host accumulator policies on the engine (docs/EDGE.md "Accumulator policies"): the proxy
+// builds the host runtime's schedule for the policy the descriptor carries (reproducible too:
+// its i32 limbs through the reduce handler), so every rank gets the bits of the same schedules
+// run by the local executor (the hosts' oracle; mp_host_wide
+// checks the host runtime against the same reference), wide/widen differ from narrow on inputs
+// where rounding every step loses, and the completion says which policy ran and its bytes.
+TEST(EdgeNumerics, EveryHostPolicyGivesTheHostScheduleBitsOnTheEngine) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  const int P = 3;
+  auto job = attach_job(path, 5001, P);
+  struct Case {
+    Collective coll;
+    coll::Algorithm algo;
+  };
+  const Case cases[] = {{Collective::allreduce, coll::Algorithm::ring},
+                        {Collective::allreduce, coll::Algorithm::recursive_doubling},
+                        {Collective::allreduce, coll::Algorithm::rabenseifner},
+                        {Collective::reduce_scatter, coll::Algorithm::ring}};
+  for (DataType t : {DataType::bf16, DataType::f16, DataType::e4m3})
+    for (const Case& c : cases) {
+      coll::CollectiveParams p;
+      p.coll = c.coll;
+      p.algo = c.algo;
+      p.dtype = t;
+      p.nranks = P;
+      p.count = 3001;
+      const std::uint64_t in_units = c.coll == Collective::reduce_scatter ? p.count * P : p.count;
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) * 7 + static_cast<std::uint64_t>(c.algo));
+      std::vector<std::vector<std::byte>> in;
+      for (int r = 0; r < P; ++r) in.push_back(inc::testing::wide::random_input(t, in_units, rng));
+      std::map<Accumulate, std::vector<std::vector<std::byte>>> got;
+      for (Accumulate a : {Accumulate::narrow, Accumulate::widen, Accumulate::wide, Accumulate::reproducible}) {
+        const std::string what = fmt::format("{} {} {} {}", name(t), name(c.coll), coll::name(c.algo), name(a));
+        p.accumulate = a;
+        auto bufs = inc::testing::wide::make_buffers(p, in);
+        coll::run_local(p, coll::build_schedules(p), bufs);
+        std::vector<Completion> done;
+        got[a] = run_job(job, p, in, &done);
+        for (int r = 0; r < P; ++r) {
+          ASSERT_EQ(got[a][r], inc::testing::wide::result_of(p, bufs[r], r)) << what << " rank " << r;
+          // (reproducible: the i32 limbs through the reduce handler; e4m3 has none: narrow)
+          EXPECT_EQ(done[r].accumulate, static_cast<std::uint8_t>(coll::host_accumulate(p))) << what;
+          EXPECT_EQ(done[r].events_counted, 1u) << what;
+          coll::CollectiveParams mine = p;
+          mine.rank = r;
+          EXPECT_EQ(done[r].bytes_sent, coll::summarize(coll::build_schedule(mine)).send_bytes) << what;
+        }
+      }
+      // widen and wide: one rounding, the same bits; narrow rounds every step: other bits.
+      EXPECT_EQ(got[Accumulate::widen], got[Accumulate::wide]) << name(t) << " " << coll::name(c.algo);
+      EXPECT_NE(got[Accumulate::narrow], got[Accumulate::wide]) << name(t) << " " << coll::name(c.algo);
+    }
+}
+
+// The proxy's adds and roundings count their overflow events, as the hosts' do: an f16 sum of
+// 40000 on every rank overflows at its first add under narrow (on the rank that adds it), under
+// widen where its owner rounds the f32 total (120000 > 65504) once, under wide where every rank
+// does: 300, 300 and 3 x 300 events over the ranks.
+TEST(EdgeNumerics, TheEnginesCompletionCountsOverflowEvents) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  auto job = attach_job(path, 5002, 3);
+  coll::CollectiveParams p;
+  p.algo = coll::Algorithm::ring;
+  p.dtype = DataType::f16;
+  p.nranks = 3;
+  p.count = 300;
+  std::vector<std::vector<std::byte>> in(3, inc::testing::wide::round_all(DataType::f16, std::vector<double>(300, 40000.0)));
+  for (Accumulate a : {Accumulate::narrow, Accumulate::widen, Accumulate::wide}) {
+    p.accumulate = a;
+    std::vector<Completion> done;
+    run_job(job, p, in, &done);
+    std::uint64_t events = 0;
+    for (const auto& c : done) events += c.overflow_events;
+    EXPECT_EQ(events, a == Accumulate::wide ? 900u : 300u) << name(a);
+  }
+}
+
+// A conversion handler that re-encodes this call's messages cannot carry f32 partial sums:
+// refused on every rank with the policy named (not run narrow); narrow runs with it.
+TEST(EdgeNumerics, AConvertingHandlerRefusesAWideAccumulator) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  std::vector<std::unique_ptr<EdgeClient>> cs;
+  for (int r = 0; r < 2; ++r) {
+    auto c = config(path, 5003, r, 2);
+    c.handler = "int8";  // converts f32, f16 and bf16 messages
+    cs.push_back(std::make_unique<EdgeClient>(c));
+  }
+  std::vector<std::future<void>> f;
+  for (auto& c : cs) f.push_back(std::async(std::launch::async, [&c] { c->attach(); }));
+  for (auto& x : f) x.get();
+  for (auto& c : cs) c->add_comm(0, {0, 1});
+  coll::CollectiveParams p;
+  p.algo = coll::Algorithm::ring;
+  p.dtype = DataType::bf16;
+  p.nranks = 2;
+  p.count = 256;
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<std::byte>> in;
+  for (int r = 0; r < 2; ++r) in.push_back(inc::testing::wide::random_input(DataType::bf16, 256, rng));
+  for (Accumulate a : {Accumulate::widen, Accumulate::wide}) {
+    p.accumulate = a;
+    for (int r = 0; r < 2; ++r) {
+      p.rank = r;
+      std::vector<std::byte> out(512);
+      auto op = cs[r]->start(0, p, in[r].data(), out.data());
+      try {
+        cs[r]->wait(*op);
+        ADD_FAILURE() << name(a) << " ran with a converting handler";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find(fmt::format("accumulator policy '{}'", name(a))), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  p.accumulate = Accumulate::narrow;
+  std::vector<Completion> done;
+  run_job(cs, p, in, &done);
+  EXPECT_EQ(done[0].converted, 1u);
+  EXPECT_EQ(done[0].accumulate, static_cast<std::uint8_t>(Accumulate::narrow));
+}
+
+// A descriptor naming no accumulator policy is refused with a clear error, the connection kept.
+TEST(EdgeIsolation, ADescriptorWithABadAccumulatorPolicyIsRefused) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  RawRank b(path, config(path, 5004, 0, 1));
+  ASSERT_TRUE(b.attached) << b.hello_reply;
+  ASSERT_TRUE(b.add_comm0().ok);
+  auto own = SharedRegion::create(256, "own");
+  EXPECT_TRUE(b.register_fd(1, ::dup(own.fd()), 256).ok);
+  for (std::uint8_t bad : {std::uint8_t{kNumAccumulate}, std::uint8_t{200}, std::uint8_t{255}}) {
+    Descriptor d = raw_allreduce(1, 0, 1, 16);
+    d.accumulate = bad;
+    Completion c = b.run(d);
+    EXPECT_EQ(c.ok, 0u);
+    EXPECT_EQ(c.error_kind, static_cast<std::uint32_t>(Error::Kind::invalid_argument));
+    EXPECT_NE(std::string(c.message).find(fmt::format("accumulator policy {}", bad)), std::string::npos) << c.message;
+  }
+  Descriptor d = raw_allreduce(1, 0, 1, 16);
+  d.accumulate = static_cast<std::uint8_t>(Accumulate::wide);  // (an i32 sum: narrow runs)
+  EXPECT_EQ(b.run(d).ok, 1u);
 }
