@@ -74,9 +74,10 @@ struct Report {
   // In-network i32/i8/u8 sums wrapped around somewhere in the tree (i8/u8 under widen: exactly
   // when a total left the type's range; narrow or i32: when any partial sum did).
   bool overflow = false;
-  // In-network reductions of f16/bf16/i8/u8 sums: the accumulator policy that ran (automatic when
-  // it did not apply: host path, other types or operations; `reproducible` on every path that
-  // ran one) and the bytes per element on this rank's link to the switch (0 on the host path).
+  // Reductions of f16/bf16/fp8/MX (and in the network i8/u8) sums: the accumulator policy that
+  // ran, in the network, on the host algorithms or on the Edge-INC engine (automatic when it did
+  // not apply: other types or operations; `reproducible` on every path that ran one), and the
+  // bytes per element on this rank's link to the switch (0 off the switch path; see `hops`).
   // `reason` says where rounding happened.
   Accumulate accumulate = Accumulate::automatic;
   std::uint32_t link_bytes_per_element = 0;
