@@ -90,6 +90,16 @@ bool take_all(Controller& c, std::vector<SimSwitch>& sws, std::string& why) {
   c.actions().clear();
   return true;
 }
+// After the job sharing the tree with `job` left: the controller asks every switch to grow
+// `job` back to 64; once each moved, each holds 64 for it.
+void expect_grown_back(Controller& c, std::vector<SimSwitch>& sws, std::uint32_t job, const sw::Topology& fab) {
+  std::string why;
+  ASSERT_TRUE(take_all(c, sws, why)) << why;
+  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{job, 64}})) << s.name;
+  for (auto& s : sws) s.finish(c, job, fab, 2 * S);
+  ASSERT_TRUE(take_all(c, sws, why)) << why;
+  for (auto& s : sws) EXPECT_EQ(s.held.at(job).slots, 64u) << s.name;
+}
 
 TEST(Rebalance, SharesAreRecomputedAsJobsComeAndGo) {
   const auto fab = fabric(kOne);
@@ -182,11 +192,7 @@ TEST(Rebalance, TreesOfSeveralSwitchesAreResizedOnEverySwitch) {
   EXPECT_EQ(c.jobs().at(a.job).slots, 32u);
   // b leaves: a grows back to 64 on every switch.
   ASSERT_TRUE(c.release(b.job, b.lease));
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 64}})) << s.name;
-  for (auto& s : sws) s.finish(c, a.job, fab, 2 * S);
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
+  expect_grown_back(c, sws, a.job, fab);
   EXPECT_EQ(c.jobs().at(a.job).slots, 64u);
 }
 
@@ -399,11 +405,7 @@ TEST(Rebalance, TreesOfSwitchesWithSeveralLanesAreResized) {
   for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 32u) << s.name;
   // b leaves: a grows back to 64 per lane on every switch.
   ASSERT_TRUE(c.release(b.job, b.lease));
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 64}})) << s.name;
-  for (auto& s : sws) s.finish(c, a.job, fab, 2 * S);
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
+  expect_grown_back(c, sws, a.job, fab);
   for (auto& s : sws) EXPECT_LE(s.used(), s.pool) << s.name;
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tests/switch/lane_driver.hpp"
@@ -139,7 +140,11 @@ TEST_P(TreeLanesResize, ShrinkThenGrowMidStreamStaysExact) {
 }
 INSTANTIATE_TEST_SUITE_P(LossAndLanes, TreeLanesResize,
                          ::testing::Values(Case{0.0, 2}, Case{0.05, 2}, Case{0.20, 2}, Case{0.0, 3},
-                                           Case{0.05, 3}, Case{0.20, 3}));
+                                           Case{0.05, 3}, Case{0.20, 3}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return "loss" + std::to_string(int(i.param.loss * 100 + 0.5)) + "_lanes" +
+                                  std::to_string(i.param.lanes);
+                         });
 
 // A leaf's lanes that never saw a flagged result and never got their own Resize (the spine's
 // lanes 1.. took the boundary once its lane 0 had moved): the members' joins tell them, the
