@@ -143,7 +143,8 @@ class SwitchDataPlane {
   // slots and mapping until every member drained its chunk stream up to a boundary the switch
   // announces in its results, then joined again; then the job moves to `slots` (in place, or
   // elsewhere in the pool; a grow that does not fit keeps the old size) with a new epoch.
-  // One-lane data planes only (unsupported otherwise). A job nobody joined moves at once. A
+  // One-lane data planes and leaves' lanes only (unsupported on a root lane of several: resize_lanes
+  // gives its lanes one boundary). A job nobody joined moves at once. A
   // leaf takes the boundary from its parent's results and the new size from the parent's
   // answer to its join once its members drained (docs/PROTOCOL.md "Live resize of a tree").
   proto::Reason resize(std::uint32_t job, std::uint32_t slots);
