@@ -33,15 +33,12 @@ std::uint32_t Controller::waiting_need(const std::string& sw) const {
 // The root of a job's tree announces the boundary in its results, the leaves pass it down to
 // their members; every switch of the tree moves to the same size (docs/PROTOCOL.md "Live
 // resize of a tree"). On one switch with several lanes, lane 0 picks the boundary and the
-// other lanes take it ("Live resize of lanes"); a tree of switches with several lanes is not
-// resized (each lane of a leaf would follow its parent's lane alone).
+// other lanes take it ("Live resize of lanes"); on a tree of switches with several lanes the
+// root's lanes do so and each leaf lane follows its parent's lane ("Live resize of a tree of
+// lanes").
 bool Controller::resizable(const JobRecord& j) const {
   if (j.waiting || j.adopted || j.fixed_size || j.tree.empty()) return false;
-  if (j.tree.size() == 1) return switches_.count(j.tree.front().first) != 0;
-  return std::all_of(j.tree.begin(), j.tree.end(), [&](const auto& e) {
-    const auto s = switches_.find(e.first);
-    return s != switches_.end() && s->second.state.lanes == 1;
-  });
+  return std::all_of(j.tree.begin(), j.tree.end(), [&](const auto& e) { return switches_.count(e.first) != 0; });
 }
 
 std::uint32_t Controller::share(const std::string& sw) const {

@@ -233,8 +233,8 @@ Reason decode(std::span<const std::byte> b, PacketView& out) noexcept {
   };
   Reason r = Reason::ok;
   switch (h.type) {
-    case PacketType::join:
-      if ((r = allow_flags(flag::retransmit)) != Reason::ok) return r;
+    case PacketType::join:  // resize: a join again after draining to a live resize's boundary
+      if ((r = allow_flags(flag::retransmit | flag::resize)) != Reason::ok) return r;
       return check_empty(h);
     case PacketType::join_ack: {
       if ((r = allow_flags(0)) != Reason::ok) return r;

@@ -142,7 +142,10 @@ inline constexpr std::uint8_t probe = 0x20;
 inline constexpr std::uint8_t auth = 0x40;
 // result: the job is being resized (docs/PROTOCOL.md "Live resize"): its current slot mapping
 // ends at lane chunk `chunk + (aux >> 8)`; the member drains up to there and joins again to
-// learn the new one (aux >> 8 is 1..2^24-1; aux bit 0 keeps its meaning, bits 1-7 are 0)
+// learn the new one (aux >> 8 is 1..2^24-1; aux bit 0 keeps its meaning, bits 1-7 are 0).
+// join: the sender drained its stream up to a live resize's boundary and asks for the new
+// mapping (a leaf lane that saw no flagged result learns from it that a resize is under way;
+// docs/PROTOCOL.md "Live resize of a tree of lanes").
 inline constexpr std::uint8_t resize = 0x80;
 inline constexpr std::uint8_t known = 0xFF;
 }  // namespace flag

@@ -51,6 +51,7 @@ void SwitchDataPlane::init_copies(Job& j, std::uint32_t first) {
   // stream starts there (a live resize), not at 0.
   static_assert(sizeof(Copy) <= 48, "a copy's header stays within 48 bytes (docs/SWITCH.md \"Member sets\")");
   const std::uint32_t S = j.spec.slots;
+  j.stream_start = first;
   for (std::uint32_t s = 0; s < S; ++s) {
     const std::uint32_t a = first + (s + S - first % S) % S;  // slot s's first chunk >= first
     for (std::uint32_t c = 0; c < 2; ++c) {
@@ -243,10 +244,17 @@ void SwitchDataPlane::handle_join(const PacketView& v, Endpoint from) {
     finish_resize(*j);
   }
   Member& m = j->members[h.member];
+  const bool again = m.joined && !m.left && m.ep == from;
+  const bool drained = (h.flags & proto::flag::resize) != 0;  // the member drained to a boundary
+  // A leaf's lane that saw no flagged result (its parent's lane took the boundary after its
+  // last result, on a daemon of several lanes) learns from the member that a resize is under
+  // way: it counts its members from now on and takes boundary and size from its parent's answer.
+  if (!j->resizing && j->has_parent() && again && drained && h.chunk != m.join_nonce) start_following(*j);
   // (A lane other than lane 0 may see its members drain and join again before lane 0's
-  // boundary reached it: it counts them, and moves when the boundary comes, take_boundary.)
-  const bool lane_follower = cfg_.lanes > 1 && !j->has_parent();
-  if (j->resizing && (j->resize_known || lane_follower) && m.joined && !m.left && m.ep == from) {
+  // boundary reached it: it counts them, and moves when the boundary comes, take_boundary; a
+  // leaf's lane moves when its parent's lane answers, follow_parent.)
+  const bool lane_follower = cfg_.lanes > 1 || (j->has_parent() && drained);
+  if (j->resizing && (j->resize_known || lane_follower) && again) {
     // A live resize: this member drained its stream up to the boundary and asks for the new
     // mapping. The answer waits for every member (its join is retransmitted meanwhile). A
     // join with the nonce already answered is a late copy of that one (the member did not

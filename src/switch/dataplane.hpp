@@ -143,7 +143,8 @@ class SwitchDataPlane {
   // slots and mapping until every member drained its chunk stream up to a boundary the switch
   // announces in its results, then joined again; then the job moves to `slots` (in place, or
   // elsewhere in the pool; a grow that does not fit keeps the old size) with a new epoch.
-  // One-lane data planes only (unsupported otherwise). A job nobody joined moves at once. A
+  // One-lane data planes and leaves' lanes only (unsupported on a root lane of several: resize_lanes
+  // gives its lanes one boundary). A job nobody joined moves at once. A
   // leaf takes the boundary from its parent's results and the new size from the parent's
   // answer to its join once its members drained (docs/PROTOCOL.md "Live resize of a tree").
   proto::Reason resize(std::uint32_t job, std::uint32_t slots);
@@ -158,6 +159,9 @@ class SwitchDataPlane {
     proto::Reason r = proto::Reason::ok;
     bool noop = false;    // already that size, no resize under way: nothing was changed
     bool anyone = false;  // some member joined this lane
+    // A leaf's lane: it follows its parent's lane (boundary and size), as resize() does on a
+    // one-lane leaf; nothing to pick or take (docs/PROTOCOL.md "Live resize of a tree of lanes").
+    bool leaf = false;
   };
   LanePrepare prepare_lane_resize(std::uint32_t job, std::uint32_t slots);
   void cancel_lane_resize(std::uint32_t job);
@@ -268,6 +272,10 @@ class SwitchDataPlane {
     std::vector<std::uint32_t> reserved;
     bool resize_lazy = false;
     std::uint32_t prev_epoch = 0;  // the epoch before the last resize: its packets are late
+    // The lane chunk where the current epoch's stream starts (0, or the boundary of the last
+    // live resize): in the join_acks' aux, so that a leaf's lane that never saw the boundary
+    // in a result learns it from its parent's answer (follow_parent).
+    std::uint32_t stream_start = 0;
     // Members 64.. of every copy's sets: per copy (Copy::local) kContrib, kWant, kSignalled,
     // wide_words words each (wide_words = ceil(members / 64) - 1; sized by init_copies).
     std::uint32_t wide_words = 0;
@@ -373,7 +381,11 @@ class SwitchDataPlane {
   // A leaf whose members all drained to the boundary: join the parent again (fresh nonce).
   void rejoin_parent(Job& j);
   // The parent's answer to that join: the tree's new size and epoch; the leaf moves too.
-  void follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch);
+  // `at`: the lane chunk where the parent's new stream starts (its join_ack's aux).
+  void follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch, std::uint32_t at);
+  // A leaf's lane told that a resize is under way (a member's flagged join, or its parent's
+  // flagged result): it counts its members' joins from now on.
+  void start_following(Job& j);
   // Every member drained and joined again: the new epoch and copies, the members' join_acks.
   void move_members(Job& j);
   std::uint32_t new_epoch();

@@ -67,7 +67,7 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if (J.rejoining && h.chunk == J.parent_join_nonce) {
         if (!fits) return fail_job(J, Reason::mismatch);
         if (info.group != 0) return fail_job(J, Reason::unsupported);
-        return follow_parent(J, info, h.epoch);
+        return follow_parent(J, info, h.epoch, h.aux);
       }
       // Only the answer to our current join attempt counts (a late one is ignored).
       if (J.parent_joined || h.chunk != J.parent_join_nonce) return;
@@ -120,9 +120,9 @@ void SwitchDataPlane::handle_from_parent(const PacketView& v, Endpoint from) {
       if ((h.flags & proto::flag::resize) && !J.resize_known) {
         // The root resizes the tree: its boundary, passed on in our results to our members
         // (send_result). We follow even before our own Resize came (the size is the root's).
-        J.resizing = J.resize_known = true;
+        if (!J.resizing) start_following(J);
+        J.resize_known = true;
         J.resize_at = h.chunk + proto::resize_distance(h.aux);
-        for (auto& m : J.members) m.moved = false;
       }
       cp.st = std::uint8_t((cp.st & ~kAwaitParent) | kComplete);
       ++c_.results;

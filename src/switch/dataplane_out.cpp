@@ -116,6 +116,7 @@ void SwitchDataPlane::send_join_ack(Job& j, const Member& m) {
   h.job = j.spec.job;
   h.epoch = j.epoch;
   h.chunk = m.join_nonce;
+  h.aux = j.stream_start;  // where this epoch's stream starts (a live resize's boundary, or 0)
   h.count = proto::kJoinInfoBytes;
   std::byte* p = out_.reserve(proto::kHeaderBytes + proto::kJoinInfoBytes);
   proto::encode_header(h, p);

@@ -23,14 +23,18 @@ Reason SwitchDataPlane::resize_refusal(const Job* j, std::uint32_t slots) const 
 Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
   Job* j = find(job);
   if (Reason r = resize_refusal(j, slots); r != Reason::ok) return r;
-  // Several lanes need one boundary for all of them: resize_lanes (lanes_resize.hpp).
-  if (cfg_.lanes != 1) return Reason::unsupported;
+  // Several lanes need one boundary for all of them: resize_lanes (lanes_resize.hpp). A leaf's
+  // lane follows its parent's lane (boundary and size) alone, as a one-lane leaf does.
+  if (cfg_.lanes != 1 && !j->has_parent()) return Reason::unsupported;
+  const bool someone_moved = std::any_of(j->members.begin(), j->members.end(), [](const Member& m) { return m.moved; });
   if (j->resizing) {
     // A leaf still waiting for its parent's boundary, asked to stay as it is: nothing to do
     // (the controller takes back a resize another switch of the tree refused).
-    if (j->has_parent() && !j->resize_known && !j->rejoining && slots == j->spec.slots) {
+    if (j->has_parent() && !j->resize_known && !j->rejoining && !someone_moved && slots == j->spec.slots) {
       j->resizing = false;
       j->resize_to = 0;
+      for (std::uint32_t s : j->reserved) owner_[s] = 0;
+      j->reserved.clear();
       return Reason::ok;
     }
     j->resize_to = slots;  // the boundary stands; the target changes
@@ -39,6 +43,12 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
   if (slots == j->spec.slots) return Reason::ok;
   j->resize_to = slots;
   j->resizing = true;
+  if (j->has_parent() && cfg_.lanes > 1 && slots > j->spec.slots) {
+    // A leaf's lanes take the parent's size each when its lane moves: the room for a grow is
+    // kept for the job meanwhile, so that another job's admission cannot take it from one
+    // lane only (a grow that does not fit fails the job at the move, as on a one-lane leaf).
+    if (auto more = allocate(slots - j->spec.slots, job)) j->reserved = std::move(*more);
+  }
   const bool anyone = std::any_of(j->members.begin(), j->members.end(), [](const Member& m) { return m.joined; });
   if (!anyone) {  // nothing in flight, nobody to tell: the join_acks will carry the new size
     j->resize_at = 0;
@@ -136,14 +146,30 @@ void SwitchDataPlane::join_parent(Job& j, std::uint8_t flags) {
   emit(&j, cfg_.parent, proto::kHeaderBytes);
 }
 
-void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch) {
+void SwitchDataPlane::start_following(Job& j) {
+  j.resizing = true;
+  j.resize_known = false;
+  j.resize_to = 0;  // the parent's size, whatever it is (its answer to our join again)
+  for (auto& m : j.members) m.moved = false;
+}
+
+void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::uint32_t parent_epoch,
+                                    std::uint32_t at) {
   // The parent moved (every leaf drained): the tree's slot count is the parent's, as at a
   // first join (a leaf and its parent map chunk c to slot c mod S alike). A shrink always
   // fits; a grow that does not fit here fails the job (its members retry and start afresh).
+  // Its stream starts at `at`, the boundary: the one its results announced, if we saw one
+  // (a lane of a leaf may have seen none: its members drained on the other lanes' word). A
+  // parent that answers under the epoch we had did not move: it was not resizing.
+  if (parent_epoch == j.parent_epoch || (j.resize_known && at != j.resize_at)) {
+    j.rejoining = false;
+    return fail_job(j, Reason::mismatch);
+  }
   if (info.slots == 0 || !take_slots(j, info.slots)) {
     j.rejoining = false;
     return fail_job(j, Reason::no_slots);
   }
+  j.resize_at = at;
   j.parent_epoch = parent_epoch;
   j.parent_info = info;
   move_members(j);
@@ -154,9 +180,14 @@ void SwitchDataPlane::follow_parent(Job& j, const proto::JoinInfo& info, std::ui
 SwitchDataPlane::LanePrepare SwitchDataPlane::prepare_lane_resize(std::uint32_t job, std::uint32_t slots) {
   Job* j = find(job);
   if (Reason r = resize_refusal(j, slots); r != Reason::ok) return {r};
-  // A tree of switches with several lanes: each lane of a leaf would follow its parent's lane
-  // on its own, and nothing ties them to one boundary (docs/PROTOCOL.md "Live resize of lanes").
-  if (j->has_parent()) return {Reason::unsupported};
+  // A leaf's lane follows its parent's lane: the boundary from the parent's results or, if
+  // none came, from the parent's answer to its join again (docs/PROTOCOL.md "Live resize of a
+  // tree of lanes"); nothing to pick or take here.
+  if (j->has_parent()) {
+    LanePrepare p{resize(job, slots)};
+    p.leaf = true;
+    return p;
+  }
   // One at a time: a lane that moved and one that has not cannot take a new target together
   // (the switch's agent holds a Resize that comes meanwhile until this one is done).
   if (j->resizing) return {Reason::unexpected};

@@ -21,11 +21,27 @@ namespace inc::sw {
 //   3. Every other lane takes K (or, when nobody had joined lane 0, moves at its next join).
 // Each lane moves once its members drained up to K and joined it again; until then it keeps
 // its slots, so the slots a shrink frees are free on every lane only once every lane moved.
+// On a leaf of a tree (docs/PROTOCOL.md "Live resize of a tree of lanes") step 1 is all: each
+// lane follows its parent's lane, which has the root's boundary; nothing is picked here. (Lanes
+// beyond the parent's, which the job does not use, keep their size.)
 template <class Each>
 proto::Reason resize_lanes(Each&& each, std::uint32_t job, std::uint32_t slots) {
   using Prep = SwitchDataPlane::LanePrepare;
   auto prep = each([job, slots](SwitchDataPlane& dp) { return dp.prepare_lane_resize(job, slots); });
   if (!prep || prep->empty()) return proto::Reason::unexpected;  // stopping
+  if (prep->front().leaf) {
+    std::vector<bool> unused;
+    proto::Reason r = proto::Reason::ok;
+    for (const Prep& p : *prep) {
+      if (p.leaf && p.r != proto::Reason::ok && r == proto::Reason::ok) r = p.r;
+      unused.push_back(!p.leaf && p.r == proto::Reason::ok && !p.noop);
+    }
+    each([job, unused](SwitchDataPlane& dp) {
+      if (unused[dp.config().lane]) dp.cancel_lane_resize(job);
+      return true;
+    });
+    return r;
+  }
   proto::Reason refused = proto::Reason::ok;
   bool all_noop = true;
   for (const Prep& p : *prep) {

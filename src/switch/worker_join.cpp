@@ -53,7 +53,8 @@ void WorkerProtocol::send_join(std::size_t l, Nanos now, bool retransmit) {
   Lane& lane = lanes_[l];
   Header h;
   h.type = PacketType::join;
-  h.flags = retransmit ? proto::flag::retransmit : 0;
+  h.flags = std::uint8_t((retransmit ? proto::flag::retransmit : 0) |
+                         (rejoin_ ? proto::flag::resize : 0));  // drained to a live resize's boundary
   h.member = cfg_.member;
   h.job = cfg_.job;
   h.aux = cfg_.session;

@@ -90,6 +90,16 @@ bool take_all(Controller& c, std::vector<SimSwitch>& sws, std::string& why) {
   c.actions().clear();
   return true;
 }
+// After the job sharing the tree with `job` left: the controller asks every switch to grow
+// `job` back to 64; once each moved, each holds 64 for it.
+void expect_grown_back(Controller& c, std::vector<SimSwitch>& sws, std::uint32_t job, const sw::Topology& fab) {
+  std::string why;
+  ASSERT_TRUE(take_all(c, sws, why)) << why;
+  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{job, 64}})) << s.name;
+  for (auto& s : sws) s.finish(c, job, fab, 2 * S);
+  ASSERT_TRUE(take_all(c, sws, why)) << why;
+  for (auto& s : sws) EXPECT_EQ(s.held.at(job).slots, 64u) << s.name;
+}
 
 TEST(Rebalance, SharesAreRecomputedAsJobsComeAndGo) {
   const auto fab = fabric(kOne);
@@ -182,11 +192,7 @@ TEST(Rebalance, TreesOfSeveralSwitchesAreResizedOnEverySwitch) {
   EXPECT_EQ(c.jobs().at(a.job).slots, 32u);
   // b leaves: a grows back to 64 on every switch.
   ASSERT_TRUE(c.release(b.job, b.lease));
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 64}})) << s.name;
-  for (auto& s : sws) s.finish(c, a.job, fab, 2 * S);
-  take();
-  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
+  expect_grown_back(c, sws, a.job, fab);
   EXPECT_EQ(c.jobs().at(a.job).slots, 64u);
 }
 
@@ -334,8 +340,9 @@ namespace {
 
 // A switch with several lanes is re-balanced like a one-lane one (its lanes take one boundary
 // and one size: docs/PROTOCOL.md "Live resize of lanes"): the shares are per lane, the Resize
-// goes to the switch, a newcomer waits for the shrinks. A tree of switches with several lanes
-// keeps its size (each lane of a leaf would follow its parent's lane alone), and says so.
+// goes to the switch, a newcomer waits for the shrinks. So is a tree of switches with several
+// lanes (each leaf lane follows its parent's lane: docs/PROTOCOL.md "Live resize of a tree of
+// lanes").
 TEST(Rebalance, JobsOnASwitchWithSeveralLanesAreResized) {
   const auto fab = fabric("switch s0 127.0.0.1:7100 slots=128 lanes=2\n");  // 64 per lane
   Controller c = make_rebalancing(fab);
@@ -364,7 +371,7 @@ TEST(Rebalance, JobsOnASwitchWithSeveralLanesAreResized) {
   EXPECT_LE(s0.used(), s0.pool);
 }
 
-TEST(Rebalance, TreesOfSwitchesWithSeveralLanesKeepTheirSize) {
+TEST(Rebalance, TreesOfSwitchesWithSeveralLanesAreResized) {
   std::string text =
       "switch spine 127.0.0.1:7100 slots=128 lanes=2\n"
       "switch leaf0 127.0.0.1:7110 parent=spine slots=128 lanes=2 rate=100\n"
@@ -372,22 +379,34 @@ TEST(Rebalance, TreesOfSwitchesWithSeveralLanesKeepTheirSize) {
   for (int i = 0; i < 4; ++i) add_host(text, "h", i, i % 2 ? "leaf1" : "leaf0");
   const auto fab = fabric(text);
   Controller c = make_rebalancing(fab);
-  std::vector<SimSwitch> sws = tree_switches();
+  std::vector<SimSwitch> sws = tree_switches();  // 64 per lane each
   std::string why;
+  auto take = [&] { ASSERT_TRUE(take_all(c, sws, why)) << why; };
   auto a = c.request_tree(req(hosts(4), 64), 0);  // spans both leaves and the spine
   ASSERT_TRUE(a.ok) << a.why;
   ASSERT_EQ(a.tree.size(), 3u);
-  ASSERT_TRUE(take_all(c, sws, why)) << why;
-  EXPECT_NE(c.status_json(0).find("\"resizable\":false"), std::string::npos) << c.status_json(0);
-  auto b = c.request_tree(req({"h0", "h2"}, 64), 0);  // leaf0 only: nothing is free there
-  ASSERT_TRUE(take_all(c, sws, why)) << why;
-  for (const auto& x : c.actions()) EXPECT_NE(x.kind, SwitchAction::Kind::resize);
-  for (auto& s : sws) EXPECT_TRUE(s.pending.empty()) << s.name;
-  EXPECT_EQ(c.counters().resizes, 0u);
+  take();
   for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 64u) << s.name;
-  if (b.ok) {
-    EXPECT_FALSE(sws[1].held.count(b.job));  // never over-promised
-  }
+  EXPECT_NE(c.status_json(0).find("\"resizable\":true"), std::string::npos) << c.status_json(0);
+  auto b = c.request_tree(req({"h0", "h2"}, 64), 0);  // leaf0 only: share 32 per lane, held by a
+  ASSERT_TRUE(b.ok) << b.why;
+  EXPECT_TRUE(c.jobs().at(b.job).waiting);
+  take();
+  for (auto& s : sws) EXPECT_EQ(s.pending, (std::map<std::uint32_t, std::uint32_t>{{a.job, 32}})) << s.name;
+  sws[2].finish(c, a.job, fab, S);  // in any order
+  sws[0].finish(c, a.job, fab, S);
+  take();
+  EXPECT_TRUE(c.jobs().at(b.job).waiting);  // leaf0 still holds 64 per lane for a
+  EXPECT_FALSE(sws[1].held.count(b.job));   // never over-promised
+  sws[1].finish(c, a.job, fab, S);
+  take();
+  EXPECT_FALSE(c.jobs().at(b.job).waiting);
+  EXPECT_EQ(sws[1].held.at(b.job).slots, 32u);
+  for (auto& s : sws) EXPECT_EQ(s.held.at(a.job).slots, 32u) << s.name;
+  // b leaves: a grows back to 64 per lane on every switch.
+  ASSERT_TRUE(c.release(b.job, b.lease));
+  expect_grown_back(c, sws, a.job, fab);
+  for (auto& s : sws) EXPECT_LE(s.used(), s.pool) << s.name;
 }
 
 }  // namespace

@@ -38,13 +38,15 @@ start_switches() {
   done
   for s in "$@"; do wait_for "$log" "switch ${s%%:*} registered" "registration of ${s%%:*}"; done
 }
-# two_level_fabric FILE SLOTS SPINE_PORT LEAF0_PORT LEAF1_PORT: a spine and two leaves (100 Gb/s
-# uplinks), hosts h0 and h1 under leaf0, h2 and h3 under leaf1.
+# two_level_fabric FILE SLOTS SPINE_PORT LEAF0_PORT LEAF1_PORT [LANES]: a spine and two leaves
+# (100 Gb/s uplinks), hosts h0 and h1 under leaf0, h2 and h3 under leaf1; with LANES, every
+# switch has that many lanes (SLOTS is then the whole pool, SLOTS / LANES per lane).
 two_level_fabric() {
+  local l=${6:+ lanes=$6}
   cat >"$1" <<TOPO
-switch spine 127.0.0.1:$3 slots=$2
-switch leaf0 127.0.0.1:$4 parent=spine slots=$2 rate=100
-switch leaf1 127.0.0.1:$5 parent=spine slots=$2 rate=100
+switch spine 127.0.0.1:$3 slots=$2$l
+switch leaf0 127.0.0.1:$4 parent=spine slots=$2 rate=100$l
+switch leaf1 127.0.0.1:$5 parent=spine slots=$2 rate=100$l
 host h0 leaf=leaf0
 host h1 leaf=leaf0
 host h2 leaf=leaf1

@@ -9,14 +9,19 @@
 # size is the least share over its tree). When the newcomers finish, the first job grows back
 # to 64 everywhere. Every result is checked (exact). Nothing is timed: each step waits for an
 # event; deadlines only bound a hang.
-# usage: controller_rebalance_tree.sh path/to/inc path/to/mp_controller
+# With LANES > 1 (ctest controller_rebalance_tree_lanes: 2) every switch runs `--lanes LANES`
+# with 64 slots per lane and the same steps hold per lane: the spine's lane 0 picks each
+# boundary, its other lanes take it, each leaf lane follows its parent's lane (docs/PROTOCOL.md
+# "Live resize of a tree of lanes"); the log says `per lane on its N lanes`.
+# usage: controller_rebalance_tree.sh path/to/inc path/to/mp_controller [LANES]
 set -u
+lanes=${3:-1}
 source "$(dirname "$(readlink -f "$0")")/controller_common.sh" "$@"
-base=$(free_ports 4) || exit 1
-c=$base sp=$((base + 1)) l0=$((base + 2)) l1=$((base + 3))
-two_level_fabric "$dir/two.topo" 64 $sp $l0 $l1
+base=$(free_ports $((1 + 3 * lanes))) || exit 1
+c=$base sp=$((base + 1)) l0=$((base + 1 + lanes)) l1=$((base + 1 + 2 * lanes))
+two_level_fabric "$dir/two.topo" $((64 * lanes)) $sp $l0 $l1 $([ $lanes -gt 1 ] && echo $lanes)
 start_controller "$dir/two.topo" $c "$dir/ctl.log" --policy fair
-start_switches $c "$dir/ctl.log" 64 spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp
+LANES=$lanes start_switches $c "$dir/ctl.log" $((64 * lanes)) spine:$sp leaf0:$l0:$sp leaf1:$l1:$sp
 export INC_CONTROLLER=127.0.0.1:$c INC_CONTROL_SLOTS=64 INC_CONTROL_HOST='h{rank}'
 
 # The first job: 4 ranks over both leaves, all 64 slots, allreduces until told to stop.
@@ -24,6 +29,7 @@ MP_CONTROLLER_UNTIL="$dir/stop1" "$inc" launch -n 4 -- "$mp" 0 1000000 10007 >"$
 first=$!
 pids+=($first)
 wait_holding $c 64 1 "tree job holding 64 slots on every switch" spine leaf0 leaf1
+status $c | grep -q '"resizable":true' || { status $c; fail "the tree job is not resizable"; }
 
 # A second tree job while it runs: 32 each on every switch.
 MP_CONTROLLER_UNTIL="$dir/stop" "$inc" launch -n 4 -- "$mp" 0 1000000 10007 >"$dir/job2.log" 2>&1 &
@@ -51,4 +57,5 @@ wait_holding $c 64 1 "the first job grown back to 64 slots on every switch" spin
 echo "the newcomers left: the first job holds 64 slots again on every switch"
 finish_first "'spine', 3 switches, 64 slots" "the whole pool on every switch"
 check_resizes 9 60 "2 arrivals and 2 departures"
-echo "controller_rebalance_tree: ok"
+[ $lanes -gt 1 ] && { grep -q "per lane on its $lanes lanes" "$dir/ctl.log" || fail "no resize per lane in the controller's log"; }
+echo "controller_rebalance_tree (lanes $lanes): ok"

@@ -15,52 +15,12 @@
 #include <optional>
 #include <vector>
 
-#include "src/switch/lanes_resize.hpp"
-#include "tests/switch/sim_util.hpp"
+#include "tests/switch/lane_driver.hpp"
 
 namespace inc::sw {
 namespace {
 
 using namespace inc::sw::testing;
-
-// Runs resize_lanes over the simulated lanes: each step visits the lanes in an order drawn
-// from the seed, delivering packets for `gap` between two lanes; with `late_boundary`, the
-// boundary reaches lanes 1.. only once lane 0 moved (its members drained, joined lane 0 again
-// and went on to join the other lanes). `check` runs between the lanes.
-struct LaneDriver {
-  Topo& t;
-  std::uint16_t lanes;
-  std::uint64_t seed;
-  Nanos gap = 0;  // ns
-  bool late_boundary = false;
-  std::function<void()> check = [] {};
-  int step = 0;
-  std::size_t first = 0;  // the switch index of lane 0
-
-  template <class F>
-  auto operator()(F f) -> std::optional<std::vector<decltype(f(std::declval<SwitchDataPlane&>()))>> {
-    using R = decltype(f(std::declval<SwitchDataPlane&>()));
-    ++step;
-    if (step == 3 && late_boundary) {
-      const auto moved = t.c->sw(0).counters().job_resizes + 1;
-      EXPECT_TRUE(t.c->run_until([&] { return t.c->sw(0).counters().job_resizes == moved; }, 50 * kSecond))
-          << "seed " << seed << ": lane 0 never moved";
-      // The members' joins of the other lanes arrive before the boundary does.
-      t.c->run_until([] { return false; }, t.c->now() + 3 * kMillisecond);
-    }
-    std::vector<std::uint16_t> order(lanes);
-    std::iota(order.begin(), order.end(), std::uint16_t(0));
-    std::rotate(order.begin(), order.begin() + (seed + std::uint64_t(step)) % lanes, order.end());
-    if ((seed / 2) % 2) std::reverse(order.begin(), order.end());
-    std::vector<R> out(lanes);
-    for (std::uint16_t l : order) {
-      out[l] = f(t.c->sw(first + l));
-      check();
-      if (gap > 0) t.c->run_until([] { return false; }, t.c->now() + gap);  // (limits are absolute)
-    }
-    return out;
-  }
-};
 
 bool any_pending(Topo& t, std::uint16_t lanes) {
   for (std::uint16_t l = 0; l < lanes; ++l)
@@ -195,13 +155,21 @@ TEST(LanesResizeEdges, ARefusalTakesTheOtherLanesBack) {
   ASSERT_TRUE(u.c->run(100 * kSecond));
   for (std::uint16_t l = 0; l < 2; ++l) EXPECT_EQ(u.c->sw(l).snapshot().jobs.at(0).spec.slots, 4u);
   stream.check(u, 4, 2);
-  // A leaf with several lanes: each lane would follow its parent's lane alone.
+  // A leaf with several lanes follows its parent's lanes (resize_tree_lanes_test.cpp): asked
+  // alone, each lane waits for its parent's boundary; asked back to its size, it stops waiting.
   auto h = two_level_lanes(1, faults_for(0.0), {2, 2}, 4, 8, 2, 2);
+  ResizeStream hs(h, 4, 2, 200, 1);
+  ASSERT_TRUE(h.c->run_until([&] { return h.c->worker(0).report().chunks > 4; }, 50 * kSecond));
   LaneDriver f{h, 2, 1};
   f.first = 2;  // the first leaf's lanes (after the spine's two)
-  EXPECT_EQ(resize_lanes(f, 7, 2), proto::Reason::unsupported);
+  EXPECT_EQ(resize_lanes(f, 7, 2), proto::Reason::ok);
+  EXPECT_TRUE(h.c->sw(2).resize_pending(7));
+  EXPECT_TRUE(h.c->sw(3).resize_pending(7));
+  EXPECT_EQ(resize_lanes(f, 7, 4), proto::Reason::ok);
   EXPECT_FALSE(h.c->sw(2).resize_pending(7));
   EXPECT_FALSE(h.c->sw(3).resize_pending(7));
+  ASSERT_TRUE(h.c->run(100 * kSecond));
+  hs.check(h, 4, 1);
 }
 
 }  // namespace

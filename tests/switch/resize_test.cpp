@@ -162,7 +162,13 @@ TEST(SimResizeEdges, TheResultFlagIsValidated) {
   EXPECT_EQ(check(5u << proto::kResizeShift), proto::Reason::ok);
   h.type = proto::PacketType::pending;
   h.flags = proto::flag::resize;
-  EXPECT_EQ(check(0), proto::Reason::bad_flags);  // results only
+  EXPECT_EQ(check(0), proto::Reason::bad_flags);  // results and joins only
+  // On a join: the sender drained to a boundary (docs/PROTOCOL.md "Live resize of a tree of lanes").
+  h.type = proto::PacketType::join;
+  h.flags = proto::flag::resize | proto::flag::retransmit;
+  EXPECT_EQ(check(1001), proto::Reason::ok);
+  h.type = proto::PacketType::join_ack;
+  EXPECT_EQ(check(0), proto::Reason::bad_flags);
 }
 
 }  // namespace
