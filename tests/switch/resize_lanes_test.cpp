@@ -92,7 +92,11 @@ TEST_P(LanesResize, ShrinkThenGrowMidStreamStaysExact) {
 }
 INSTANTIATE_TEST_SUITE_P(LossAndLanes, LanesResize,
                          ::testing::Values(Case{0.0, 2}, Case{0.05, 2}, Case{0.20, 2}, Case{0.0, 3},
-                                           Case{0.05, 3}, Case{0.20, 4}, Case{0.05, 4}));
+                                           Case{0.05, 3}, Case{0.20, 4}, Case{0.05, 4}),
+                         [](const ::testing::TestParamInfo<Case>& i) {  // stable ctest names
+                           return "loss" + std::to_string(int(i.param.loss * 100 + 0.5)) + "_lanes" +
+                                  std::to_string(i.param.lanes);
+                         });
 
 // A grow that does not fit on one lane keeps the old size on every lane (the others' reserved
 // slots are given back), and the job carries on, exact.
