@@ -58,7 +58,8 @@ struct EngineThread {
   }
 };
 
-// A store for the engines' meshes, shared by the tests of this process.
+// A store for the engines' meshes, shared by the tests of this process: every test's job needs
+// its own job id (its store prefix), or its ranks read an earlier test's mesh addresses.
 transport::StoreServer& store() {
   static transport::StoreServer s("127.0.0.1", 0);
   return s;
@@ -471,7 +472,7 @@ TEST(EdgeNumerics, EveryHostPolicyGivesTheHostScheduleBitsOnTheEngine) {
   const auto path = fresh_path();
   EngineThread eng(path);
   const int P = 3;
-  auto job = attach_job(path, 5001, P);
+  auto job = attach_job(path, 7001, P);
   struct Case {
     Collective coll;
     coll::Algorithm algo;
