@@ -94,7 +94,7 @@ bool SwitchDataPlane::release(std::uint32_t job) {
   Job* j = find(job);
   if (!j) return false;
   for (std::uint32_t s : j->slot_of) owner_[s] = 0;
-  for (std::uint32_t s : j->reserved) owner_[s] = 0;
+  free_reserved(*j);
   jobs_.erase(job);
   ++c_.jobs_released;
   return true;

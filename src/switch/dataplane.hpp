@@ -376,6 +376,8 @@ class SwitchDataPlane {
   // The job's slot table to `n` slots: a shrink keeps the first, a grow adds free ones (false,
   // nothing changed, when too few are free).
   bool take_slots(Job& j, std::uint32_t n);
+  // A grow's reservation (several lanes, a leaf of lanes) not needed any more: free for others.
+  void free_reserved(Job& j);
   // Our join at the parent (member parent_member, our session, nonce parent_join_nonce).
   void join_parent(Job& j, std::uint8_t flags);
   // A leaf whose members all drained to the boundary: join the parent again (fresh nonce).

@@ -33,8 +33,7 @@ Reason SwitchDataPlane::resize(std::uint32_t job, std::uint32_t slots) {
     if (j->has_parent() && !j->resize_known && !j->rejoining && !someone_moved && slots == j->spec.slots) {
       j->resizing = false;
       j->resize_to = 0;
-      for (std::uint32_t s : j->reserved) owner_[s] = 0;
-      j->reserved.clear();
+      free_reserved(*j);
       return Reason::ok;
     }
     j->resize_to = slots;  // the boundary stands; the target changes
@@ -94,8 +93,7 @@ bool SwitchDataPlane::take_slots(Job& j, std::uint32_t n) {
     j.reserved.erase(j.reserved.begin(), j.reserved.begin() + from_reserve);
     j.slot_of.insert(j.slot_of.end(), more.begin(), more.end());
   }
-  for (std::uint32_t s : j.reserved) owner_[s] = 0;  // a reservation not needed any more
-  j.reserved.clear();
+  free_reserved(j);
   j.spec.slots = n;
   return true;
 }
@@ -209,11 +207,15 @@ SwitchDataPlane::LanePrepare SwitchDataPlane::prepare_lane_resize(std::uint32_t 
   return p;
 }
 
+void SwitchDataPlane::free_reserved(Job& j) {
+  for (std::uint32_t s : j.reserved) owner_[s] = 0;
+  j.reserved.clear();
+}
+
 void SwitchDataPlane::cancel_lane_resize(std::uint32_t job) {
   Job* j = find(job);
   if (!j || !j->resizing) return;
-  for (std::uint32_t s : j->reserved) owner_[s] = 0;
-  j->reserved.clear();
+  free_reserved(*j);
   j->resizing = j->resize_known = j->resize_lazy = false;
   j->resize_to = 0;
   for (auto& m : j->members) m.moved = false;
