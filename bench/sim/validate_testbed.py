@@ -123,9 +123,13 @@ def measure(args, shapes, sizes):
     on the testbed; the switch counters are the whole run's (every size), the same in each row."""
     lo, hi, f = geometric(sizes)
     out = []
-    for shape in shapes:
-        per, cpu_s, packets = {}, 0.0, 0
-        for _ in range(args.repeat):
+    acc = {shape: ({}, [0.0], [0]) for shape in shapes}
+    # The shapes alternate run by run (1x8, 2x8, 1x8, 2x8, ...): the machine's drift over the
+    # minutes of a measurement (two shared cores: other work, thermal state) then falls on every
+    # shape alike, and the comparison between shapes is the one the validation makes.
+    for _ in range(args.repeat):
+        for shape in shapes:
+            per, cpu_acc, pkt_acc = acc[shape]
             cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
                 "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
                 "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
@@ -134,7 +138,8 @@ def measure(args, shapes, sizes):
             text = run(cmd, "inc testbed", args.timeout)
             rows = bench_rows(text)
             c, n = switch_cpu(text)
-            cpu_s, packets = cpu_s + c, packets + n
+            cpu_acc[0] += c
+            pkt_acc[0] += n
             if not rows:
                 raise SystemExit("validate_testbed.py: no bench rows in the testbed output")
             for r in rows:
@@ -143,10 +148,20 @@ def measure(args, shapes, sizes):
                 if r["algo"] == "inc" and r["in_network"] != "1":
                     raise SystemExit(f"validate_testbed.py: the 'inc' row ran on the hosts: {r}")
                 per.setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
+    for shape in shapes:
+        per, cpu_acc, pkt_acc = acc[shape]
         for (algo, size), runs in sorted(per.items()):
             out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
-                        "time_s": median(runs), "runs": runs, "switch_cpu_s": cpu_s, "switch_packets": packets})
+                        "time_s": median(runs), "runs": runs, "switch_cpu_s": cpu_acc[0],
+                        "switch_packets": pkt_acc[0]})
     return out
+
+
+def spread(p):
+    """Half the range of a point's testbed runs over their median (0 for one run): how far the
+    measurement itself moves between runs of the same shape in the same session."""
+    runs = p.get("runs") or [p["time_s"]]
+    return (max(runs) - min(runs)) / 2 / p["time_s"] if len(runs) > 1 else 0.0
 
 
 def load_measured(path, shapes, sizes, algos):
@@ -418,7 +433,7 @@ def validate(args, sim, measured):
     print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; inc sim --matching {args.matching} "
           f"(eager up to {human(args.eager_bytes)}); error = sim / measured - 1")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
-          f"{'inc model':>12} {'error':>8}")
+          f"{'inc model':>12} {'error':>8} {'runs':>4} {'spread':>7}")
     rows, errs = [], []
     for p in sorted(measured, key=lambda p: (p["shape"], ALGOS.index(p["algo"]) if p["algo"] in ALGOS else 9, p["bytes"])):
         t_sim = sim.time(p, net=args.net)
@@ -428,12 +443,17 @@ def validate(args, sim, measured):
         if p["bytes"] >= 1 << 20:
             errs.append((abs(e_sim), p))
         print(f"  {shape_name(tuple(p['shape'])):<28} {p['algo']:<13} {human(p['bytes']):>8} {p['time_s'] * 1e3:>10.3f}ms "
-              f"{t_sim * 1e3:>10.3f}ms {100 * e_sim:>+7.1f}% {t_mod * 1e3:>10.3f}ms {100 * e_mod:>+7.1f}%", flush=True)
+              f"{t_sim * 1e3:>10.3f}ms {100 * e_sim:>+7.1f}% {t_mod * 1e3:>10.3f}ms {100 * e_mod:>+7.1f}% "
+              f"{len(p.get('runs') or [1]):>4} {100 * spread(p):>6.1f}%", flush=True)
     if errs:
         within = sum(1 for e, _ in errs if e <= 0.10)
         e, p = max(errs, key=lambda x: x[0])
         print(f"# from 1 MiB up: {within} of {len(errs)} points within 10% of the measurement (goal: all); "
               f"worst {100 * e:.1f}% ({shape_name(tuple(p['shape']))}, {p['algo']}, {human(p['bytes'])})")
+        noisy = [p for _, p in errs if spread(p) > 0.05]
+        if noisy:
+            print(f"# {len(noisy)} of these points moved more than +-5% between their own testbed runs (spread "
+                  f"column): their error is no better known than that")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)
@@ -454,7 +474,8 @@ def main():
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=1, help="testbed runs per shape (median of their medians)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="testbed runs per shape, the shapes alternating run by run (median of their medians)")
     ap.add_argument("--testbed-args", default="", help="extra inc testbed flags")
     ap.add_argument("--auth", choices=["on", "off"], default="off", help="key the switch job (as claim.py)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per testbed run")
@@ -474,6 +495,8 @@ def main():
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
     args = ap.parse_args()
     args.inc = os.path.abspath(args.inc)
+    if args.repeat < 1:
+        raise SystemExit(f"validate_testbed.py: --repeat {args.repeat}: need at least one testbed run per shape")
     args.algos = [a for a in args.algos.split(",") if a]
     bad = [a for a in args.algos if a not in ALGOS]
     if bad:
