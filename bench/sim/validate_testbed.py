@@ -118,18 +118,28 @@ def switch_cpu(out):
     return sum(float(t[2]) for t in tot), sum(int(t[0]) + int(t[1]) for t in tot)
 
 
+DROPS_LINE = re.compile(r"^drops: (\d+) at senders \(shaper queue full\), (\d+) at receivers$", re.M)
+
+
+def drops(out):
+    """Packets the testbed's links dropped in one run (its counters' summary line): TCP's loss
+    recovery is a cost the fluid simulator does not model, so a point measured with many drops
+    is a weaker check."""
+    return sum(int(a) + int(b) for a, b in DROPS_LINE.findall(out))
+
+
 def measure(args, shapes, sizes):
     """[{shape, algo, bytes, rate_gbps, time_s, runs, switch_cpu_s, switch_packets}] from `inc bench`
     on the testbed; the switch counters are the whole run's (every size), the same in each row."""
     lo, hi, f = geometric(sizes)
     out = []
-    acc = {shape: ({}, [0.0], [0]) for shape in shapes}
+    acc = {shape: ({}, [0.0], [0], []) for shape in shapes}
     # The shapes alternate run by run (1x8, 2x8, 1x8, 2x8, ...): the machine's drift over the
     # minutes of a measurement (two shared cores: other work, thermal state) then falls on every
     # shape alike, and the comparison between shapes is the one the validation makes.
     for _ in range(args.repeat):
         for shape in shapes:
-            per, cpu_acc, pkt_acc = acc[shape]
+            per, cpu_acc, pkt_acc, drop_runs = acc[shape]
             cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
                 "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
                 "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
@@ -140,6 +150,7 @@ def measure(args, shapes, sizes):
             c, n = switch_cpu(text)
             cpu_acc[0] += c
             pkt_acc[0] += n
+            drop_runs.append(drops(text))
             if not rows:
                 raise SystemExit("validate_testbed.py: no bench rows in the testbed output")
             for r in rows:
@@ -149,11 +160,11 @@ def measure(args, shapes, sizes):
                     raise SystemExit(f"validate_testbed.py: the 'inc' row ran on the hosts: {r}")
                 per.setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
     for shape in shapes:
-        per, cpu_acc, pkt_acc = acc[shape]
+        per, cpu_acc, pkt_acc, drop_runs = acc[shape]
         for (algo, size), runs in sorted(per.items()):
             out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
                         "time_s": median(runs), "runs": runs, "switch_cpu_s": cpu_acc[0],
-                        "switch_packets": pkt_acc[0]})
+                        "switch_packets": pkt_acc[0], "drops": drop_runs})
     return out
 
 
@@ -450,6 +461,13 @@ def validate(args, sim, measured):
         e, p = max(errs, key=lambda x: x[0])
         print(f"# from 1 MiB up: {within} of {len(errs)} points within 10% of the measurement (goal: all); "
               f"worst {100 * e:.1f}% ({shape_name(tuple(p['shape']))}, {p['algo']}, {human(p['bytes'])})")
+        seen = {}
+        for p in measured:
+            if "drops" in p:
+                seen.setdefault(shape_name(tuple(p["shape"])), p["drops"])
+        for name, d in seen.items():
+            print(f"# {name}: packets dropped by the testbed's links, per run (every algorithm and size): "
+                  f"{', '.join(str(x) for x in d)}")
         noisy = [p for _, p in errs if spread(p) > 0.05]
         if noisy:
             print(f"# {len(noisy)} of these points moved more than +-5% between their own testbed runs (spread "
