@@ -34,8 +34,8 @@ std::string validate(const NetParams& p) {
   if (!(p.link_burst_min_bytes >= 0)) return "link_burst_min: must be >= 0";
   if (!(p.burst_peak_gbps >= 0)) return "burst_peak_gbps: must be >= 0";
   if (p.link_burst_min_bytes > 0 && !p.buckets()) return "link_burst_min: needs link_burst (the buckets are off)";
-  if (p.buckets() && !(p.burst_peak_gbps > p.link_gbps))
-    return "burst_peak_gbps: must be above link_gbps with link_burst set (the rate a link passes its bucket at)";
+  if (p.buckets() && !(p.burst_peak_gbps > 0))
+    return "burst_peak_gbps: must be > 0 with link_burst set (the rate a link passes its bucket at; links as fast get none)";
   return "";
 }
 

@@ -429,17 +429,22 @@ SimResult Simulator::Impl::run() {
       case kCpuDone:
         cpu_done(e.a);
         break;
-      case kBucketEmpty:
+      case kBucketEmpty: {
         // Every link whose bucket runs dry at this instant drops to its rate, then one refill.
-        net.bucket_empty(e.a, e.b, now);
+        const auto empty = [&](std::uint32_t r, std::uint32_t version) {
+          if (net.bucket_empty(r, version, now) == FlowNet::BucketEvent::again)
+            push(net.bucket_empty_time(r), kBucketEmpty, r, net.bucket_version(r));
+        };
+        empty(e.a, e.b);
         while (!heap.empty() && heap.top().t == now && heap.top().type == kBucketEmpty) {
           const Event b = heap.top();
           heap.pop();
           ++events;
-          net.bucket_empty(b.a, b.b, now);
+          empty(b.a, b.b);
         }
         commit();
         break;
+      }
     }
     drain();
     if (bar && events >= next_bar) {

@@ -138,9 +138,14 @@ double FlowNet::tokens(std::uint32_t r, double now) const {
   return std::clamp(t, 0.0, b.size);
 }
 
-bool FlowNet::bucket_empty(std::uint32_t r, std::uint32_t version, double now) {
+FlowNet::BucketEvent FlowNet::bucket_empty(std::uint32_t r, std::uint32_t version, double now) {
   Bucket& b = buckets_[bucket_of_[r]];
-  if (b.version != version || b.dry) return false;
+  if (b.version != version || b.dry) {
+    if (now != b.scheduled) return BucketEvent::stale;  // a later copy of an older prediction
+    b.scheduled = b.empty_at;
+    return b.empty_at < std::numeric_limits<double>::infinity() ? BucketEvent::again : BucketEvent::stale;
+  }
+  b.scheduled = std::numeric_limits<double>::infinity();
   b.tokens = 0;
   b.last = now;
   b.dry = true;
@@ -149,7 +154,7 @@ bool FlowNet::bucket_empty(std::uint32_t r, std::uint32_t version, double now) {
   res_[r].cap = b.rate;
   seed_res_.push_back(r);
   ++buckets_emptied_;
-  return true;
+  return BucketEvent::emptied;
 }
 
 // Before a component is refilled: each bucket's tokens brought to `now` under the load it had,
@@ -182,7 +187,10 @@ void FlowNet::bucket_after_fill(double now) {
     if (same) continue;
     ++b.version;
     b.empty_at = !b.dry && load > b.rate ? now + b.tokens / (load - b.rate) : std::numeric_limits<double>::infinity();
-    if (b.empty_at < std::numeric_limits<double>::infinity()) changed_buckets_.push_back(r);
+    if (b.empty_at < b.scheduled) {
+      b.scheduled = b.empty_at;
+      changed_buckets_.push_back(r);
+    }
   }
 }
 

@@ -59,14 +59,18 @@ class FlowNet {
   // `bytes` > 0 tokens, full at time 0; its capacity is the peak until the tokens run out.
   void set_bucket(std::uint32_t r, double rate, double peak, double bytes);
   std::size_t num_buckets() const { return buckets_.size(); }
-  // Resources whose bucket's empty time changed in the last commit (others keep theirs); the
-  // caller schedules bucket_empty(r, bucket_version(r)) at bucket_empty_time(r).
+  // Resources whose bucket's empty time moved before its earliest scheduled event in the last
+  // commit; the caller schedules bucket_empty(r, bucket_version(r)) at bucket_empty_time(r). A
+  // later time is not scheduled at once: the earlier event, stale by then, asks for it (again),
+  // so a bucket has few events in the queue however often its load changes.
   const std::vector<std::uint32_t>& changed_buckets() const { return changed_buckets_; }
   double bucket_empty_time(std::uint32_t r) const { return buckets_[bucket_of_[r]].empty_at; }
   std::uint32_t bucket_version(std::uint32_t r) const { return buckets_[bucket_of_[r]].version; }
-  // r's bucket ran out of tokens at `now`: its capacity drops to the rate and its component is
-  // refilled at the next commit. False (nothing done) if the event is stale.
-  bool bucket_empty(std::uint32_t r, std::uint32_t version, double now);
+  // The event of r's bucket scheduled at `now` with `version`: `emptied`, it ran out of tokens,
+  // its capacity drops to the rate and its component is refilled at the next commit; `stale`,
+  // nothing to do; `again`, stale but the bucket's earliest event: schedule its empty time again.
+  enum class BucketEvent : std::uint8_t { emptied, stale, again };
+  BucketEvent bucket_empty(std::uint32_t r, std::uint32_t version, double now);
   // Tokens of r's bucket at `now` (>= the last refill of its component), and whether its
   // capacity is the peak.
   double tokens(std::uint32_t r, double now) const;
@@ -109,6 +113,7 @@ class FlowNet {
     double tokens = 0, last = 0;  // tokens at time `last`
     double load = 0;              // sum of the resource's flow rates since `last`
     double empty_at = std::numeric_limits<double>::infinity();
+    double scheduled = std::numeric_limits<double>::infinity();  // its earliest event in the queue
     std::uint32_t version = 0;
     bool dry = false;             // capacity at the rate: the tokens ran out and are not back
     bool moved = false;           // scratch: dry changed in this refill

@@ -676,8 +676,14 @@ TEST(Config, BucketKeysAndFlagsValues) {
       EXPECT_NE(std::string(e.what()).find("b.toml:6: key 'network.link_burst"), std::string::npos) << e.what();
     }
   }
-  const NetParams slow = net("link_burst = \"1ms\"\nburst_peak_gbps = 1\n");
-  EXPECT_NE(validate(slow).find("burst_peak_gbps"), std::string::npos) << validate(slow);
+  const NetParams nopeak = net("link_burst = \"1ms\"\n");
+  EXPECT_NE(validate(nopeak).find("burst_peak_gbps"), std::string::npos) << validate(nopeak);
+  // Links as fast as the peak or faster get no bucket (the run as without them).
+  NetParams slow = bucket_params(true);
+  slow.burst_peak_gbps = 1;
+  const SimResult r = bucketed(one_switch(2), slow, {{send(1, out(0, 1000000))}, {recv(0, out(0, 1000000))}});
+  EXPECT_EQ(r.buckets, 0u);
+  EXPECT_NEAR(r.makespan_s, 1e6 / kR, 1e-12);
   double bytes = 1, seconds = 1;
   parse_size_or_time("500 us", bytes, seconds);
   EXPECT_DOUBLE_EQ(seconds, 500e-6);
