@@ -142,6 +142,8 @@ FlowNet::BucketEvent FlowNet::bucket_empty(std::uint32_t r, std::uint32_t versio
   Bucket& b = buckets_[bucket_of_[r]];
   if (b.version != version || b.dry) {
     if (now != b.scheduled) return BucketEvent::stale;  // a later copy of an older prediction
+    // Every earlier empty time was scheduled when it was predicted, so none can have passed.
+    if (b.empty_at < now) throw Error(Error::Kind::internal, "flow: a bucket's empty time passed unscheduled");
     b.scheduled = b.empty_at;
     return b.empty_at < std::numeric_limits<double>::infinity() ? BucketEvent::again : BucketEvent::stale;
   }

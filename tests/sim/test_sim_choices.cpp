@@ -650,6 +650,54 @@ TEST(Buckets, FoldedAndSymmetricRunsKeepThem) {
   }
 }
 
+TEST(Buckets, AFlowJoiningBringsTheEmptyTimeForward) {
+  // Host 0 sends S to hosts 2 and 3 (its up link gives each P/2 = 2R), so host 2's down link
+  // starts at load 2R (empty in B/R = 1 ms); host 1's S to host 2 joins after 0.1 ms (a
+  // reduce of S at 10.49 GB/s first) at P - 2R, the load becomes 4R and the empty time moves
+  // to 0.4 ms, before the one scheduled. Host 0's up link runs dry at 1/3 ms, host 2's at 0.4
+  // ms; from then on the three flows share the two dry links at R/2 each and end together.
+  // Host 2's link carried 2S at R or more from the start and passed its B at the peak:
+  // (2S - B) / R.
+  const std::uint64_t S = 1 << 20;
+  NetParams np = bucket_params(true);
+  np.reduce_GBps = static_cast<double>(S) / 1e-4 / 1e9;
+  const SimResult r = bucketed(one_switch(4), np,
+                               {{send(2, out(0, S)), send(3, out(0, S))},
+                                {make(OpKind::reduce, -1, out(0, S), out(0, S)), send(2, out(0, S))},
+                                {recv(0, out(0, S)), recv(1, out(S, S))},
+                                {recv(0, out(0, S))}});
+  EXPECT_NEAR(r.makespan_s / ((2.0 * S - kB) / kR), 1.0, 1e-9);
+  EXPECT_EQ(r.buckets_emptied, 2u);
+}
+
+TEST(Buckets, LockStepRingSavesOneBucketPerLink) {
+  // Ring Allreduce of n on 8 ranks, one switch, no latency or overhead: every link carries one
+  // message of n/8 after another with no gap, so its bucket drains once over the run (each
+  // message's start moves the empty time to where the last one had it: the event scheduled
+  // then, stale, asks for it again) and the run takes (14 n/8 - B) / R, folded or not.
+  const double n = 1 << 20;
+  for (bool fold : {true, false}) {
+    TopoSpec ts = one_switch(8);
+    ts.link_gbps = 1;
+    ts.hop_latency_us = 0;
+    const Topology topo(ts);
+    SimOptions opt;
+    opt.np = bucket_params(true);
+    opt.fold_symmetric = fold;
+    Simulator sim(topo, opt);
+    JobSpec j;
+    j.name = "ring";
+    j.params.coll = Collective::allreduce;
+    j.params.algo = coll::Algorithm::ring;
+    j.params.count = static_cast<std::uint64_t>(n / 4);
+    for (int h = 0; h < 8; ++h) j.hosts.push_back(h);
+    sim.add_job(j);
+    const SimResult r = sim.run();
+    EXPECT_EQ(r.jobs[0].fold, fold ? 8u : 1u);
+    EXPECT_NEAR(r.makespan_s / ((14 * n / 8 - kB) / kR), 1.0, 1e-9) << fold;
+  }
+}
+
 TEST(Config, BucketKeysAndFlagsValues) {
   const std::string base = "[topology]\nkind = \"single_switch\"\nhosts = 2\nlink_gbps = 1\n";
   const std::string job = "[[job]]\nranks = 2\nbytes = 1024\n";
