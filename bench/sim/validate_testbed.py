@@ -247,6 +247,9 @@ def rel_residuals(sim, points, theta):
 def host_start(args):
     """Where the host fit starts: o us, g ns/B, s ns/B, ready notice us (0 and kept there unless
     --matching ready, the only matching with a notice)."""
+    if args.fit_start:
+        o, g, n = args.fit_start
+        return (o, g, 0.0, n if args.matching == "ready" else 0.0)
     return (10.0, 0.0, 0.0, 10.0 if args.matching == "ready" else 0.0)
 
 
@@ -513,11 +516,18 @@ def main():
     ap.add_argument("--burst-peak-gbps", type=float, default=8.0,
                     help="--burst-model on: a link's rate while its bucket holds tokens, veth speed (8: one "
                          "unshaped TCP flow on a loaded machine; docs/SIMULATOR.md, \"Token-bucket links\")")
+    ap.add_argument("--fit-start", type=lambda t: tuple(float(x) for x in t.split(",")), default=None,
+                    metavar="O_US,GAMMA_NS_PER_B,NOTICE_US",
+                    help="calibrate: start the host fit here (default 10,0,10); with --burst-model on the costs "
+                         "barely move the simulated time near 0 (idle gaps refill the buckets), so the fit may not "
+                         "leave a start point there")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
     args = ap.parse_args()
     args.inc = os.path.abspath(args.inc)
+    if args.fit_start is not None and len(args.fit_start) != 3:
+        raise SystemExit("validate_testbed.py: --fit-start takes three numbers: O_US,GAMMA_NS_PER_B,NOTICE_US")
     args.algos = [a for a in args.algos.split(",") if a]
     bad = [a for a in args.algos if a not in ALGOS]
     if bad:
