@@ -191,7 +191,7 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
              has_threshold ? fmt::format(" (eager up to {})", format_size(sc.opt.eager_threshold)) : std::string());
   if (sc.opt.np.buckets())
     fmt::print("token buckets on {} links (those slower than the peak; {} on a {} Gb/s link), passed at {} Gb/s: "
-               "one ran dry {} times\n", r.buckets,
+               "buckets ran dry {} times\n", r.buckets,
                format_size(sc.opt.np.burst_bytes(sc.topo.link_gbps * 1e9 / 8)), sc.topo.link_gbps,
                sc.opt.np.burst_peak_gbps, r.buckets_emptied);
   if (!csv_path.empty()) write_file(csv_path, csv);
