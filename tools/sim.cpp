@@ -47,6 +47,12 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
   if (!given("--host-packet-us")) n.host_packet_us = f.host_packet_us;
   if (!given("--switch-multicast")) n.switch_multicast = f.switch_multicast;
   if (!given("--cpu-cores")) n.cpu_cores = f.cpu_cores;
+  if (!given("--link-burst")) {
+    n.link_burst_bytes = f.link_burst_bytes;
+    n.link_burst_s = f.link_burst_s;
+  }
+  if (!given("--link-burst-min")) n.link_burst_min_bytes = f.link_burst_min_bytes;
+  if (!given("--burst-peak-gbps")) n.burst_peak_gbps = f.burst_peak_gbps;
   if (!given("--switch-memory")) n.switch_memory_bytes = f.switch_memory_bytes;
   if (!given("--inc-chunk")) n.inc_chunk_bytes = f.inc_chunk_bytes;
   if (!given("--link-gbps")) n.link_gbps = sc.topo.link_gbps = f.link_gbps;
@@ -183,6 +189,11 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
   const bool has_threshold = sc.opt.matching == Matching::eager || sc.opt.matching == Matching::ready;
   fmt::print("matching {}{}\n", name(sc.opt.matching),
              has_threshold ? fmt::format(" (eager up to {})", format_size(sc.opt.eager_threshold)) : std::string());
+  if (sc.opt.np.buckets())
+    fmt::print("token buckets on {} links (those slower than the peak; {} on a {} Gb/s link), passed at {} Gb/s: "
+               "buckets ran dry {} times\n", r.buckets,
+               format_size(sc.opt.np.burst_bytes(sc.topo.link_gbps * 1e9 / 8)), sc.topo.link_gbps,
+               sc.opt.np.burst_peak_gbps, r.buckets_emptied);
   if (!csv_path.empty()) write_file(csv_path, csv);
   if (!json_path.empty()) {
     json j = {{"topology", topo.describe()}, {"scenario", sc.source}, {"jobs", jobs}, {"makespan_s", r.makespan_s},
@@ -342,6 +353,15 @@ int cmd_sim(int argc, char** argv) {
                   "emulated testbed: hosts' and switches' packet CPU share this many cores (0 = own CPUs)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  std::string link_burst, link_burst_min;
+  run->add_option("--link-burst", link_burst,
+                  "emulated testbed: token bucket of every link, bytes (125000, 128KiB) or time at the link's rate "
+                  "(1ms); passed at --burst-peak-gbps after an idle period (0 = off; docs/SIMULATOR.md)");
+  run->add_option("--link-burst-min", link_burst_min, "emulated testbed: a bucket's floor in bytes (the testbed's: 74550)");
+  run->add_option("--burst-peak-gbps", np.burst_peak_gbps,
+                  "emulated testbed: a link's rate while its bucket holds tokens (veth speed), Gb/s")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   std::string switch_mem = "8MiB";
   run->add_option("--switch-memory", switch_mem, "switch aggregation memory")->capture_default_str();
   std::string inc_chunk;
@@ -388,6 +408,12 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.np.hop_latency_us = tf.hop_us;
       sc.opt.np.switch_memory_bytes = static_cast<double>(parse_size(switch_mem));
       if (!inc_chunk.empty()) sc.opt.np.inc_chunk_bytes = static_cast<double>(parse_size(inc_chunk));
+      try {
+        if (!link_burst.empty()) parse_size_or_time(link_burst, sc.opt.np.link_burst_bytes, sc.opt.np.link_burst_s);
+        if (!link_burst_min.empty()) sc.opt.np.link_burst_min_bytes = static_cast<double>(parse_size(link_burst_min));
+      } catch (const std::invalid_argument& e) {
+        throw Error(Error::Kind::invalid_argument, fmt::format("--link-burst / --link-burst-min: {}", e.what()));
+      }
       if (!net_file.empty()) apply_net_file(net_file, *run, sc);
       sc.opt.max_inc_chunks = max_inc_chunks;
       sc.opt.max_inc_ops = max_inc_ops;

@@ -77,17 +77,49 @@ def testbed_flags(shape, args):
 def sim_flags(shape, args):
     """The same shape in `inc sim`: one switch, or a 2-level fat tree whose leaves have as many up
     links as the testbed's uplink carries host links (D-mod-k routing spreads a leaf's flows over
-    them as one fat uplink would)."""
+    them as one fat uplink would); with --burst-model on, the testbed's shapers (burst_flags)."""
     leaves, hosts = shape
     if leaves == 1:
-        return ["--topology", "single_switch", "--hosts", str(hosts)]
+        return ["--topology", "single_switch", "--hosts", str(hosts)] + burst_flags(args)
     d = hosts // leaves
     u = d / args.oversubscription
     if u != int(u) or u < 1:
         raise SystemExit(f"validate_testbed.py: {d} hosts per leaf at {args.oversubscription:g}:1 is not a "
                          f"whole number of up links in inc sim")
     return ["--topology", "fat_tree2", "--hosts", str(hosts), "--radix", str(d + int(u)),
-            "--oversubscription", f"{args.oversubscription:g}", "--routing", "dmodk"]
+            "--oversubscription", f"{args.oversubscription:g}", "--routing", "dmodk"] + burst_flags(args)
+
+
+TESTBED_AUTO_BURST = "1ms"     # src/testbed/spec.hpp kAutoBurstSeconds: 1 ms at the link's rate ...
+TESTBED_GSO_BYTES = 65536      # ... but at least kMaxGsoBytes + one frame (MTU + 14 B of Ethernet)
+
+
+def burst_flags(args):
+    """--burst-model on: every link's tbf bucket as `inc testbed` sizes it (src/testbed/spec.cpp
+    burst_bytes): --burst from --testbed-args (a time at the link's rate, or bytes), by default
+    max(1 ms at the rate, 64 KiB + one frame of --mtu, 9000 by default); passed at
+    --burst-peak-gbps (veth speed) after an idle period (docs/SIMULATOR.md, "Token-bucket links").
+    The two-level shape's testbed uplink (one link at d/o x the host rate) is u links at the host
+    rate here, each with its own bucket: their sum is the testbed's while the time term decides
+    (1 ms: 2 x 125 KB for the 2 Gb/s uplink); a byte --burst or the floor gives each of them the
+    whole of it."""
+    if args.burst_model == "off":
+        return []
+    extra = args.testbed_args.split()
+
+    def testbed_opt(name, default):
+        for i, x in enumerate(extra):
+            if x == name and i + 1 < len(extra):
+                return extra[i + 1]
+            if x.startswith(name + "="):
+                return x.split("=", 1)[1]
+        return default
+    burst = testbed_opt("--burst", "auto").replace("\u00b5s", "us")
+    flags = ["--burst-peak-gbps", f"{args.burst_peak_gbps:g}"]
+    if burst == "auto":
+        frame = int(testbed_opt("--mtu", "9000")) + 14
+        return flags + ["--link-burst", TESTBED_AUTO_BURST, "--link-burst-min", f"{TESTBED_GSO_BYTES + frame}B"]
+    return flags + ["--link-burst", burst]
 
 
 def shape_name(shape):
@@ -241,6 +273,9 @@ def rel_residuals(sim, points, theta):
 def host_start(args):
     """Where the host fit starts: o us, g ns/B, s ns/B, ready notice us (0 and kept there unless
     --matching ready, the only matching with a notice)."""
+    if args.fit_start:
+        o, g, n = args.fit_start
+        return (o, g, 0.0, n if args.matching == "ready" else 0.0)
     return (10.0, 0.0, 0.0, 10.0 if args.matching == "ready" else 0.0)
 
 
@@ -375,6 +410,11 @@ def write_net(path, theta, args, fitted, res, warning, cpu=None):
             "switch_multicast = true   # inc testbed's default: a leaf sends each result once to its hosts",
             f"cpu_cores = {args.cores}   # the emulated testbed's processes share {args.cores} cores (not a cluster's property)",
         ]
+    if args.burst_model == "on":
+        b = burst_flags(args)
+        keys = {"--link-burst": "link_burst", "--link-burst-min": "link_burst_min", "--burst-peak-gbps": "burst_peak_gbps"}
+        lines.append("# the testbed's shapers, which the fit simulated (docs/SIMULATOR.md, \"Token-bucket links\")")
+        lines += [f"{keys[k]} = {v}" if k == "--burst-peak-gbps" else f'{keys[k]} = "{v}"' for k, v in zip(b[::2], b[1::2])]
     lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -508,6 +548,18 @@ def main():
                          "switches' and hosts' CPU per datagram on them (0: fit switch_reduce_GBps instead)")
     ap.add_argument("--switch-packet-us", type=float, default=None,
                     help="calibrate --cores: this switch CPU per datagram instead of the switches' counters")
+    ap.add_argument("--burst-model", choices=["on", "off"], default="off",
+                    help="on: simulate the testbed's token buckets (every link's tbf burst, passed at --burst-peak-gbps "
+                         "after an idle period; --burst in --testbed-args is honoured). Off by default: on the idle "
+                         "measurements it does not improve the fit (docs/SIMULATOR.md, the sixth round)")
+    ap.add_argument("--burst-peak-gbps", type=float, default=8.0,
+                    help="--burst-model on: a link's rate while its bucket holds tokens, veth speed (8: one "
+                         "unshaped TCP flow on a loaded machine; docs/SIMULATOR.md, \"Token-bucket links\")")
+    ap.add_argument("--fit-start", type=lambda t: tuple(float(x) for x in t.split(",")), default=None,
+                    metavar="O_US,GAMMA_NS_PER_B,NOTICE_US",
+                    help="calibrate: start the host fit here (default 10,0,10); with --burst-model on the costs "
+                         "barely move the simulated time near 0 (idle gaps refill the buckets), so the fit may not "
+                         "leave a start point there")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
@@ -515,6 +567,8 @@ def main():
     args.inc = os.path.abspath(args.inc)
     if args.repeat < 1:
         raise SystemExit(f"validate_testbed.py: --repeat {args.repeat}: need at least one testbed run per shape")
+    if args.fit_start is not None and len(args.fit_start) != 3:
+        raise SystemExit("validate_testbed.py: --fit-start takes three numbers: O_US,GAMMA_NS_PER_B,NOTICE_US")
     args.algos = [a for a in args.algos.split(",") if a]
     bad = [a for a in args.algos if a not in ALGOS]
     if bad:

@@ -30,6 +30,12 @@ std::string validate(const NetParams& p) {
   if (!(p.switch_packet_us >= 0)) return "switch_packet_us: must be >= 0 (0 = not modelled)";
   if (!(p.host_packet_us >= 0)) return "host_packet_us: must be >= 0 (0 = not modelled)";
   if (p.cpu_cores < 0) return "cpu_cores: must be >= 0 (0 = every host and switch has its own CPU)";
+  if (!(p.link_burst_s >= 0) || !(p.link_burst_bytes >= 0)) return "link_burst: must be >= 0 (0 = no token buckets)";
+  if (!(p.link_burst_min_bytes >= 0)) return "link_burst_min: must be >= 0";
+  if (!(p.burst_peak_gbps >= 0)) return "burst_peak_gbps: must be >= 0";
+  if (p.link_burst_min_bytes > 0 && !p.buckets()) return "link_burst_min: needs link_burst (the buckets are off)";
+  if (p.buckets() && !(p.burst_peak_gbps > 0))
+    return "burst_peak_gbps: must be > 0 with link_burst set (the rate a link passes its bucket at; links as fast get none)";
   return "";
 }
 
@@ -626,6 +632,11 @@ void read_net(TableReader& t, NetParams& np) {
   np.host_packet_us = t.get_double("host_packet_us", np.host_packet_us, 0, kInf);
   np.switch_multicast = t.get_bool("switch_multicast", np.switch_multicast);
   np.cpu_cores = static_cast<int>(t.get_int("cpu_cores", np.cpu_cores, 0, 4096));
+  if (t.has("link_burst")) t.get_size_or_time("link_burst", np.link_burst_bytes, np.link_burst_s);
+  np.link_burst_min_bytes = static_cast<double>(
+      t.get_size("link_burst_min", static_cast<std::uint64_t>(np.link_burst_min_bytes)));
+  np.burst_peak_gbps = t.get_double("burst_peak_gbps", np.burst_peak_gbps, 0, kInf);
+  if (np.link_burst_min_bytes > 0 && !np.buckets()) t.fail("link_burst_min", "needs link_burst (the buckets are off)");
   if (np.switch_memory_bytes < np.inc_chunk_bytes)
     t.fail("switch_memory", "must hold at least one chunk (inc_chunk)");
 }

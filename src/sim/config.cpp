@@ -63,6 +63,36 @@ std::uint64_t parse_size(std::string_view s) {
   return static_cast<std::uint64_t>(std::llround(b));
 }
 
+void parse_size_or_time(std::string_view s, double& bytes, double& seconds) {
+  std::string t(s);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty() || (t.back() != 's' && t.back() != 'S')) {
+    bytes = static_cast<double>(parse_size(t));
+    seconds = 0;
+    return;
+  }
+  // A size never ends in 's': a time, in s, ms, us or ns.
+  std::size_t end = t.size() - 1;
+  double unit = 1;
+  if (end > 0 && std::isalpha(static_cast<unsigned char>(t[end - 1]))) {
+    const char u = static_cast<char>(std::tolower(static_cast<unsigned char>(t[end - 1])));
+    unit = u == 'm' ? 1e-3 : u == 'u' ? 1e-6 : u == 'n' ? 1e-9 : 0;
+    if (unit == 0) throw std::invalid_argument(fmt::format("'{}': unknown time unit (s, ms, us, ns)", s));
+    --end;
+  }
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t.substr(0, end), &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("'{}' is not a size or a time", s));
+  }
+  while (used < end && std::isspace(static_cast<unsigned char>(t[used]))) ++used;
+  if (used != end || !(v >= 0) || v > 1e9) throw std::invalid_argument(fmt::format("'{}' is not a size or a time", s));
+  seconds = v * unit;
+  bytes = 0;
+}
+
 std::string format_size(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -225,6 +255,21 @@ std::uint64_t TableReader::get_size(std::string_view key, std::uint64_t def, std
   }
   if (v < min) fail(key, fmt::format("{} is out of range: must be >= {}", v, min));
   return v;
+}
+
+void TableReader::get_size_or_time(std::string_view key, double& bytes, double& seconds) {
+  const toml::node* n = find(key);
+  if (!n) return;
+  if (auto s = n->value_exact<std::string>()) {
+    try {
+      parse_size_or_time(*s, bytes, seconds);
+    } catch (const std::invalid_argument& e) {
+      fail(key, e.what());
+    }
+    return;
+  }
+  bytes = static_cast<double>(get_size(key, 0));
+  seconds = 0;
 }
 
 std::uint64_t TableReader::require_size(std::string_view key, std::uint64_t min) {

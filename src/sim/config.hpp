@@ -18,6 +18,9 @@ namespace inc::sim {
 
 // Parses "8GiB", "512 KiB", "1.5e9", "4MB", "100" (bytes). Throws std::invalid_argument.
 std::uint64_t parse_size(std::string_view s);
+// A byte count as parse_size, or a time ("1ms", "500us", "0.004s"): sets one of `bytes` and
+// `seconds`, zeroes the other. Throws std::invalid_argument.
+void parse_size_or_time(std::string_view s, double& bytes, double& seconds);
 // Human-readable size: 8 GiB, 256 KiB, 100 B.
 std::string format_size(double bytes);
 
@@ -41,6 +44,8 @@ class TableReader {
   // Integer byte count or a string with a unit ("8GiB").
   std::uint64_t get_size(std::string_view key, std::uint64_t def, std::uint64_t min = 0);
   std::uint64_t require_size(std::string_view key, std::uint64_t min = 0);
+  // A size (integer bytes or "128KiB") or a time ("1ms"): parse_size_or_time.
+  void get_size_or_time(std::string_view key, double& bytes, double& seconds);
   std::vector<std::string> get_string_list(std::string_view key);
   std::vector<std::int64_t> get_int_list(std::string_view key);
   // Sub-table (nullptr-safe: returns false if absent).

@@ -286,6 +286,7 @@ void Simulator::Impl::reschedule() {
     const double t = net.finish_time(f);
     if (t < std::numeric_limits<double>::infinity()) push(t, kFlowDone, f, net.version(f));
   }
+  for (std::uint32_t r : net.changed_buckets()) push(net.bucket_empty_time(r), kBucketEmpty, r, net.bucket_version(r));
 }
 
 // A flow finished: remove it (rates are recomputed once per batch); false if the event is stale.
@@ -428,6 +429,22 @@ SimResult Simulator::Impl::run() {
       case kCpuDone:
         cpu_done(e.a);
         break;
+      case kBucketEmpty: {
+        // Every link whose bucket runs dry at this instant drops to its rate, then one refill.
+        const auto empty = [&](std::uint32_t r, std::uint32_t version) {
+          if (net.bucket_empty(r, version, now) == FlowNet::BucketEvent::again)
+            push(net.bucket_empty_time(r), kBucketEmpty, r, net.bucket_version(r));
+        };
+        empty(e.a, e.b);
+        while (!heap.empty() && heap.top().t == now && heap.top().type == kBucketEmpty) {
+          const Event b = heap.top();
+          heap.pop();
+          ++events;
+          empty(b.a, b.b);
+        }
+        commit();
+        break;
+      }
     }
     drain();
     if (bar && events >= next_bar) {
@@ -474,6 +491,8 @@ SimResult Simulator::Impl::run() {
   out.max_link_flows = max_link_flows;
   out.refills = net.refills();
   out.refill_flows = net.refill_flows();
+  out.buckets = net.num_buckets();
+  out.buckets_emptied = net.buckets_emptied();
   out.link_bytes = std::move(link_bytes);
   out.job_link_bytes = std::move(job_link_bytes);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -115,6 +115,9 @@ struct SimResult {
   // seen at once on one switch-to-switch link.
   std::uint64_t routed_flows = 0, collided_flows = 0;
   std::uint32_t max_link_flows = 0;
+  // Token-bucket links (NetParams::buckets): links with a bucket, and how often one ran dry
+  // (counted once per simulated link, as events: not multiplied by a fold).
+  std::uint64_t buckets = 0, buckets_emptied = 0;
   double wall_s = 0;
   std::vector<double> link_bytes;             // per directed link
   std::vector<std::vector<double>> job_link_bytes;  // [job][link] if per_job_links

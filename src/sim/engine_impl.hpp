@@ -19,7 +19,7 @@ namespace inc::sim {
 
 namespace engine_detail {
 
-enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone };
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone, kBucketEmpty };
 
 struct Event {
   double t;
@@ -241,6 +241,17 @@ struct Simulator::Impl {
     cores_idle = opt.np.cpu_cores;
     link_bytes.assign(n_links, 0);
     link_load.assign(n_links, 0);
+    set_buckets();
+  }
+  // The emulated testbed's shapers (NetParams::buckets): a token bucket on each directed link
+  // slower than the peak. Identical links get identical buckets, so folding still holds.
+  void set_buckets() {
+    if (!opt.np.buckets()) return;
+    const double peak = opt.np.burst_peak_gbps * 1e9 / 8;
+    for (std::uint32_t l = 0; l < n_links; ++l) {
+      const double bw = topo.link(l).bw;
+      if (bw < peak) net.set_bucket(l, bw, peak, opt.np.burst_bytes(bw));
+    }
   }
 
   std::uint32_t mem_res(int host) const { return n_links + static_cast<std::uint32_t>(host); }

@@ -110,8 +110,95 @@ void FlowNet::remove(std::uint32_t f) {
   free_flows_.push_back(f);
 }
 
+void FlowNet::set_bucket(std::uint32_t r, double rate, double peak, double bytes) {
+  if (!(rate > 0) || !(peak > rate) || !(bytes > 0) || r >= res_.size() || active_count_ > 0)
+    throw Error(Error::Kind::internal, "flow: a bucket needs 0 < rate < peak, bytes > 0, before any flow");
+  if (bucket_of_.empty()) bucket_of_.assign(res_.size(), ~0u);
+  if (bucket_of_[r] == ~0u) {
+    bucket_of_[r] = static_cast<std::uint32_t>(buckets_.size());
+    buckets_.emplace_back();
+  }
+  Bucket& b = buckets_[bucket_of_[r]];
+  b = Bucket{};
+  b.rate = rate;
+  b.peak = peak;
+  b.size = b.tokens = bytes;
+  res_[r].cap = peak;
+}
+
+namespace {
+// Tokens at or below this share of the bucket count as none: the error of a drain computed to
+// its empty time and back (the simulated clock's rounding times the drain rate) is far smaller.
+constexpr double kTokenEps = 1e-6;
+}  // namespace
+
+double FlowNet::tokens(std::uint32_t r, double now) const {
+  const Bucket& b = buckets_[bucket_of_[r]];
+  const double t = b.tokens + (b.rate - b.load) * std::max(0.0, now - b.last);
+  return std::clamp(t, 0.0, b.size);
+}
+
+FlowNet::BucketEvent FlowNet::bucket_empty(std::uint32_t r, std::uint32_t version, double now) {
+  Bucket& b = buckets_[bucket_of_[r]];
+  if (b.version != version || b.dry) {
+    if (now != b.scheduled) return BucketEvent::stale;  // a later copy of an older prediction
+    // Every earlier empty time was scheduled when it was predicted, so none can have passed.
+    if (b.empty_at < now) throw Error(Error::Kind::internal, "flow: a bucket's empty time passed unscheduled");
+    b.scheduled = b.empty_at;
+    return b.empty_at < std::numeric_limits<double>::infinity() ? BucketEvent::again : BucketEvent::stale;
+  }
+  b.scheduled = std::numeric_limits<double>::infinity();
+  b.tokens = 0;
+  b.last = now;
+  b.dry = true;
+  ++b.version;
+  b.empty_at = std::numeric_limits<double>::infinity();
+  res_[r].cap = b.rate;
+  seed_res_.push_back(r);
+  ++buckets_emptied_;
+  return BucketEvent::emptied;
+}
+
+// Before a component is refilled: each bucket's tokens brought to `now` under the load it had,
+// and its capacity set by them (the peak while tokens are left, the rate once they ran out; back
+// to the peak when the load fell below the rate and tokens came back).
+void FlowNet::bucket_before_fill(double now) {
+  for (std::uint32_t r : comp_res_) {
+    if (bucket_of_[r] == ~0u) continue;
+    Bucket& b = buckets_[bucket_of_[r]];
+    b.tokens = tokens(r, now);
+    b.last = now;
+    const bool was = b.dry;
+    b.dry = b.tokens <= kTokenEps * b.size;
+    if (b.dry) b.tokens = 0;
+    b.moved = b.dry != was;
+    res_[r].cap = b.dry ? b.rate : b.peak;
+  }
+}
+
+// After it: each bucket's new load and, at the peak with a load above the rate, when its tokens
+// run out. An unchanged load keeps the scheduled time (it is still right).
+void FlowNet::bucket_after_fill(double now) {
+  for (std::uint32_t r : comp_res_) {
+    if (bucket_of_[r] == ~0u) continue;
+    Bucket& b = buckets_[bucket_of_[r]];
+    double load = 0;
+    for (std::uint32_t f : res_[r].flows) load += flows_[f].rate;
+    const bool same = !b.moved && std::fabs(load - b.load) <= 1e-12 * std::max(load, b.load);
+    b.load = load;
+    if (same) continue;
+    ++b.version;
+    b.empty_at = !b.dry && load > b.rate ? now + b.tokens / (load - b.rate) : std::numeric_limits<double>::infinity();
+    if (b.empty_at < b.scheduled) {
+      b.scheduled = b.empty_at;
+      changed_buckets_.push_back(r);
+    }
+  }
+}
+
 void FlowNet::refill(double now) {
   changed_.clear();
+  changed_buckets_.clear();
   ++refills_;
   ++stamp_;
   // Each component of the seeds apart: max-min rates of disjoint components are independent, and
@@ -138,7 +225,13 @@ void FlowNet::refill(double now) {
         }
       }
     }
+    if (buckets_.empty()) {
+      fill_component(now);
+      continue;
+    }
+    bucket_before_fill(now);
     fill_component(now);
+    bucket_after_fill(now);
   }
 }
 

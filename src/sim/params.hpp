@@ -6,6 +6,7 @@
 // seconds and bytes/s happen in the accessors below, nowhere else.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -38,6 +39,14 @@ struct NetParams {
   // Emulated testbed only: every host's and switch's packet CPU above runs on this many shared
   // cores (inc testbed: all processes on one machine). 0 = each host and switch has its own.
   int cpu_cores = 0;
+  // Emulated testbed only: its links' shapers (tbf token buckets; docs/SIMULATOR.md, "Token-bucket
+  // links"). Each direction of every link slower than burst_peak_gbps has a bucket of
+  // max(link_burst_s x its rate, link_burst_bytes, link_burst_min_bytes), full at time 0, that
+  // it passes at burst_peak_gbps (veth speed) after an idle period. Off while link_burst is 0.
+  double link_burst_s = 0;          // link_burst given as a time at the link's rate
+  double link_burst_bytes = 0;      // link_burst given in bytes
+  double link_burst_min_bytes = 0;  // the bucket's floor (the testbed's: 64 KiB + one frame)
+  double burst_peak_gbps = 0;       // a link's rate while its bucket holds tokens
 
   // Derived quantities (seconds and bytes/s).
   double beta() const { return 8.0 / (link_gbps * 1e9); }  // seconds per byte on one link
@@ -46,6 +55,11 @@ struct NetParams {
   double alpha() const { return host_overhead_us * 1e-6 + path_hops * hop_s(); }
   double alpha_nic() const { return nic_overhead_us * 1e-6 + path_hops * hop_s(); }
   double gamma() const { return reduce_GBps > 0 ? 1.0 / (reduce_GBps * 1e9) : 0.0; }
+  bool buckets() const { return link_burst_s > 0 || link_burst_bytes > 0; }
+  // The bucket of a link of `bytes_per_s` (0 without buckets).
+  double burst_bytes(double bytes_per_s) const {
+    return buckets() ? std::max({link_burst_s * bytes_per_s, link_burst_bytes, link_burst_min_bytes}) : 0.0;
+  }
 };
 
 // Checks ranges; returns "" or "<field>: <reason>" for the first bad field.

@@ -15,6 +15,7 @@
 #include "sim/program.hpp"
 #include "sim/scenario.hpp"
 #include "sim/topology.hpp"
+#include "tests/sim/hand_program.hpp"
 
 namespace inc::sim {
 namespace {
@@ -23,39 +24,7 @@ using coll::BufferId;
 using coll::Op;
 using coll::OpKind;
 using coll::Region;
-
-Op make(OpKind k, int peer, Region src, Region dst) {
-  Op o;
-  o.kind = k;
-  o.peer = peer;
-  o.src = src;
-  o.dst = dst;
-  return o;
-}
-Region out(std::uint64_t off, std::uint64_t bytes) { return {BufferId::output, off, bytes}; }
-Op send(int peer, Region r) { return make(OpKind::send, peer, r, {}); }
-Op recv(int peer, Region r) { return make(OpKind::recv, peer, {}, r); }
-
-Program program(std::vector<std::vector<Op>> ops) {
-  std::vector<coll::RankSchedule> s(ops.size());
-  for (std::size_t r = 0; r < ops.size(); ++r) {
-    s[r].ops = std::move(ops[r]);
-    coll::infer_dependencies(s[r]);
-  }
-  return link_program(s);
-}
-
-SimResult run(const Topology& topo, SimOptions opt, Program prog, std::vector<int> hosts = {}) {
-  if (hosts.empty())
-    for (int r = 0; r < prog.nranks; ++r) hosts.push_back(r);
-  Simulator sim(topo, opt);
-  JobSpec j;
-  j.name = "hand";
-  j.params.nranks = prog.nranks;
-  j.hosts = hosts;
-  sim.add_job(j, std::move(prog));
-  return sim.run();
-}
+using namespace inc::sim::test;
 
 // ---- shapes ------------------------------------------------------------------------------------
 

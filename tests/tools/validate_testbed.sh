@@ -79,4 +79,30 @@ if "$inc" sim run -f "$src/examples/sim/fsdp-streams.toml" --net "$tmp/cal.toml"
   fail "--net beside a scenario file accepted"
 fi
 grep -q "scenario" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
-echo "validate_testbed: calibration, validation, residuals and --net checked"
+
+# --burst-model on: the testbed's token buckets (src/testbed/spec.cpp's sizes, a --burst in
+# --testbed-args passed through) in every simulated point and in the written file.
+burst() { python3 "$script" --inc "$inc" --burst-model on --burst-peak-gbps 4 "$@" calibrate --measured "$tmp/measured.json" \
+          --algos ring --sizes 1M,4M --net "$tmp/burst.toml" >/dev/null || fail "calibrate --burst-model on exited $?"; }
+burst
+grep -q '^link_burst = "1ms"$' "$tmp/burst.toml" && grep -q '^link_burst_min = "74550B"$' "$tmp/burst.toml" &&
+  grep -q '^burst_peak_gbps = 4$' "$tmp/burst.toml" || fail "the testbed's default buckets not in the file"$'\n'"$(cat "$tmp/burst.toml")"
+[ "$(sim --net "$tmp/burst.toml")" != "$(sim --net "$tmp/burst.toml" --burst-peak-gbps 1)" ] ||
+  fail "the file's buckets changed nothing (a peak at the link rate turns them off)"
+burst --testbed-args "--burst 4ms --mtu 1500"
+grep -q '^link_burst = "4ms"$' "$tmp/burst.toml" && ! grep -q '^link_burst_min' "$tmp/burst.toml" ||
+  fail "--testbed-args --burst not passed through"$'\n'"$(cat "$tmp/burst.toml")"
+burst --testbed-args "--mtu 1500"
+grep -q '^link_burst_min = "67050B"$' "$tmp/burst.toml" || fail "the floor is not 64 KiB + one 1514 B frame"
+python3 "$script" --inc "$inc" --burst-model on --burst-peak-gbps 4 validate --measured "$tmp/measured.json" \
+  --sizes 1M --algos ring --shapes 1x8 --net "$tmp/cal.toml" -o "$tmp/on.json" >/dev/null || fail "validate --burst-model on"
+python3 "$script" --inc "$inc" validate --measured "$tmp/measured.json" \
+  --sizes 1M --algos ring --shapes 1x8 --net "$tmp/cal.toml" -o "$tmp/off.json" >/dev/null || fail "validate (off)"
+python3 - "$tmp/on.json" "$tmp/off.json" <<'PY' || exit 1
+import json, sys
+on, off = (json.load(open(p))[0]["sim_s"] for p in sys.argv[1:])
+# ring 1 MiB on one switch: the 125 KB buckets save at least B / R = 1 ms
+if not off - on >= 1e-3:
+    sys.exit(f"FAIL: --burst-model on simulated {on} s, off {off} s")
+PY
+echo "validate_testbed: calibration, validation, residuals, --net and --burst-model checked"
