@@ -298,6 +298,11 @@ CollectiveParams RankProxy::check(const Descriptor& d, std::byte*& in, std::byte
   CollectiveParams p;
   auto cit = comms_.find(d.comm_id);
   if (cit == comms_.end()) throw Error(Error::Kind::invalid_argument, fmt::format("unknown communicator {}", d.comm_id));
+  if (d.unplaced)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("rank {} could not place the call's buffers in memory registered with its engine (its "
+                            "own error says why)",
+                            cit->second.rank));
   if (d.coll >= kNumCollectives || d.dtype >= kNumDataTypes || d.op >= kNumReduceOps || d.algo == 0 ||
       d.algo >= coll::kNumAlgorithms || static_cast<coll::Algorithm>(d.algo) == coll::Algorithm::inc)
     throw Error(Error::Kind::invalid_argument, "a descriptor with an invalid collective, type, op or algorithm");

@@ -696,3 +696,35 @@ TEST(EdgeIsolation, ARefusalOnOneRankFailsEveryRankNamingIt) {
   auto res = run_job(other, allreduce_params(0, 2, 64), oin);
   EXPECT_EQ(res[1][0], std::byte{2});
 }
+
+// A rank whose library cannot place a call's buffers (here: the engine refuses its 1025th
+// registration) fails that call itself, and its peer, already waiting in the collective, fails
+// at once naming it (the descriptor posted without buffers is refused and the refusal told).
+TEST(EdgeIsolation, ARankThatCannotPlaceItsBuffersFailsItsPeerNamingIt) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  std::vector<std::unique_ptr<EdgeClient>> job;
+  for (int r = 0; r < 2; ++r) {
+    auto c = config(path, 7103, r, 2);
+    c.timeout = 8s;
+    job.push_back(std::make_unique<EdgeClient>(c));
+  }
+  std::vector<std::future<void>> f;
+  for (auto& c : job) f.push_back(std::async(std::launch::async, [&c] { c->attach(); }));
+  for (auto& x : f) x.get();
+  for (auto& c : job) c->add_comm(0, {0, 1});
+  for (std::uint32_t i = 0; i < kMaxRegistrations; ++i) job[0]->alloc(64);  // every registration rank 0 may hold
+  std::vector<std::int32_t> in(1000, 1), out(1000);
+  auto op1 = job[1]->start(0, allreduce_params(1, 2, 1000), in.data(), out.data());
+  try {
+    job[0]->start(0, allreduce_params(0, 2, 1000), in.data(), out.data());  // must stage: a new registration
+    FAIL() << "rank 0 posted without a place for its buffers";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e, "registrations")) << e.what();
+  }
+  auto e = outcome(*job[1], *op1);
+  ASSERT_TRUE(e) << "rank 1 completed without rank 0";
+  EXPECT_EQ(e->kind(), Error::Kind::mismatch) << e->what();
+  EXPECT_TRUE(has(*e, "allreduce #0: rank 0's call was refused before it started: edge engine: rank 0 could not place"))
+      << e->what();
+}
