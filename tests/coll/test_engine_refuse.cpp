@@ -138,6 +138,22 @@ struct WithRawPeer {
     e->add_comm(5, {0});  // a communicator rank 1 is not part of
   }
   ~WithRawPeer() { ::close(sv[1]); }
+  // Rank 0's allreduce, waiting for rank 1 when `send` writes refusals, must fail with a mismatch
+  // saying `what`.
+  template <class F>
+  void expect_failed_by(F&& send, const std::string& what) {
+    std::vector<float> in(64, 1.0f), out(64);
+    auto a = e->start(0, allreduce(0, 2), in.data(), out.data(), "test");
+    send();
+    for (int k = 0; k < 20; ++k) e->progress(1);
+    try {
+      e->wait(*a);
+      FAIL() << "completed without rank 1";
+    } catch (const Error& x) {
+      EXPECT_EQ(x.kind(), Error::Kind::mismatch) << x.what();
+      EXPECT_TRUE(has(x, what)) << x.what();
+    }
+  }
   // Writes a refusal of (comm, seq) with `text`, running the engine while the socket is full.
   void refusal(std::uint32_t comm, std::uint64_t seq, const std::string& text) {
     transport::WireHeader h;
@@ -160,44 +176,19 @@ struct WithRawPeer {
 
 TEST(EngineRefuse, ARefusalIsChargedToItsSenderWhateverItsTextSays) {
   WithRawPeer t;
-  std::vector<float> in(64, 1.0f), out(64);
-  auto a = t.e->start(0, allreduce(0, 2), in.data(), out.data(), "test");
-  t.refusal(0, 0, "rank 7 refused, not rank 1");
-  for (int k = 0; k < 20; ++k) t.e->progress(1);
-  try {
-    t.e->wait(*a);
-    FAIL() << "completed without rank 1";
-  } catch (const Error& x) {
-    EXPECT_EQ(x.kind(), Error::Kind::mismatch) << x.what();
-    EXPECT_TRUE(has(x, "allreduce #0: rank 1's call was refused before it started: rank 7 refused")) << x.what();
-  }
+  t.expect_failed_by([&] { t.refusal(0, 0, "rank 7 refused, not rank 1"); },
+                     "allreduce #0: rank 1's call was refused before it started: rank 7 refused");
 }
 
 TEST(EngineRefuse, AForgedRefusalOfAnotherCommunicatorOrAFloodIsAnErrorNamingTheSender) {
   {
-    WithRawPeer t;
-    std::vector<float> in(64, 1.0f), out(64);
-    auto a = t.e->start(0, allreduce(0, 2), in.data(), out.data(), "test");
-    t.refusal(5, 0, "forged");  // comm 5 is rank 0's alone
-    for (int k = 0; k < 20; ++k) t.e->progress(1);
-    try {
-      t.e->wait(*a);
-      FAIL() << "completed without rank 1";
-    } catch (const Error& x) {
-      EXPECT_EQ(x.kind(), Error::Kind::mismatch) << x.what();
-      EXPECT_TRUE(has(x, "world rank 1 sent a refusal for a communicator it is not part of")) << x.what();
-    }
+    WithRawPeer t;  // comm 5 is rank 0's alone
+    t.expect_failed_by([&] { t.refusal(5, 0, "forged"); }, "world rank 1 sent a refusal for a communicator it is not part of");
   }
   WithRawPeer t;
-  std::vector<float> in(64, 1.0f), out(64);
-  auto a = t.e->start(0, allreduce(0, 2), in.data(), out.data(), "test");
-  for (std::uint64_t s = 1; s <= Engine::kMaxRefusals + 1; ++s) t.refusal(0, s, "x");  // collectives to come
-  for (int k = 0; k < 20; ++k) t.e->progress(1);
-  try {
-    t.e->wait(*a);
-    FAIL() << "completed without rank 1";
-  } catch (const Error& x) {
-    EXPECT_EQ(x.kind(), Error::Kind::mismatch) << x.what();
-    EXPECT_TRUE(has(x, "world rank 1 sent more than 4096 refusals")) << x.what();
-  }
+  t.expect_failed_by(
+      [&] {
+        for (std::uint64_t s = 1; s <= Engine::kMaxRefusals + 1; ++s) t.refusal(0, s, "x");  // collectives to come
+      },
+      "world rank 1 sent more than 4096 refusals");
 }

@@ -612,13 +612,14 @@ TEST(EdgeIsolation, ADescriptorWithABadAccumulatorPolicyIsRefused) {
 
 namespace {
 
-// The ranks of a job with a conversion handler (int8: converts f32, f16 and bf16 messages) and a
-// short deadline: a test that waits for it has failed.
-std::vector<std::unique_ptr<EdgeClient>> attach_converting_job(const std::string& path, std::uint64_t job, int world) {
+// The ranks of a job with a short deadline (a test that waits for it has failed) and, if given,
+// a conversion handler (int8: converts f32, f16 and bf16 messages).
+std::vector<std::unique_ptr<EdgeClient>> attach_impatient_job(const std::string& path, std::uint64_t job, int world,
+                                                              const std::string& handler = "") {
   std::vector<std::unique_ptr<EdgeClient>> cs;
   for (int r = 0; r < world; ++r) {
     auto c = config(path, job, r, world);
-    c.handler = "int8";
+    c.handler = handler;
     c.timeout = 8s;
     cs.push_back(std::make_unique<EdgeClient>(c));
   }
@@ -654,7 +655,7 @@ TEST(EdgeIsolation, ARefusalOnOneRankFailsEveryRankNamingIt) {
   const auto path = fresh_path();
   EngineThread eng(path);
   constexpr int kRanks = 3;
-  auto job = attach_converting_job(path, 7101, kRanks);
+  auto job = attach_impatient_job(path, 7101, kRanks, "int8");
   auto other = attach_job(path, 7102, 2);
   coll::CollectiveParams p;
   p.algo = coll::Algorithm::ring;
@@ -703,16 +704,7 @@ TEST(EdgeIsolation, ARefusalOnOneRankFailsEveryRankNamingIt) {
 TEST(EdgeIsolation, ARankThatCannotPlaceItsBuffersFailsItsPeerNamingIt) {
   const auto path = fresh_path();
   EngineThread eng(path);
-  std::vector<std::unique_ptr<EdgeClient>> job;
-  for (int r = 0; r < 2; ++r) {
-    auto c = config(path, 7103, r, 2);
-    c.timeout = 8s;
-    job.push_back(std::make_unique<EdgeClient>(c));
-  }
-  std::vector<std::future<void>> f;
-  for (auto& c : job) f.push_back(std::async(std::launch::async, [&c] { c->attach(); }));
-  for (auto& x : f) x.get();
-  for (auto& c : job) c->add_comm(0, {0, 1});
+  auto job = attach_impatient_job(path, 7103, 2);
   for (std::uint32_t i = 0; i < kMaxRegistrations; ++i) job[0]->alloc(64);  // every registration rank 0 may hold
   std::vector<std::int32_t> in(1000, 1), out(1000);
   auto op1 = job[1]->start(0, allreduce_params(1, 2, 1000), in.data(), out.data());
