@@ -81,7 +81,12 @@ std::optional<Error> Engine::take_refusal(std::uint32_t comm_id, Collective coll
   const std::uint64_t seq = cit->second.next_seq++;  // the peers' collective of that number
   const auto [wpeer, why] = rit->second;
   refusals_.erase(rit);
-  Error e = refusal_error(comm_id, coll, seq, wpeer, why);
+  // (Kept before this rank knew the communicator: its membership is checked now.)
+  Error e = cit->second.comm_rank_of[static_cast<std::size_t>(wpeer)] < 0
+                ? Error(Error::Kind::mismatch, fmt::format("{} #{}: world rank {} sent a refusal for a communicator it "
+                                                           "is not part of",
+                                                           name(coll), seq, wpeer))
+                : refusal_error(comm_id, coll, seq, wpeer, why);
   failed_by_refusal(e, wpeer);
   return e;
 }
