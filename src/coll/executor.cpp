@@ -120,6 +120,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
                                       const void* input, void* output, std::string selection,
                                       const StartOptions& opts) {
   std::lock_guard lk(mu_);
+  if (auto refused = take_refusal(comm_id, params.coll)) throw *refused;  // a peer refused its call of it
   if (fatal_) throw Error(fatal_->kind(), fmt::format("{} (the communicator is unusable after this error)", fatal_->what()));
   auto cit = comms_.find(comm_id);
   if (cit == comms_.end()) throw Error(Error::Kind::invalid_argument, "unknown communicator");
@@ -464,6 +465,7 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
   if (cit != comms_.end() && cit->second.comm_rank_of[wpeer] < 0)
     throw Error(Error::Kind::mismatch,
                 fmt::format("world rank {} sent a message for a communicator it is not part of", wpeer));
+  if (ait == active_.end() && refused_here_.count(key)) return RecvTarget{};  // refused here: dropped
   if (ait == active_.end()) {
     // Not started here yet; for a new sub-communicator this rank may not even have finished
     // split() yet. Park it; start() checks it against this rank's own call.

@@ -178,6 +178,17 @@ class Engine : public transport::MessageSink {
   // Also serve `fd` (not owned) from that loop: see TcpMesh::watch_fd.
   void watch_fd(int fd, std::function<void()> on_readable);
   void unwatch_fd(int fd);
+  // This rank's call on `comm_id` was refused before it could start (the edge engine's checks
+  // of a rank's descriptor, src/edge/proxy.cpp): it takes the communicator's next sequence
+  // number, as the call would have, and every other member is told (MsgKind::refuse, `why`), so
+  // that its call of that collective fails at once with Error::Kind::mismatch naming this rank
+  // and `why` instead of waiting for it until the deadline. Their engines are then unusable, as
+  // after any failed collective, and tell this one (an abort). A call refused on every rank
+  // fails nothing else: the next one runs (executor_refuse.cpp).
+  void refuse(std::uint32_t comm_id, const std::string& why);
+  // Refusals of collectives not started here yet, kept for their start(); more than this many
+  // is a peer gone wrong: a mismatch error naming it.
+  static constexpr std::size_t kMaxRefusals = 4096;
   // Hand every receive op's payload to `hook` (and let it convert what send ops put on the
   // wire): the edge engine's packet handlers. Before the first collective; every rank of the
   // communicators must use the same hook (the wire sizes must agree).
@@ -205,6 +216,7 @@ class Engine : public transport::MessageSink {
   void on_ready(int peer, const transport::WireHeader& h) override;
   void on_peer_failed(int peer, const std::string& why) override;
   void on_abort(int peer, const std::string& reason) override;
+  void on_refused(int peer, const transport::WireHeader& h, const std::string& reason) override;
   void on_error(int peer, const Error& e) override;
 
  private:
@@ -242,6 +254,11 @@ class Engine : public transport::MessageSink {
   std::byte* region_ptr(CollOp& op, const Region& r);
   void fail(CollOp& op, Error e, bool tell_peers);
   void fail_all(const Error& e);
+  // Refusals (executor_refuse.cpp): a start() of a collective that a peer refused fails with it.
+  std::optional<Error> take_refusal(std::uint32_t comm_id, Collective coll);
+  Error refusal_error(std::uint32_t comm_id, Collective coll, std::uint64_t seq, int wpeer, const std::string& why) const;
+  void failed_by_refusal(const Error& e, int wpeer);  // the engine is unusable; tell the refusing rank
+  void forget_early(std::pair<std::uint32_t, std::uint64_t> key);
   void check_descriptor(const CollOp& op, int peer, const transport::WireHeader& h);
   std::string describe(const CollOp& op) const;
   std::string describe_blocked(const CollOp& op) const;
@@ -279,6 +296,10 @@ class Engine : public transport::MessageSink {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> work_;  // ops whose deps are met
   std::optional<Error> fatal_;  // once set, every call fails with it
+  // Refusals: peers' of collectives not started here ((comm, seq) -> world peer, reason), and
+  // this rank's own (their messages are dropped; the last kMaxRefusals).
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<int, std::string>> refusals_;
+  std::set<std::pair<std::uint32_t, std::uint64_t>> refused_here_;
   // Ready notices: (comm, seq, world peer, msg_index). Those that came before their send op
   // was ready, and the send ops waiting for one (-> op uid, op index).
   using ReadyKey = std::tuple<std::uint32_t, std::uint64_t, int, std::uint32_t>;

@@ -214,6 +214,14 @@ std::shared_ptr<EdgeOp> EdgeClient::start(std::uint32_t comm_id, const coll::Col
     d.output = place(output, coll::output_bytes(p), p.in_place, *op, &staged_out);
   } catch (...) {
     for (auto id : op->staged) regs_.at(id).in_use = false;
+    // The call fails here; its peers must not wait for it: the engine refuses this descriptor
+    // and tells them (its completion, under a uid nobody waits for, is dropped by reap()).
+    if (!dead_) {
+      d.unplaced = 1;
+      d.input = d.output = BufRef{};
+      backlog_.push_back(d);
+      post_backlog();
+    }
     throw;
   }
   if (staged_out && res.bytes) {

@@ -277,9 +277,32 @@ std::byte* RankProxy::resolve(const BufRef& ref, std::uint64_t bytes, const char
 }
 
 void RankProxy::start(const Descriptor& d) {
+  std::byte *in = nullptr, *out = nullptr;
+  CollectiveParams p;
+  try {
+    p = check(d, in, out);
+  } catch (const Error& e) {
+    // Its peers' calls of this collective fail at once with this reason, naming this rank
+    // (coll::Engine::refuse; not for an unknown communicator: that names no collective).
+    engine_->refuse(d.comm_id, fmt::format("edge engine: {}", e.what()));
+    throw;
+  }
+  coll::StartOptions so;
+  so.timeout = std::chrono::milliseconds(d.timeout_ms ? d.timeout_ms : timeout_.count());
+  auto op = engine_->start(d.comm_id, p, in, out, "edge", so);
+  active_.push_back(Active{d.uid, std::move(op), p, out});
+}
+
+// The collective a descriptor asks, with its buffers, or the refusal (Error) saying why not.
+CollectiveParams RankProxy::check(const Descriptor& d, std::byte*& in, std::byte*& out) {
   CollectiveParams p;
   auto cit = comms_.find(d.comm_id);
   if (cit == comms_.end()) throw Error(Error::Kind::invalid_argument, fmt::format("unknown communicator {}", d.comm_id));
+  if (d.unplaced)
+    throw Error(Error::Kind::invalid_argument,
+                fmt::format("rank {} could not place the call's buffers in memory registered with its engine (its "
+                            "own error says why)",
+                            cit->second.rank));
   if (d.coll >= kNumCollectives || d.dtype >= kNumDataTypes || d.op >= kNumReduceOps || d.algo == 0 ||
       d.algo >= coll::kNumAlgorithms || static_cast<coll::Algorithm>(d.algo) == coll::Algorithm::inc)
     throw Error(Error::Kind::invalid_argument, "a descriptor with an invalid collective, type, op or algorithm");
@@ -316,13 +339,10 @@ void RankProxy::start(const Descriptor& d) {
                             "converts {} messages (its partial sums are not values of the type); ask "
                             "INC_ACCUMULATE=narrow, or no INC_EDGE_HANDLER",
                             name(p.coll), p.count, name(p.dtype), name(acc), name(p.dtype)));
-  std::byte* in = p.in_place ? nullptr : resolve(d.input, coll::input_bytes(p), "input");
-  std::byte* out = resolve(d.output, coll::output_bytes(p), "output");
+  in = p.in_place ? nullptr : resolve(d.input, coll::input_bytes(p), "input");
+  out = resolve(d.output, coll::output_bytes(p), "output");
   if (p.in_place) in = out;
-  coll::StartOptions so;
-  so.timeout = std::chrono::milliseconds(d.timeout_ms ? d.timeout_ms : timeout_.count());
-  auto op = engine_->start(d.comm_id, p, in, out, "edge", so);
-  active_.push_back(Active{d.uid, std::move(op), p, out});
+  return p;
 }
 
 bool RankProxy::take_descriptors() {

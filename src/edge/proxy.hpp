@@ -43,6 +43,7 @@ class RankProxy {
   void protocol_error(const std::string& why);
   std::byte* resolve(const BufRef& ref, std::uint64_t bytes, const char* what);
   void start(const Descriptor& d);
+  coll::CollectiveParams check(const Descriptor& d, std::byte*& in, std::byte*& out);
   bool take_descriptors();  // true if it took any
   bool finish_done();  // true if a collective completed
   void complete(std::uint64_t uid, const coll::CollOp* op, const Error* err,

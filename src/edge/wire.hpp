@@ -98,7 +98,11 @@ struct Descriptor {
   // communicator's INC_ACCUMULATE): the engine builds the same schedule as the host runtime for
   // it (coll::host_accumulate; widen/wide: src/coll/widened.cpp). Above kNumAccumulate: refused.
   std::uint8_t accumulate = 0;
-  std::uint8_t pad[3] = {};
+  // 1: the rank's library could not place the call's buffers in registered memory (its call
+  // failed there with that error): the engine refuses the descriptor, and the refusal reaches the
+  // peers, who would otherwise wait for this rank (coll::Engine::refuse). 0 in older ranks.
+  std::uint8_t unplaced = 0;
+  std::uint8_t pad[2] = {};
 };
 
 struct Completion {

@@ -47,6 +47,7 @@ void set_socket_options(int fd) {
 struct SendItem {
   WireHeader h;
   const std::byte* data = nullptr;
+  std::shared_ptr<const std::string> text;  // a refusal's or an abort's own payload (data points into it)
   std::uint64_t token = 0;
   std::uint64_t done = 0;  // bytes of header + payload written
   std::uint64_t total() const { return sizeof(WireHeader) + h.bytes; }
@@ -146,6 +147,24 @@ void TcpMesh::send_ready(int peer, WireHeader h) {
   if (!p.writing) handle_writable(peer);
 }
 
+void TcpMesh::send_text(int peer, WireHeader h, MsgKind kind, const std::string& text) {
+  Peer& p = live_peer(peer);
+  SendItem item;
+  item.text = std::make_shared<const std::string>(text.substr(0, kMaxAbortText));
+  item.h = h;
+  item.h.kind = static_cast<std::uint16_t>(kind);
+  item.h.bytes = item.text->size();
+  item.data = reinterpret_cast<const std::byte*>(item.text->data());
+  p.sendq.push_back(std::move(item));
+  if (!p.writing) handle_writable(peer);
+}
+
+void TcpMesh::send_refusal(int peer, WireHeader h, const std::string& reason) {
+  send_text(peer, h, MsgKind::refuse, reason);
+}
+
+void TcpMesh::send_abort(int peer, const std::string& reason) { send_text(peer, WireHeader{}, MsgKind::abort, reason); }
+
 void TcpMesh::update_interest(int peer) {
   Peer& p = *peers_[peer];
   bool want = p.alive && !p.sendq.empty();
@@ -237,9 +256,11 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
       p.payload_done = 0;
       p.target = RecvTarget{};
       p.abort_text.clear();
-      if (p.hdr.kind == static_cast<std::uint16_t>(MsgKind::abort)) {
+      if (p.hdr.kind == static_cast<std::uint16_t>(MsgKind::abort) ||
+          p.hdr.kind == static_cast<std::uint16_t>(MsgKind::refuse)) {
         if (p.hdr.bytes > kMaxAbortText) {
-          fail_peer(peer, fmt::format("rank {} sent an oversized abort message", peer));
+          fail_peer(peer, fmt::format("rank {} sent an oversized {} message", peer,
+                                      p.hdr.kind == static_cast<std::uint16_t>(MsgKind::abort) ? "abort" : "refusal"));
           return false;
         }
       } else if (p.hdr.kind == static_cast<std::uint16_t>(MsgKind::data)) {
@@ -259,7 +280,8 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
     avail = p.rx_end - p.rx_begin;
     std::uint64_t n = std::min<std::uint64_t>(remaining, avail);
     const std::byte* src = p.rx.data() + p.rx_begin;
-    bool is_abort = p.hdr.kind == static_cast<std::uint16_t>(MsgKind::abort);
+    const bool is_refusal = p.hdr.kind == static_cast<std::uint16_t>(MsgKind::refuse);
+    const bool is_abort = is_refusal || p.hdr.kind == static_cast<std::uint16_t>(MsgKind::abort);  // text payloads
     if (is_abort) {
       p.abort_text.append(reinterpret_cast<const char*>(src), n);
     } else if (p.target.mode == RecvTarget::Mode::copy) {
@@ -303,7 +325,14 @@ bool TcpMesh::consume_rx(int peer, Peer& p) {
     if (p.payload_done == p.hdr.bytes) {
       p.in_payload = false;
       stats_.payload_received += p.hdr.bytes;
-      if (is_abort) {
+      if (is_refusal) {
+        std::string text = std::move(p.abort_text);
+        try {
+          if (sink_) sink_->on_refused(peer, p.hdr, text);
+        } catch (const Error& e) {
+          if (sink_) sink_->on_error(peer, e);
+        }
+      } else if (is_abort) {
         std::string text = std::move(p.abort_text);
         if (sink_) sink_->on_abort(peer, text);
       } else if (sink_) {

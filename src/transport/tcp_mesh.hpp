@@ -22,7 +22,9 @@ namespace inc::transport {
 // ready: a header without payload by which a receiver says it has posted the receive of message
 // (comm_id, seq, msg_index) from the peer, so that the peer may send it now (the executor's
 // receiver-ready large messages, src/coll/executor_ready.cpp).
-enum class MsgKind : std::uint16_t { data = 1, abort = 2, ready = 3 };
+// refuse: the sender's call of collective (comm_id, seq) was refused before it started (the edge
+// engine's checks of a rank's descriptor, src/edge/proxy.cpp); payload: the reason (text).
+enum class MsgKind : std::uint16_t { data = 1, abort = 2, ready = 3, refuse = 4 };
 
 // 64 bytes on the wire, little-endian host order (all supported hosts are little-endian;
 // the magic catches a peer that is not).
@@ -37,7 +39,7 @@ struct WireHeader {
   std::uint8_t desc[32] = {};   // opaque to the transport: the collective's descriptor
 
   static constexpr std::uint32_t kMagic = 0x4d434e49;  // "INCM"
-  static constexpr std::uint16_t kVersion = 2;  // 2: MsgKind::ready
+  static constexpr std::uint16_t kVersion = 3;  // 2: MsgKind::ready; 3: MsgKind::refuse
 };
 static_assert(sizeof(WireHeader) == 64);
 
@@ -83,6 +85,9 @@ class MessageSink {
   // The peer closed the connection, sent garbage, or aborted (text = its reason).
   virtual void on_peer_failed(int peer, const std::string& why) = 0;
   virtual void on_abort(int peer, const std::string& reason) = 0;
+  // A refusal (MsgKind::refuse) arrived from `peer`: its call of (h.comm_id, h.seq) will not run.
+  // The default takes it for an abort.
+  virtual void on_refused(int peer, const WireHeader& /*h*/, const std::string& reason) { on_abort(peer, reason); }
   virtual void on_error(int peer, const inc::Error& e) = 0;
 };
 
@@ -113,6 +118,11 @@ class TcpMesh {
   void send_ready(int peer, WireHeader h);
   // Best effort: tell every live peer that this rank aborts (blocking up to ~100 ms).
   void broadcast_abort(const std::string& reason);
+  // Queue a refusal of this rank's call (h.comm_id, h.seq) to `peer` (h.kind = refuse, the
+  // reason as payload, kept here until it has left): without blocking, behind what is queued.
+  // An abort to one peer, likewise. Throws as send().
+  void send_refusal(int peer, WireHeader h, const std::string& reason);
+  void send_abort(int peer, const std::string& reason);
 
   // Run the event loop once: wait up to timeout_ms (0 = just poll) for I/O and handle it.
   void poll(int timeout_ms);
@@ -145,6 +155,7 @@ class TcpMesh {
   void fail_peer(int peer, const std::string& why);
   void update_interest(int peer);
   bool consume_rx(int peer, Peer& p);
+  void send_text(int peer, WireHeader h, MsgKind kind, const std::string& text);  // abort, refuse
 
   int rank_;
   int epfd_ = -1;

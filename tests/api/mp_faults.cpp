@@ -3,6 +3,7 @@
 // generation (Communicator::init) because an error leaves a communicator unusable.
 // Nothing here is timed: where one rank must act after the others, it waits for their key in
 // the job's store (test_store.hpp); the deadlines of those waits only bound a hang.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -104,6 +105,34 @@ TEST(Faults, AccumulatorPolicyMismatchNamesThePolicy) {
   } else {
     expect_abort_carries(e, comm.rank(), {"4096 x bf16 (wide accumulator)"});
   }
+}
+
+// Under `inc launch --edge` with a converting wire handler (INC_EDGE_HANDLER=int8, set by
+// CMakeLists.txt): the engine refuses a wide accumulator on the one rank that asks it, and
+// every other rank's call fails at once with a mismatch naming that rank and the reason (the
+// refusal crosses the engines' mesh), not at INC_TIMEOUT. The next call fails on every rank.
+TEST(Faults, AnEngineRefusalOnOneRankFailsEveryRankNamingIt) {
+  auto comm = fresh();
+  if (comm.size() < 2 || !comm.offloaded() || !std::getenv("INC_EDGE_HANDLER"))
+    GTEST_SKIP() << "needs 2 ranks offloaded to the edge engine with a converting handler";
+  const int refusing = comm.size() - 1;
+  std::vector<std::uint16_t> buf(4096, 0x3f80);  // bf16 1.0
+  CallOptions o;
+  o.algo = "ring";
+  o.accumulate = comm.rank() == refusing ? Accumulate::widen : Accumulate::narrow;
+  Error e = expect_error([&] { comm.allreduce(buf.data(), buf.data(), buf.size(), DataType::bf16, ReduceOp::sum, o); });
+  const std::string m = e.what();
+  EXPECT_TRUE(contains(m, "accumulator policy 'widen' does not run with the job's wire handler")) << m;
+  if (comm.rank() == refusing) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << m;
+  } else {
+    EXPECT_EQ(e.kind(), Error::Kind::mismatch) << m;
+    EXPECT_TRUE(contains(m, fmt::format("rank {}'s call was refused before it started: edge engine:", refusing))) << m;
+  }
+  o.accumulate = Accumulate::narrow;
+  e = expect_error([&] { comm.allreduce(buf.data(), buf.data(), buf.size(), DataType::bf16, ReduceOp::sum, o); });
+  EXPECT_NE(e.kind(), Error::Kind::timeout) << e.what();
+  EXPECT_TRUE(contains(e.what(), fmt::format("rank {}'s call was refused", refusing))) << e.what();
 }
 
 TEST(Faults, TypeAndOpMismatch) {

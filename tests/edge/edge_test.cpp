@@ -16,6 +16,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -607,4 +608,115 @@ TEST(EdgeIsolation, ADescriptorWithABadAccumulatorPolicyIsRefused) {
   Descriptor d = raw_allreduce(1, 0, 1, 16);
   d.accumulate = static_cast<std::uint8_t>(Accumulate::wide);  // (an i32 sum: narrow runs)
   EXPECT_EQ(b.run(d).ok, 1u);
+}
+
+namespace {
+
+// The ranks of a job with a short deadline (a test that waits for it has failed) and, if given,
+// a conversion handler (int8: converts f32, f16 and bf16 messages).
+std::vector<std::unique_ptr<EdgeClient>> attach_impatient_job(const std::string& path, std::uint64_t job, int world,
+                                                              const std::string& handler = "") {
+  std::vector<std::unique_ptr<EdgeClient>> cs;
+  for (int r = 0; r < world; ++r) {
+    auto c = config(path, job, r, world);
+    c.handler = handler;
+    c.timeout = 8s;
+    cs.push_back(std::make_unique<EdgeClient>(c));
+  }
+  std::vector<std::future<void>> f;
+  for (auto& c : cs) f.push_back(std::async(std::launch::async, [&c] { c->attach(); }));
+  for (auto& x : f) x.get();
+  std::vector<int> members;
+  for (int m = 0; m < world; ++m) members.push_back(m);
+  for (auto& c : cs) c->add_comm(0, members);
+  return cs;
+}
+
+// The error of a posted collective, or nothing if it completed.
+std::optional<Error> outcome(EdgeClient& c, EdgeOp& op) {
+  try {
+    c.wait(op);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e;
+  }
+}
+
+bool has(const Error& e, const std::string& what) { return std::string(e.what()).find(what) != std::string::npos; }
+
+}  // namespace
+
+// The engine refuses one rank's call (a wide accumulator that the job's converting handler cannot
+// carry, asked on rank 0 only): rank 0 gets the refusal, and its peers, whose own calls were
+// fine, fail at once with a mismatch naming rank 0 and the reason, not at their deadline (8 s:
+// the kind says which). Then the job is unusable, as after any failed collective; another job on
+// the same engine is not touched.
+TEST(EdgeIsolation, ARefusalOnOneRankFailsEveryRankNamingIt) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  constexpr int kRanks = 3;
+  auto job = attach_impatient_job(path, 7101, kRanks, "int8");
+  auto other = attach_job(path, 7102, 2);
+  coll::CollectiveParams p;
+  p.algo = coll::Algorithm::ring;
+  p.dtype = DataType::bf16;
+  p.nranks = kRanks;
+  p.count = 4096;
+  std::vector<std::vector<std::byte>> in(kRanks, std::vector<std::byte>(8192, std::byte{0})), out = in;
+  std::vector<std::shared_ptr<EdgeOp>> ops;
+  for (int r = kRanks - 1; r >= 0; --r) {  // the peers post first: they are waiting when rank 0 is refused
+    p.rank = r;
+    p.accumulate = r == 0 ? Accumulate::widen : Accumulate::narrow;
+    ops.insert(ops.begin(), job[r]->start(0, p, in[r].data(), out[r].data()));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    auto e = outcome(*job[r], *ops[r]);
+    ASSERT_TRUE(e) << "rank " << r << " completed a collective that rank 0's engine refused";
+    EXPECT_EQ(e->kind(), r == 0 ? Error::Kind::invalid_argument : Error::Kind::mismatch) << r << ": " << e->what();
+    EXPECT_TRUE(has(*e, "accumulator policy 'widen'")) << r << ": " << e->what();
+    if (r > 0) {
+      EXPECT_TRUE(has(*e, "allreduce #0: rank 0's call was refused")) << r << ": " << e->what();
+    }
+  }
+  // Later calls fail on every rank (the communicator is unusable after a failed collective).
+  p.accumulate = Accumulate::narrow;
+  for (int r = 0; r < kRanks; ++r) {
+    p.rank = r;
+    std::optional<Error> e;
+    try {
+      e = outcome(*job[r], *job[r]->start(0, p, in[r].data(), out[r].data()));
+    } catch (const Error& x) {
+      e = x;
+    }
+    ASSERT_TRUE(e) << "rank " << r << " ran a collective after the failed one";
+    EXPECT_NE(e->kind(), Error::Kind::timeout) << r << ": " << e->what();
+    EXPECT_TRUE(has(*e, "rank 0's call was refused")) << r << ": " << e->what();
+  }
+  // The other job on the engine runs.
+  std::vector<std::vector<std::byte>> oin(2, std::vector<std::byte>(64 * 4, std::byte{1}));
+  auto res = run_job(other, allreduce_params(0, 2, 64), oin);
+  EXPECT_EQ(res[1][0], std::byte{2});
+}
+
+// A rank whose library cannot place a call's buffers (here: the engine refuses its 1025th
+// registration) fails that call itself, and its peer, already waiting in the collective, fails
+// at once naming it (the descriptor posted without buffers is refused and the refusal told).
+TEST(EdgeIsolation, ARankThatCannotPlaceItsBuffersFailsItsPeerNamingIt) {
+  const auto path = fresh_path();
+  EngineThread eng(path);
+  auto job = attach_impatient_job(path, 7103, 2);
+  for (std::uint32_t i = 0; i < kMaxRegistrations; ++i) job[0]->alloc(64);  // every registration rank 0 may hold
+  std::vector<std::int32_t> in(1000, 1), out(1000);
+  auto op1 = job[1]->start(0, allreduce_params(1, 2, 1000), in.data(), out.data());
+  try {
+    job[0]->start(0, allreduce_params(0, 2, 1000), in.data(), out.data());  // must stage: a new registration
+    FAIL() << "rank 0 posted without a place for its buffers";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e, "registrations")) << e.what();
+  }
+  auto e = outcome(*job[1], *op1);
+  ASSERT_TRUE(e) << "rank 1 completed without rank 0";
+  EXPECT_EQ(e->kind(), Error::Kind::mismatch) << e->what();
+  EXPECT_TRUE(has(*e, "allreduce #0: rank 0's call was refused before it started: edge engine: rank 0 could not place"))
+      << e->what();
 }
