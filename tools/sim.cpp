@@ -40,6 +40,7 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
   if (!given("--overhead-us")) n.host_overhead_us = f.host_overhead_us;
   if (!given("--nic-overhead-us")) n.nic_overhead_us = f.nic_overhead_us;
   if (!given("--ready-notice-us")) n.ready_notice_us = f.ready_notice_us;
+  if (!given("--send-buffer")) n.send_buffer_bytes = f.send_buffer_bytes;
   if (!given("--reduce-GBps")) n.reduce_GBps = f.reduce_GBps;
   if (!given("--host-mem-GBps")) n.host_mem_GBps = f.host_mem_GBps;
   if (!given("--switch-reduce-GBps")) n.switch_reduce_GBps = f.switch_reduce_GBps;
@@ -364,6 +365,10 @@ int cmd_sim(int argc, char** argv) {
       ->capture_default_str();
   std::string switch_mem = "8MiB";
   run->add_option("--switch-memory", switch_mem, "switch aggregation memory")->capture_default_str();
+  std::string send_buffer;
+  run->add_option("--send-buffer", send_buffer,
+                  "transport send buffer: a send of at most this size is done once handed to the transport, "
+                  "not on delivery (a TCP socket's; e.g. 4MiB) [0: on delivery]");
   std::string inc_chunk;
   run->add_option("--inc-chunk", inc_chunk, "payload of one Core-INC aggregation slot (e.g. 8KiB) [256KiB]");
   run->add_option("--max-inc-chunks", max_inc_chunks, "simulated chunks per Core-INC op")->capture_default_str();
@@ -408,6 +413,7 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.np.hop_latency_us = tf.hop_us;
       sc.opt.np.switch_memory_bytes = static_cast<double>(parse_size(switch_mem));
       if (!inc_chunk.empty()) sc.opt.np.inc_chunk_bytes = static_cast<double>(parse_size(inc_chunk));
+      if (!send_buffer.empty()) sc.opt.np.send_buffer_bytes = static_cast<double>(parse_size(send_buffer));
       try {
         if (!link_burst.empty()) parse_size_or_time(link_burst, sc.opt.np.link_burst_bytes, sc.opt.np.link_burst_s);
         if (!link_burst_min.empty()) sc.opt.np.link_burst_min_bytes = static_cast<double>(parse_size(link_burst_min));

@@ -20,6 +20,7 @@ std::string validate(const NetParams& p) {
   if (!(p.host_overhead_us >= 0)) return "host_overhead_us: must be >= 0";
   if (!(p.nic_overhead_us >= 0)) return "nic_overhead_us: must be >= 0";
   if (!(p.ready_notice_us >= 0)) return "ready_notice_us: must be >= 0";
+  if (!(p.send_buffer_bytes >= 0)) return "send_buffer: must be >= 0 (0 = a send is done on delivery)";
   if (!(p.reduce_GBps >= 0)) return "reduce_GBps: must be >= 0 (0 = free)";
   if (!(p.host_mem_GBps >= 0)) return "host_mem_GBps: must be >= 0 (0 = unlimited)";
   if (!(p.switch_reduce_GBps >= 0)) return "switch_reduce_GBps: must be >= 0 (0 = line rate)";
@@ -620,6 +621,8 @@ void read_net(TableReader& t, NetParams& np) {
   np.host_overhead_us = t.get_double("host_overhead_us", np.host_overhead_us, 0, kInf);
   np.nic_overhead_us = t.get_double("nic_overhead_us", np.nic_overhead_us, 0, kInf);
   np.ready_notice_us = t.get_double("ready_notice_us", np.ready_notice_us, 0, kInf);
+  np.send_buffer_bytes =
+      static_cast<double>(t.get_size("send_buffer", static_cast<std::uint64_t>(np.send_buffer_bytes), 0));
   np.reduce_GBps = t.get_double("reduce_GBps", np.reduce_GBps, 0, kInf);
   np.host_mem_GBps = t.get_double("host_mem_GBps", np.host_mem_GBps, 0, kInf);
   np.switch_reduce_GBps = t.get_double("switch_reduce_GBps", np.switch_reduce_GBps, 0, kInf);

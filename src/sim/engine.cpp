@@ -221,6 +221,9 @@ void Simulator::Impl::start_p2p(std::uint32_t ji, std::uint32_t send, std::uint3
   J.res.bytes_injected += x.bytes;
   const double o = (J.spec.edge_offload ? opt.np.nic_overhead_us : opt.np.host_overhead_us) * 1e-6;
   x.latency = topo.path_latency(path);
+  // A buffered send is done once the transport has it (its overhead later); the bytes still move.
+  x.send_done = so.bytes > 0 && static_cast<double>(so.bytes) <= opt.np.send_buffer_bytes;
+  if (x.send_done) push(now + o, kOpDone, ji, send);
   push(now + o + x.latency, kXferStart, xi);
 }
 
@@ -319,7 +322,7 @@ void Simulator::Impl::xfer_done(std::uint32_t xi) {
           begin_flow(next);
           break;
         }
-      op_done(x.job, x.a);
+      if (!x.send_done) op_done(x.job, x.a);
       if (J.state(x.b) == 4)
         J.set_state(x.b, 5);  // eager: arrived before its receive was posted
       else

@@ -42,6 +42,7 @@ struct Xfer {
   double bytes = 0;
   double cap = FlowNet::kNoCap;
   double latency = 0;  // route latency (the sharing weight in rtt_weighted mode)
+  bool send_done = false;  // p2p: the send op completed when handed over (send_buffer_bytes)
   std::uint8_t nres = 0;
   std::uint32_t res[10];
 };

@@ -23,6 +23,12 @@ struct NetParams {
   // A receiver's ready notice (sim Matching::ready), beyond its host overhead and path latency:
   // the receiver's engine writing it and the sender's waking up to it. 0 = the overhead alone.
   double ready_notice_us = 0.0;
+  // The transport's send buffer (a TCP socket's): a send of at most this many bytes is done, and
+  // its buffer free for the ops that wait on it, once handed to the transport (host overhead
+  // after it starts moving), not when its last byte is delivered. 0 = done on delivery. The
+  // runtime's TCP mesh completes a send when the kernel took its last byte (docs/SIMULATOR.md,
+  // "Matching semantics").
+  double send_buffer_bytes = 0.0;
   double reduce_GBps = 0.0;       // endpoint reduction rate (input bytes/s); 0 = overlapped/free
   double host_mem_GBps = 0.0;     // host memory bus for NIC DMA; 0 = not a bottleneck
   // Core-INC switches.

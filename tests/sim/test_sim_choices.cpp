@@ -224,6 +224,36 @@ TEST(Matching, ReadyNoticeAheadOfTheSendCostsNothing) {
   }
 }
 
+// The transport's send buffer (NetParams::send_buffer_bytes). Rank 0 sends M to rank 1 and then
+// receives M from rank 1 into the same bytes (so that receive is posted when the send is done);
+// rank 1 sends back what it received. Matching::ready, every message above the threshold: the
+// notice d = o + N + 2 hops, a message a + M/B once both its send is ready and its notice came.
+TEST(Matching, ABufferedSendIsDoneWhenHandedOverAndItsBufferPostsTheNextReceiveEarly) {
+  const double M = 5e6, a = kO + 2 * kHop, N = 30e-6, d = kO + N + 2 * kHop;
+  const auto mm = static_cast<std::uint64_t>(M);
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = 2;
+  auto makespan = [&](double buffer) {
+    SimOptions opt;
+    opt.matching = Matching::ready;
+    opt.eager_threshold = 0;
+    opt.np.ready_notice_us = N * 1e6;
+    opt.np.send_buffer_bytes = buffer;
+    return run(Topology(ts), opt,
+               program({{send(1, out(0, mm)), recv(1, out(0, mm))}, {recv(0, out(0, mm)), send(0, out(0, mm))}}))
+        .makespan_s;
+  };
+  // Done on delivery (no buffer, or one byte too small): rank 0 posts its receive when the first
+  // message has arrived, and rank 1's send then waits a whole notice.
+  EXPECT_NEAR(makespan(0), 2 * d + 2 * (a + M / kBw), 1e-9);
+  EXPECT_NEAR(makespan(M - 1), 2 * d + 2 * (a + M / kBw), 1e-9);
+  // Buffered: rank 0's send is done o after it starts (d + o), its receive's notice reaches rank
+  // 1 long before rank 1 has received M, so the second message leaves on arrival of the first.
+  EXPECT_NEAR(makespan(M), d + 2 * (a + M / kBw), 1e-9);
+  EXPECT_NEAR(makespan(64 * M), d + 2 * (a + M / kBw), 1e-9);
+}
+
 TEST(Matching, RingInLockstepIsTheSameUnderEverySemantics) {
   // One switch, unsegmented ring Allreduce: every rank posts step k's send and receive together,
   // so all semantics give 2(p-1)(o + 2 hops + n/p beta) (ready: plus one notice).
