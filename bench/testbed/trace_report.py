@@ -66,8 +66,9 @@ def stats(v):
     return {"n": n, "median": med, "mean": sum(v) / n, "p10": q(0.1), "p90": q(0.9), "max": v[-1]}
 
 
-def analyse(rows):
-    """Groups (coll, algo, bytes) -> metric -> list of values (us; collectives ms)."""
+def analyse(rows, skip=0, min_bytes=0):
+    """Groups (coll, algo, bytes) -> metric -> list of values (us; collectives ms); the first
+    `skip` calls of each group (a benchmark's warm-up) and calls below `min_bytes` left out."""
     calls = {}  # (gen, comm, seq) -> (coll, algo, bytes)
     start, end = collections.defaultdict(dict), collections.defaultdict(dict)  # call -> rank -> t
     msg = collections.defaultdict(dict)  # (gen, comm, seq, sender, receiver, idx) -> event -> t
@@ -90,6 +91,10 @@ def analyse(rows):
             msg[key].setdefault(name, r["t_ns"])
             if name == "send_ready":
                 sends[(call, r["rank"])].append((r["op"], key))
+    by_group = collections.defaultdict(list)
+    for call, g in calls.items():
+        by_group[g].append(call)
+    calls = {c: g for g, lst in by_group.items() if g[2] >= min_bytes for c in sorted(lst)[skip:]}
     groups = collections.defaultdict(lambda: collections.defaultdict(list))
     for call, (coll, algo, nbytes) in calls.items():
         g = groups[(coll, algo, nbytes)]
@@ -138,7 +143,7 @@ def line(label, s, unit="us"):
 
 def report(summary, dropped, out=sys.stdout):
     total = sum(dropped.values())
-    print(f"# {len(dropped)} rank trace(s); events dropped (INC_TRACE_EVENTS cap): {total}"
+    print(f"# {len(dropped)} rank trace file(s); events dropped (INC_TRACE_EVENTS cap): {total}"
           + (" -- the figures miss the calls after the cap" if total else ""), file=out)
     for (coll, algo, nbytes), g in sorted(summary.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         print(f"{coll} {algo} {human(nbytes)}:", file=out)
@@ -169,12 +174,12 @@ def merge_chrome(path, out):
     return len(events)
 
 
-def mean_flight(path, algos=None):
+def mean_flight(path, algos=None, skip=0):
     """The mean notice flight (us) over every group (of `algos` if given) of a trace directory,
     and how many notices: what validate_testbed.py pins ready_notice_us to."""
     rows, _ = read_dir(path)
     v = []
-    summary = analyse(rows)
+    summary = analyse(rows, skip)
     for (coll, algo, nbytes), g in summary.items():
         s = g.get("notice_flight_us")
         if s and (not algos or algo in algos):
@@ -190,9 +195,14 @@ def main():
     ap.add_argument("dir", help="the INC_TRACE directory (rank-N.csv files)")
     ap.add_argument("--chrome", metavar="OUT", help="also merge the ranks' rank-N.json into OUT (Perfetto, chrome://tracing)")
     ap.add_argument("--json", metavar="OUT", help="also write the summary as JSON")
+    ap.add_argument("--skip", type=int, default=0, metavar="N",
+                    help="leave out the first N calls of each collective, algorithm and size (the bench's -w)")
+    ap.add_argument("--min-bytes", type=int, default=0, metavar="B", help="only calls of at least B bytes")
     args = ap.parse_args()
+    if args.skip < 0 or args.min_bytes < 0:
+        raise SystemExit("trace_report.py: --skip and --min-bytes must be >= 0")
     rows, dropped = read_dir(args.dir)
-    summary = analyse(rows)
+    summary = analyse(rows, args.skip, args.min_bytes)
     report(summary, dropped)
     if args.json:
         with open(args.json, "w") as f:
