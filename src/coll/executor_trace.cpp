@@ -9,6 +9,16 @@ namespace inc::coll {
 namespace {
 constexpr std::uint8_t kUnknown = 0xff;
 bool point_to_point(OpKind k) { return k == OpKind::send || k == OpKind::recv || k == OpKind::recv_reduce; }
+TraceRecord of_call(TraceEvent e, std::uint32_t comm, std::uint64_t seq, const CollectiveParams& p) {
+  TraceRecord r{};
+  r.t_ns = Trace::now_ns();
+  r.event = e;
+  r.comm = comm;
+  r.seq = seq;
+  r.coll = static_cast<std::uint8_t>(p.coll);
+  r.algo = static_cast<std::uint8_t>(p.algo);
+  return r;
+}
 }  // namespace
 
 void Engine::enable_trace(std::size_t cap) {
@@ -24,13 +34,7 @@ bool Engine::write_trace(const std::string& dir, const std::string& stem) {
 }
 
 void Engine::record_coll(TraceEvent e, const CollOp& op) {
-  TraceRecord r{};
-  r.t_ns = Trace::now_ns();
-  r.event = e;
-  r.comm = op.comm_id;
-  r.seq = op.info_.seq;
-  r.coll = static_cast<std::uint8_t>(op.params.coll);
-  r.algo = static_cast<std::uint8_t>(op.params.algo);
+  TraceRecord r = of_call(e, op.comm_id, op.info_.seq, op.params);
   r.kind = kUnknown;
   r.peer = -1;
   r.op = static_cast<std::uint32_t>(op.sched.ops.size());
@@ -42,13 +46,7 @@ void Engine::record_op(TraceEvent e, const CollOp& op, std::uint32_t i) {
   // ready() runs again for a send whose notice came and a receive whose parked payload did.
   if (e == TraceEvent::op_ready && op.op_state[i] != 0) return;
   const Op& o = op.sched.ops[i];
-  TraceRecord r{};
-  r.t_ns = Trace::now_ns();
-  r.event = e;
-  r.comm = op.comm_id;
-  r.seq = op.info_.seq;
-  r.coll = static_cast<std::uint8_t>(op.params.coll);
-  r.algo = static_cast<std::uint8_t>(op.params.algo);
+  TraceRecord r = of_call(e, op.comm_id, op.info_.seq, op.params);
   r.kind = static_cast<std::uint8_t>(o.kind);
   r.op = i;
   if (point_to_point(o.kind)) {
