@@ -572,10 +572,7 @@ void Engine::on_message(int wpeer, const WireHeader& h) {
 }
 
 void Engine::on_send_done(std::uint64_t token) {
-  if (trace_) [[unlikely]] {
-    if (auto it = by_uid_.find(token >> 32); it != by_uid_.end())
-      record_op(TraceEvent::send_done, *it->second, static_cast<std::uint32_t>(token & 0xffffffffu));
-  }
+  if (trace_) [[unlikely]] record_send_done(token);
   deferred_.emplace_back(token >> 32, static_cast<std::uint32_t>(token & 0xffffffffu));
 }
 

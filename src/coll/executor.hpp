@@ -251,6 +251,7 @@ class Engine : public transport::MessageSink {
   void record_coll(TraceEvent e, const CollOp& op);
   void record_op(TraceEvent e, const CollOp& op, std::uint32_t i);
   void record_msg(TraceEvent e, int wpeer, const transport::WireHeader& h, std::uint32_t i);
+  void record_send_done(std::uint64_t token);  // (op uid << 32) | op index
   // Receiver-ready large messages (executor_ready.cpp).
   bool waits_for_receiver(std::uint64_t wire) const { return wire > eager_bytes_; }
   bool send_may_leave(CollOp& op, std::uint32_t i);  // else: parked until the notice comes

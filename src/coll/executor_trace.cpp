@@ -60,6 +60,11 @@ void Engine::record_op(TraceEvent e, const CollOp& op, std::uint32_t i) {
   trace_->add(r);
 }
 
+void Engine::record_send_done(std::uint64_t token) {
+  if (auto it = by_uid_.find(token >> 32); it != by_uid_.end())
+    record_op(TraceEvent::send_done, *it->second, static_cast<std::uint32_t>(token & 0xffffffffu));
+}
+
 void Engine::record_msg(TraceEvent e, int wpeer, const transport::WireHeader& h, std::uint32_t i) {
   TraceRecord r{};
   r.t_ns = Trace::now_ns();
