@@ -272,10 +272,13 @@ def rel_residuals(sim, points, theta):
 
 def host_start(args):
     """Where the host fit starts: o us, g ns/B, s ns/B, ready notice us (0 and kept there unless
-    --matching ready, the only matching with a notice)."""
+    --matching ready, the only matching with a notice; the measured one if pinned)."""
+    pinned = args.matching == "ready" and args.ready_notice_us is not None
     if args.fit_start:
         o, g, n = args.fit_start
-        return (o, g, 0.0, n if args.matching == "ready" else 0.0)
+        return (o, g, 0.0, args.ready_notice_us if pinned else n if args.matching == "ready" else 0.0)
+    if pinned:
+        return (10.0, 0.0, 0.0, args.ready_notice_us)
     return (10.0, 0.0, 0.0, 10.0 if args.matching == "ready" else 0.0)
 
 
@@ -285,7 +288,7 @@ def fit_host(sim, points, theta):
     few steps; a term that comes out negative is pinned at 0 and the others refitted. Under
     --matching dataflow the notice does not exist and is not fitted."""
     steps = {0: 1.0, 1: 0.05, 3: 10.0}  # us, ns/B, us
-    free = [0, 1, 3] if sim.args.matching == "ready" else [0, 1]
+    free = [0, 1, 3] if sim.args.matching == "ready" and sim.args.ready_notice_us is None else [0, 1]
     for _ in range(4):
         r0 = rel_residuals(sim, points, theta)
         cols = []
@@ -394,7 +397,7 @@ def write_net(path, theta, args, fitted, res, warning, cpu=None):
     lines += [
         "[network]",
         f"host_overhead_us = {o:.6g}",
-        f"ready_notice_us = {n:.6g}   # --matching ready, messages above {human(args.eager_bytes)}",
+        f"ready_notice_us = {n:.6g}   # --matching ready, messages above {human(args.eager_bytes)}{args.notice_source}",
         f"reduce_GBps = {1 / g:.6g}   # gamma {g:.4g} ns/B" if g > 0 else
         "reduce_GBps = 0   # free: the fit found no per-byte reduce cost",
         f"switch_reduce_GBps = {1 / s:.6g}   # {s:.4g} ns/B: {parse_size(args.inc_chunk) * s * 1e-3:.3g} us "
@@ -452,7 +455,7 @@ def calibrate(args, sim, measured):
     loo = leave_one_out(sim, host, inc, theta, fit_inc)
     o, g, s, n = theta
     print(f"# fitted on {len(pts)} points ({sim.runs} inc sim runs): host_overhead_us = {o:.2f}, "
-          f"ready_notice_us = {n:.2f}, "
+          f"ready_notice_us = {n:.2f}{args.notice_source}, "
           f"reduce_GBps = {1 / g if g > 0 else 0:.3g} (gamma {g:.3f} ns/B), "
           f"switch_reduce_GBps = {1 / s if s > 0 else 0:.3g} ({s:.3f} ns/B)")
     if sim.cpu is not None:
@@ -543,6 +546,11 @@ def main():
                     help="inc sim's matching (ready: what the runtime does; docs/SIMULATOR.md)")
     ap.add_argument("--eager-bytes", type=parse_size, default=RUNTIME_EAGER_BYTES,
                     help="eager threshold: the runtime's INC_EAGER_BYTES (default 64 KiB)")
+    ap.add_argument("--ready-notice-us", type=float, default=None,
+                    help="calibrate: pin ready_notice_us to this measured value instead of fitting it")
+    ap.add_argument("--ready-notice-trace", metavar="DIR",
+                    help="calibrate: pin ready_notice_us to the mean notice flight of an INC_TRACE directory "
+                         "of a testbed run (bench/testbed/trace_report.py)")
     ap.add_argument("--cores", type=int, default=0,
                     help="calibrate: the testbed's processes share this many cores (e.g. $(nproc)): model the "
                          "switches' and hosts' CPU per datagram on them (0: fit switch_reduce_GBps instead)")
@@ -569,6 +577,17 @@ def main():
         raise SystemExit(f"validate_testbed.py: --repeat {args.repeat}: need at least one testbed run per shape")
     if args.fit_start is not None and len(args.fit_start) != 3:
         raise SystemExit("validate_testbed.py: --fit-start takes three numbers: O_US,GAMMA_NS_PER_B,NOTICE_US")
+    args.notice_source = ""
+    if args.ready_notice_us is not None and args.ready_notice_trace:
+        raise SystemExit("validate_testbed.py: --ready-notice-us and --ready-notice-trace both pin the notice; give one")
+    if args.ready_notice_trace:
+        from trace_report import mean_flight  # bench/testbed, on the path above
+        args.ready_notice_us, count = mean_flight(args.ready_notice_trace)
+        args.notice_source = f" (measured: mean flight of {count} notices in {args.ready_notice_trace})"
+    elif args.ready_notice_us is not None:
+        if not args.ready_notice_us >= 0:
+            raise SystemExit(f"validate_testbed.py: --ready-notice-us {args.ready_notice_us} must be >= 0")
+        args.notice_source = " (pinned by --ready-notice-us)"
     args.algos = [a for a in args.algos.split(",") if a]
     bad = [a for a in args.algos if a not in ALGOS]
     if bad:

@@ -47,6 +47,8 @@ struct World {
   std::mutex ids_mu;
   std::uint32_t next_comm_id = 1;
   bool on_switch = false;  // counted in worlds_on_switch()
+  // INC_TRACE: where the engine's event trace goes when the world ends (empty: not traced).
+  std::string trace_dir, trace_stem;
   ~World();
 };
 

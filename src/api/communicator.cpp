@@ -69,6 +69,35 @@ std::uint64_t parse_eager(const transport::EnvLookup& env) {
   return b;
 }
 
+// INC_TRACE=DIR: the engine records its events (coll/trace.hpp) and writes DIR/rank-N.csv and
+// .json when the world's last communicator goes (also at MPI_Finalize, which frees it);
+// INC_TRACE_EVENTS caps the records kept (the rest are counted as dropped). A directory that
+// cannot be made or written is a warning, not an error: the job runs untraced.
+struct TraceSetting {
+  std::string dir;  // empty: off
+  std::size_t cap = coll::Trace::kDefaultCap;
+};
+
+TraceSetting parse_trace(const transport::EnvLookup& env, int rank) {
+  TraceSetting t;
+  if (auto v = env("INC_TRACE_EVENTS")) {
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(v->front())) || n < 1 || n > (1ull << 28))
+      throw Error(Error::Kind::config, fmt::format("INC_TRACE_EVENTS='{}' must be an integer in [1, 2^28]", *v));
+    t.cap = static_cast<std::size_t>(n);
+  }
+  auto v = env("INC_TRACE");
+  if (!v || v->empty()) return t;
+  if (std::string why = coll::Trace::check_dir(*v); !why.empty()) {
+    std::fprintf(stderr, "inc: rank %d: warning: INC_TRACE=%s: %s; this rank is not traced\n", rank, v->c_str(),
+                 why.c_str());
+    return t;
+  }
+  t.dir = *v;
+  return t;
+}
+
 std::uint64_t parse_segment(const transport::EnvLookup& env) {
   auto v = env("INC_SEGMENT_BYTES");
   if (!v) return 0;
@@ -127,6 +156,13 @@ std::atomic<int>& worlds_on_switch() {
 
 World::~World() {
   if (on_switch) --worlds_on_switch();
+  if (engine && !trace_dir.empty()) {
+    try {
+      engine->write_trace(trace_dir, trace_stem);
+    } catch (const std::exception& e) {  // a destructor: say it, lose nothing else
+      std::fprintf(stderr, "inc: rank %d: warning: %s\n", engine->world_rank(), e.what());
+    }
+  }
 }
 
 // Process-wide: one store connection per store address, kept until the process exits,
@@ -269,6 +305,7 @@ Communicator Communicator::init(const Options& opts) {
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : parse_timeout(env);
   auto spin = parse_spin(env);  // before anything connects: a bad value fails every rank alike
   const std::uint64_t eager = parse_eager(env);
+  const TraceSetting trace = parse_trace(env, boot.rank);
 
   auto world = std::make_shared<detail::World>();
   world->store_handle = detail::shared_store(boot, timeout);
@@ -302,6 +339,11 @@ Communicator Communicator::init(const Options& opts) {
   world->engine = std::make_unique<coll::Engine>(std::move(mesh), timeout);
   world->engine->set_spin(spin);
   world->engine->set_eager_bytes(eager);
+  if (!trace.dir.empty()) {
+    world->engine->enable_trace(trace.cap);
+    world->trace_dir = trace.dir;  // a later init() of this process (generation g) adds ".g"
+    world->trace_stem = generation == 0 ? fmt::format("rank-{}", boot.rank) : fmt::format("rank-{}.{}", boot.rank, generation);
+  }
   if (auto t = env("INC_TUNING"); t && !t->empty()) {  // empty = unset
     try {
       world->tuning = std::make_shared<const api::CostTable>(api::CostTable::load(*t));

@@ -195,6 +195,7 @@ std::shared_ptr<CollOp> Engine::start(std::uint32_t comm_id, const CollectivePar
 
   by_uid_[op->uid] = op;
   active_[{comm_id, op->info_.seq}] = op.get();
+  trace_coll(TraceEvent::coll_start, *op);
   if (op->link) op->link->order.push_back(op->uid);
 
   // Messages that arrived before this collective started.
@@ -302,11 +303,13 @@ void Engine::post_send(CollOp& op, std::uint32_t i) {
     hook_->encode(op.params, data, o.src.bytes, wire.data());
     data = wire.data();
   }
+  trace_op(TraceEvent::send_posted, op, i);
   mesh_->send(w, h, data, (op.uid << 32) | i);
 }
 
 void Engine::ready(CollOp& op, std::uint32_t i) {
   const Op& o = op.sched.ops[i];
+  trace_op(TraceEvent::op_ready, op, i);  // the first time only (a send again after its notice)
   op.op_state[i] = 1;
   switch (o.kind) {
     case OpKind::send:
@@ -400,6 +403,7 @@ void Engine::finish(CollOp& op) {
                      static_cast<std::uint64_t>(p.nranks));
   }
   op.state_ = CollOp::State::succeeded;
+  trace_coll(TraceEvent::coll_end, op);
   op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
   forget_ready(op);
   active_.erase({op.comm_id, op.info_.seq});
@@ -409,6 +413,7 @@ void Engine::finish(CollOp& op) {
 void Engine::fail(CollOp& op, Error e, bool tell_peers) {
   if (op.done()) return;
   op.state_ = CollOp::State::failed;
+  trace_coll(TraceEvent::coll_failed, op);
   op.error_ = e;
   op.info_.seconds = std::chrono::duration<double>(clock::now() - op.start).count();
   auto keep = by_uid_[op.uid];
@@ -456,6 +461,7 @@ void Engine::check_descriptor(const CollOp& op, int peer, const WireHeader& h) {
 }
 
 RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
+  trace_msg(TraceEvent::msg_header, wpeer, h);
   Incoming& in = incoming_[static_cast<std::size_t>(wpeer)];
   in = Incoming{};
   in.mode = Incoming::Mode::discard;
@@ -533,8 +539,9 @@ RecvTarget Engine::on_header(int wpeer, const WireHeader& h) {
   }
 }
 
-void Engine::on_message(int wpeer, const WireHeader&) {
+void Engine::on_message(int wpeer, const WireHeader& h) {
   Incoming in = std::move(incoming_[static_cast<std::size_t>(wpeer)]);
+  trace_msg(TraceEvent::msg_end, wpeer, h, in.mode == Incoming::Mode::direct || in.mode == Incoming::Mode::parked ? in.op : ~0u);
   incoming_[static_cast<std::size_t>(wpeer)] = Incoming{};
   switch (in.mode) {
     case Incoming::Mode::direct:
@@ -567,6 +574,7 @@ void Engine::on_message(int wpeer, const WireHeader&) {
 }
 
 void Engine::on_send_done(std::uint64_t token) {
+  if (trace_) [[unlikely]] record_send_done(token);
   deferred_.emplace_back(token >> 32, static_cast<std::uint32_t>(token & 0xffffffffu));
 }
 

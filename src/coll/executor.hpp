@@ -26,6 +26,7 @@
 
 #include "coll/recv_hook.hpp"
 #include "coll/schedule.hpp"
+#include "coll/trace.hpp"
 #include "src/switch/udp.hpp"
 #include "src/switch/worker.hpp"
 #include "transport/tcp_mesh.hpp"
@@ -209,6 +210,14 @@ class Engine : public transport::MessageSink {
 
   transport::TransportStats stats();
 
+  // Record this rank's events (coll/trace.hpp) in `cap` records reserved now (api: INC_TRACE);
+  // before the first collective. Off by default: then each event site costs one branch.
+  void enable_trace(std::size_t cap);
+  // Write the events as DIR/<stem>.csv and .json; false if tracing is off. Throws
+  // inc::Error(config) naming the file it cannot write.
+  bool write_trace(const std::string& dir, const std::string& stem);
+  const Trace* trace() const { return trace_.get(); }
+
   // MessageSink
   transport::RecvTarget on_header(int peer, const transport::WireHeader& h) override;
   void on_message(int peer, const transport::WireHeader& h) override;
@@ -241,6 +250,20 @@ class Engine : public transport::MessageSink {
   };
 
   void ready(CollOp& op, std::uint32_t i);
+  // The trace (executor_trace.cpp): one branch here while it is off.
+  void trace_coll(TraceEvent e, const CollOp& op) {
+    if (trace_) [[unlikely]] record_coll(e, op);
+  }
+  void trace_op(TraceEvent e, const CollOp& op, std::uint32_t i) {
+    if (trace_) [[unlikely]] record_op(e, op, i);
+  }
+  void trace_msg(TraceEvent e, int wpeer, const transport::WireHeader& h, std::uint32_t i = ~std::uint32_t{0}) {
+    if (trace_) [[unlikely]] record_msg(e, wpeer, h, i);
+  }
+  void record_coll(TraceEvent e, const CollOp& op);
+  void record_op(TraceEvent e, const CollOp& op, std::uint32_t i);
+  void record_msg(TraceEvent e, int wpeer, const transport::WireHeader& h, std::uint32_t i);
+  void record_send_done(std::uint64_t token);  // (op uid << 32) | op index
   // Receiver-ready large messages (executor_ready.cpp).
   bool waits_for_receiver(std::uint64_t wire) const { return wire > eager_bytes_; }
   bool send_may_leave(CollOp& op, std::uint32_t i);  // else: parked until the notice comes
@@ -311,6 +334,7 @@ class Engine : public transport::MessageSink {
   // How long wait() polls (yielding) before it sleeps in epoll_wait (set_spin; api: INC_SPIN_US).
   std::chrono::microseconds spin_{500};
   std::uint64_t next_uid_ = 1;
+  std::unique_ptr<Trace> trace_;  // null: not tracing
   // Switch attachments by communicator (after mesh_: closed before it).
   std::map<std::uint32_t, std::unique_ptr<SwitchLink>> links_;
 };

@@ -55,6 +55,7 @@ void Engine::tell_ready(CollOp& op, std::uint32_t i) {
   h.comm_id = op.comm_id;
   h.seq = op.info_.seq;
   h.msg_index = op.msg_index[i];
+  trace_op(TraceEvent::notice_told, op, i);
   mesh_->send_ready((*op.members)[o.peer], h);
 }
 
@@ -68,7 +69,9 @@ void Engine::on_ready(int wpeer, const WireHeader& h) {
     if (h.seq < cit->second.next_seq && !active_.count({h.comm_id, h.seq})) return;
   }
   const ReadyKey key{h.comm_id, h.seq, wpeer, h.msg_index};
-  if (auto it = awaiting_ready_.find(key); it != awaiting_ready_.end()) {
+  auto it = awaiting_ready_.find(key);
+  trace_msg(TraceEvent::notice_arrived, wpeer, h, it != awaiting_ready_.end() ? it->second.second : ~0u);
+  if (it != awaiting_ready_.end()) {
     work_.emplace_back(it->second);  // ready() runs the send again, and now finds the notice
     awaiting_ready_.erase(it);
   } else if (ready_in_.size() >= max_early_notices_) {

@@ -494,17 +494,22 @@ void infer_dependencies(RankSchedule& s) {
 
 // ---------------------------------------------------------------------------------------------
 
-std::string to_string(const Op& op) {
+std::string_view name(OpKind k) noexcept {
   static constexpr std::string_view kinds[] = {"send",       "recv",          "recv_reduce",
                                                "copy",       "reduce",        "inc_reduce",
                                                "inc_broadcast", "inc_gather", "repro_scan",
                                                "repro_encode", "repro_decode", "widen",
                                                "narrow"};
+  static_assert(std::size(kinds) == kNumOpKinds);
+  return kinds[static_cast<unsigned>(k) % kNumOpKinds];
+}
+
+std::string to_string(const Op& op) {
   static constexpr std::string_view bufs[] = {"input", "output", "scratch"};
   auto reg = [](const Region& r) {
     return fmt::format("{}[{},+{})", bufs[static_cast<unsigned>(r.buf) % 3], r.offset, r.bytes);
   };
-  const auto k = kinds[static_cast<unsigned>(op.kind) % kNumOpKinds];
+  const auto k = name(op.kind);
   const std::string fence = op.fence ? " (fence)" : "";
   switch (op.kind) {
     case OpKind::send:

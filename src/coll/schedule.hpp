@@ -72,6 +72,7 @@ enum class OpKind : std::uint8_t {
   narrow,  // dst (the call's type) = src (f32) rounded once (nearest-even; MX: encoded)
 };
 inline constexpr int kNumOpKinds = 13;
+std::string_view name(OpKind k) noexcept;
 
 // The arithmetic of a recv_reduce, reduce or inc_reduce: the call's (dtype, op), the i32
 // phases of a reproducible sum (the exponent pre-pass, the limbs), or the call's op on f32

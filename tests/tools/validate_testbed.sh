@@ -105,4 +105,26 @@ on, off = (json.load(open(p))[0]["sim_s"] for p in sys.argv[1:])
 if not off - on >= 1e-3:
     sys.exit(f"FAIL: --burst-model on simulated {on} s, off {off} s")
 PY
-echo "validate_testbed: calibration, validation, residuals, --net and --burst-model checked"
+# A measured notice pinned instead of fitted: --ready-notice-us, or the mean flight of an
+# INC_TRACE directory (bench/testbed/trace_report.py; here two ranks whose notices flew 250 and
+# 350 us): the file keeps it and says where it came from; a wrong one shows in the residuals.
+mkdir "$tmp/trace"
+for r in 0 1; do
+  q=$((1 - r))
+  { echo "# inc engine trace: rank=$r events=4 dropped=0 cap=16 clock=CLOCK_MONOTONIC"
+    echo "t_ns,event,comm,seq,coll,algo,op,kind,peer,msg_index,bytes"
+    echo "0,coll_start,0,0,allreduce,ring,4,,-1,0,1048576"
+    echo "$((1000000 + r * 1000000)),notice_told,0,0,allreduce,ring,1,recv,$q,0,524288"
+    echo "$((1000000 + q * 1000000 + 250000 + r * 100000)),notice_arrived,0,0,allreduce,ring,0,,$q,0,0"
+    echo "3000000,coll_end,0,0,allreduce,ring,4,,-1,0,1048576"; } > "$tmp/trace/rank-$r.csv"
+done
+out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/measured.json" --net "$tmp/pin.toml" --algos ring,rabenseifner \
+      --ready-notice-trace "$tmp/trace") || fail "calibrate --ready-notice-trace exited $?"$'\n'"$out"
+grep -q "^ready_notice_us = 300 .*(measured: mean flight of 2 notices in $tmp/trace)" "$tmp/pin.toml" ||
+  fail "the traced notice is not in the file"$'\n'"$(cat "$tmp/pin.toml")"
+grep -q "^# residuals: rms 0.0%" <<<"$out" || fail "the right notice pinned does not fit exactly"$'\n'"$out"
+out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/measured.json" --net "$tmp/pin2.toml" --algos ring,rabenseifner \
+      --ready-notice-us 1500) || fail "calibrate --ready-notice-us exited $?"$'\n'"$out"
+grep -q "^ready_notice_us = 1500 .*(pinned by --ready-notice-us)" "$tmp/pin2.toml" || fail "the pinned notice moved"$'\n'"$(cat "$tmp/pin2.toml")"
+grep -q WARNING <<<"$out" || fail "a wrong pinned notice fits without a warning"$'\n'"$out"
+echo "validate_testbed: calibration, validation, residuals, --net, --burst-model and the pinned notice checked"
