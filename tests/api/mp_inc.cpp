@@ -301,9 +301,6 @@ TEST(Inc, ReportCarriesTheWorkersPerCollectiveCounts) {
     EXPECT_GE(r.bytes_sent, n * 4);
     EXPECT_GE(r.bytes_received, n * 4);
     EXPECT_FALSE(r.overflow);
-    // Every packet sent again carries at least a header (32 B), and is part of bytes_sent.
-    EXPECT_GE(r.bytes_resent, r.retransmissions * 32);
-    EXPECT_LE(r.bytes_resent, r.bytes_sent);
     resent += r.retransmissions;
   }
   // i32 sums that wrap around are flagged.
