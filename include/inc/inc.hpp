@@ -100,6 +100,10 @@ struct Report {
   // and the tree (docs/NUMERICS.md, "Per-hop numerics"); empty for other collectives/ops.
   std::vector<NumericsHop> hops;
   std::uint64_t retransmissions = 0;  // packets this rank sent again (in-network path)
+  // In the network: the part of bytes_sent that was not a first transmission (data sent again
+  // after a loss or a time-out, and header-only probes); bytes_sent - bytes_resent is what the
+  // protocol sends when nothing is lost or late.
+  std::uint64_t bytes_resent = 0;
   // The segmentation this call actually used: point-to-point messages this rank sent, and
   // switch operations it took part in; each carries at most the segment size
   // (Options::segment_bytes / INC_SEGMENT_BYTES, else the algorithm's default).

@@ -133,6 +133,7 @@ struct RequestState {
       report.bytes_sent = info.bytes_sent;
       report.bytes_received = info.bytes_received;
       report.retransmissions = info.retransmissions;
+      report.bytes_resent = info.bytes_resent;
       report.messages_sent = info.messages_sent;
       report.switch_operations = info.switch_operations;
       report.overflow = info.overflow;

@@ -43,6 +43,7 @@ struct RunInfo {
   std::uint64_t bytes_sent = 0;  // payload bytes this rank sent / received in this collective
   std::uint64_t bytes_received = 0;  // (in the network: datagrams with their headers)
   std::uint64_t retransmissions = 0;  // in the network: datagrams this rank sent again
+  std::uint64_t bytes_resent = 0;     // in the network: of bytes_sent, resends and probes
   // Segmentation actually used: point-to-point messages this rank sent, and the switch
   // operations it took part in (each at most the segment size, INC_SEGMENT_BYTES).
   std::uint64_t messages_sent = 0;

@@ -324,6 +324,7 @@ void Engine::service_links() {
       op.info_.bytes_sent += c.report.bytes_sent;
       op.info_.bytes_received += c.report.bytes_received;
       op.info_.retransmissions += c.report.retransmissions;
+      op.info_.bytes_resent += c.report.bytes_resent;
       // The switch's flag is about i32 (and i8/u8: the type's range) wrap-around; u32 sums
       // wrap by definition.
       if (c.report.overflow && (op.params.dtype == DataType::i32 || op.params.dtype == DataType::i8 ||

@@ -222,6 +222,7 @@ struct OpReport {
   std::uint64_t chunks = 0;
   std::uint64_t packets_sent = 0, packets_received = 0, bytes_sent = 0, bytes_received = 0;
   std::uint64_t retransmissions = 0;    // data packets sent again (probes not included)
+  std::uint64_t bytes_resent = 0;       // of bytes_sent: data sent again and probes (not first sends)
   std::uint64_t probes = 0;             // header-only probes (a question about a chunk)
   std::uint64_t duplicate_results = 0;  // results for chunks already complete (ignored)
   std::uint64_t foreign = 0;            // undecodable / other job / other epoch (ignored)

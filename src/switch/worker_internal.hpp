@@ -62,10 +62,12 @@ inline WireOp wire_op(NumKind k, ReduceKind op, bool exponent) {
   return WireOp::none;
 }
 
-// `retransmit`: the data sent again; `probe`: a header-only probe (counted apart).
+// `retransmit`: not a first transmission (data sent again, or a probe); `probe`: a header-only
+// probe (counted apart). Both kinds' bytes are in `bytes_resent` as well as in `bytes_sent`.
 inline void count_tx(OpReport& r, std::size_t bytes, bool retransmit, bool probe = false) {
   ++r.packets_sent;
   r.bytes_sent += bytes;
+  if (retransmit || probe) r.bytes_resent += bytes;
   if (probe) ++r.probes;
   else if (retransmit) ++r.retransmissions;
 }

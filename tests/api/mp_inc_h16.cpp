@@ -47,7 +47,7 @@ bool sum_in_network(Communicator& comm, const std::vector<T>& in, std::vector<T>
   o.accumulate = acc;
   const std::uint64_t n = in.size();
   // Ranks that checked the previous result at different speeds start together: a rank whose
-  // chunks wait long for a slow peer's retransmits them, and the traffic bound counts that.
+  // chunks wait long for a slow peer retransmits them (counted apart, in bytes_resent).
   comm.barrier();
   comm.allreduce(in.data(), out.data(), n, t, ReduceOp::sum, o);
   rep = comm.last_report();
@@ -59,7 +59,7 @@ bool sum_in_network(Communicator& comm, const std::vector<T>& in, std::vector<T>
   EXPECT_GE(rep.bytes_sent, n * bpe) << what;
   if (n == 100003) {
     EXPECT_LT(inc_test::first_transmission_bytes(rep), n * bpe + n * bpe / 8)
-        << what << ": " << rep.retransmissions << " retransmissions";
+        << what << ": " << rep.retransmissions << " retransmissions, " << rep.bytes_resent << " B resent";
   }
   return true;
 }
@@ -154,14 +154,15 @@ TEST(IncI8, SumsWrapAsOnTheHostsAndOverflowIsReported) {
     o.accumulate = acc;
     std::vector<std::int8_t> in(n), out(n);
     for (std::uint64_t i = 0; i < n; ++i) in[i] = static_cast<std::int8_t>((i * 7 + rank * 3) % 21) - 10;
-    comm.barrier();  // start together: retransmits of a rank waiting for a slow peer count too
+    comm.barrier();  // start together (a rank waiting for a slow peer resends: bytes_resent)
     comm.allreduce(in.data(), out.data(), n, DataType::i8, ReduceOp::sum, o);
     Report rep = comm.last_report();
     ASSERT_TRUE(rep.in_network) << rep.reason;
     EXPECT_EQ(rep.accumulate, acc);
     EXPECT_EQ(rep.link_bytes_per_element, 1u);
     EXPECT_GE(rep.bytes_sent, n);
-    EXPECT_LT(inc_test::first_transmission_bytes(rep), n + n / 8) << rep.retransmissions;
+    EXPECT_LT(inc_test::first_transmission_bytes(rep), n + n / 8)
+        << rep.retransmissions << " retransmissions, " << rep.bytes_resent << " B resent";
     EXPECT_FALSE(rep.overflow) << name(acc);
     std::uint64_t wrong = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -256,13 +257,14 @@ TEST(IncI4, SumsWrapAndHalfAByteMovesPerElement) {
     std::vector<std::uint8_t> in(bytes), out(bytes);
     for (std::uint64_t b = 0; b < bytes; ++b)
       in[b] = static_cast<std::uint8_t>((nib(2 * b, rank) & 15) | (nib(2 * b + 1, rank) & 15) << 4);
-    comm.barrier();  // start together: retransmits of a rank waiting for a slow peer count too
+    comm.barrier();  // start together (a rank waiting for a slow peer resends: bytes_resent)
     comm.allreduce(in.data(), out.data(), n, DataType::i4, ReduceOp::sum, o);
     Report rep = comm.last_report();
     ASSERT_TRUE(rep.in_network) << rep.reason;
     EXPECT_EQ(rep.accumulate, acc);
     EXPECT_GE(rep.bytes_sent, n / 2);
-    EXPECT_LT(inc_test::first_transmission_bytes(rep), n / 2 + n / 16) << rep.retransmissions;
+    EXPECT_LT(inc_test::first_transmission_bytes(rep), n / 2 + n / 16)
+        << rep.retransmissions << " retransmissions, " << rep.bytes_resent << " B resent";
     EXPECT_FALSE(rep.overflow) << name(acc);  // |total| <= p <= 4
     std::uint64_t wrong = 0;
     for (std::uint64_t b = 0; b < bytes; ++b) {

@@ -91,7 +91,7 @@ TEST(IncRepro, SwitchAndEveryHostAlgorithmGiveTheSameBits) {
       EXPECT_GE(rep.bytes_sent, n * 8) << what;
       if (n == 100003) {
         EXPECT_LT(inc_test::first_transmission_bytes(rep), n * 8 + n * 8 / 8)
-            << what << ": " << rep.retransmissions << " retransmissions";
+            << what << ": " << rep.retransmissions << " retransmissions, " << rep.bytes_resent << " B resent";
       }
       ASSERT_TRUE(same_everywhere(comm, sw)) << what;
       EXPECT_EQ(sw, want) << what << ": not the correctly rounded exact sum";

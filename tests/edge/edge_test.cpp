@@ -34,8 +34,6 @@ using namespace std::chrono_literals;
 namespace {
 
 transport::StoreServer& store();
-// Taken before any test forks: a forked rank must name the same store keys as its parent.
-const pid_t kTestPid = ::getpid();
 
 std::string fresh_path() {
   store();  // started in the parent, before any fork
@@ -60,7 +58,8 @@ struct EngineThread {
 };
 
 // A store for the engines' meshes, shared by the tests of this process: every test's job needs
-// its own job id (its store prefix), or its ranks read an earlier test's mesh addresses.
+// its own store prefix, or its ranks read an earlier test's mesh addresses. The prefix holds the
+// engine's socket path (fresh_path(): one per engine, so one per test) and the job id.
 transport::StoreServer& store() {
   static transport::StoreServer s("127.0.0.1", 0);
   return s;
@@ -76,7 +75,7 @@ ClientConfig config(const std::string& path, std::uint64_t job, int rank, int wo
   c.timeout = 20s;
   c.mesh_tag = job ^ 0x55;
   c.store = "127.0.0.1:" + std::to_string(store().port());
-  c.prefix = "edge-test/" + std::to_string(kTestPid) + "/" + std::to_string(job);
+  c.prefix = "edge-test" + path + "/" + std::to_string(job);
   c.listen_host = "127.0.0.1";
   return c;
 }

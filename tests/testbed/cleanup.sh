@@ -14,7 +14,7 @@
 # usage: cleanup.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-pfx=tbclean
+pfx=tbcln
 marker="inc-testbed-cleanup-$$"  # in the command line of every rank's background process
 . "$(dirname "$(readlink -f "$0")")/common.sh"
 

@@ -2,6 +2,10 @@
 # prefix of their namespaces: `log` (a temporary file removed at exit), `fail MESSAGE` (prints
 # the message and the log, exits 1), and exit 77 (ctest: skipped) where network namespaces
 # cannot be created.
+# `pfx` gets this run's pid (hex) appended: two checkouts' suites running at once would
+# otherwise count each other's namespaces as "left behind" (or remove them: cleanup.sh).
+# A base of at most 6 characters keeps it within inc testbed's 12 (pid_max 2^22: 6 hex digits).
+pfx="${pfx}$(printf %x $$)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail() { echo "FAIL: $*"; echo "---- output"; cat "$log"; exit 1; }

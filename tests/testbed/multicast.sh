@@ -14,7 +14,7 @@
 # usage: multicast.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-pfx=tbmcast
+pfx=tbmc
 . "$(dirname "$(readlink -f "$0")")/common.sh"
 
 run() {

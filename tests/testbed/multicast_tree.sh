@@ -15,7 +15,7 @@
 # usage: multicast_tree.sh path/to/inc
 set -u
 inc=$(readlink -f "$1")
-pfx=tbmctree
+pfx=tbmct
 . "$(dirname "$(readlink -f "$0")")/common.sh"
 
 "$inc" testbed --prefix "$pfx" --hosts 4 --leaves 2 --ranks-per-host 2 --link 1gbit --oversubscription 2 -- \

@@ -24,28 +24,32 @@ else
   as_user() { "$@"; }
   who=$(id -un)
 fi
-before=$(ls /run/netns 2>/dev/null | wc -l)
+# Namespaces are named PREFIX-PID-ROLE: this run's prefix and the refused testbed's pid say
+# whether it created any, whatever else runs on the machine (not a count of all namespaces).
+pfx="tbref$(printf %x $$)"
 
-as_user "$inc" testbed --prefix tbrefuse --hosts 2 -- true >"$out" 2>&1
+as_user "$inc" testbed --prefix "$pfx" --hosts 2 -- true >"$out" 2>&1 &
+tb=$!
+wait "$tb"
 rc=$?
 [ $rc -ne 0 ] || fail "inc testbed as $who exited 0"
 grep -q "lacks CAP_NET_ADMIN" "$out" || fail "the refusal does not name the missing privilege"
 grep -q "needs root" "$out" || fail "the refusal does not say that root is needed"
-[ "$(ls /run/netns 2>/dev/null | wc -l)" -eq "$before" ] || fail "namespaces were created"
-ls /run/netns 2>/dev/null | grep -q '^tbrefuse-' && fail "a namespace with the prefix exists"
+ls /run/netns 2>/dev/null | grep -q -- "-$tb-" && fail "namespaces of the refused testbed (pid $tb) were created"
+ls /run/netns 2>/dev/null | grep -q "^$pfx-" && fail "a namespace with the prefix exists"
 echo "refused as $who (exit $rc): $(head -1 "$out")"
 
-as_user "$inc" testbed cleanup --prefix tbrefuse >"$out" 2>&1 && fail "cleanup as $who exited 0"
+as_user "$inc" testbed cleanup --prefix "$pfx" >"$out" 2>&1 && fail "cleanup as $who exited 0"
 grep -q "lacks CAP_NET_ADMIN" "$out" || fail "cleanup: the refusal does not name the missing privilege"
 
 # Root without CAP_NET_ADMIN (as in an unprivileged container) is refused too, naming it.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
-  setpriv --bounding-set=-net_admin --inh-caps=-net_admin "$inc" testbed --prefix tbrefuse --hosts 2 -- true >"$out" 2>&1 &&
+  setpriv --bounding-set=-net_admin --inh-caps=-net_admin "$inc" testbed --prefix "$pfx" --hosts 2 -- true >"$out" 2>&1 &&
     fail "root without CAP_NET_ADMIN exited 0"
   grep -q "(uid 0) lacks CAP_NET_ADMIN:" "$out" || fail "root without CAP_NET_ADMIN: not named"
   echo "refused as root without CAP_NET_ADMIN"
 fi
 
-as_user "$inc" testbed show --prefix tbrefuse --hosts 2 >"$out" 2>&1 || fail "show as $who failed"
-grep -q "tc -n tbrefuse-[0-9]*-h0 qdisc add dev eth0 root tbf" "$out" || fail "show printed no plan"
+as_user "$inc" testbed show --prefix "$pfx" --hosts 2 >"$out" 2>&1 || fail "show as $who failed"
+grep -q "tc -n $pfx-[0-9]*-h0 qdisc add dev eth0 root tbf" "$out" || fail "show printed no plan"
 echo "testbed refusal: no privileges, no testbed (show works)"
