@@ -53,6 +53,17 @@ ALGOS = ("ring", "rabenseifner", "inc")
 RUNTIME_EAGER_BYTES = 64 << 10  # the runtime's INC_EAGER_BYTES default (src/api/communicator.cpp)
 
 
+def tcp_send_buffer():
+    """The largest send buffer this kernel's TCP grows a socket to (net.ipv4.tcp_wmem's maximum;
+    the testbed's hosts run this kernel): the runtime's send is done once its last byte is in the
+    socket, so a message up to this size frees its buffer long before it is delivered."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 4 << 20  # Linux's default maximum
+
+
 # ---- shapes ---------------------------------------------------------------------------------
 
 def parse_shape(s):
@@ -236,7 +247,8 @@ class Sim:
         path = os.path.join(self.work, "sim.csv")
         cmd = [a.inc, "sim", "run", "-c", "allreduce", "-a", point["algo"], "-b", f"{point['bytes']}B",
                "--link-gbps", f"{point['rate_gbps']:g}", "--no-progress", "--csv", path,
-               "--matching", a.matching, "--eager-threshold", f"{a.eager_bytes}B"] + \
+               "--matching", a.matching, "--eager-threshold", f"{a.eager_bytes}B",
+               "--send-buffer", f"{a.send_buffer}B"] + \
             sim_flags(tuple(point["shape"]), a)
         if net:
             cmd += ["--net", net]
@@ -410,6 +422,7 @@ def write_net(path, theta, args, fitted, res, warning, cpu=None):
         f"switch_reduce_GBps = {1 / s:.6g}   # {s:.4g} ns/B: {parse_size(args.inc_chunk) * s * 1e-3:.3g} us "
         f"per {args.inc_chunk} chunk" if s > 0 else "switch_reduce_GBps = 0   # line rate: no switch cost found"
         if cpu is None else "switch_reduce_GBps = 0   # inside switch_packet_us (the switches' measured CPU)",
+        f"send_buffer = \"{args.send_buffer}B\"   # a send this small is done once the kernel has it (TCP)",
         f"inc_chunk = \"{args.inc_chunk}\"",
         f"switch_memory = \"{args.switch_memory}\"",
     ]
@@ -558,6 +571,9 @@ def main():
     ap.add_argument("--ready-notice-trace", metavar="DIR",
                     help="calibrate: pin ready_notice_us to the mean notice flight of an INC_TRACE directory "
                          "of a testbed run (bench/testbed/trace_report.py)")
+    ap.add_argument("--send-buffer", type=parse_size, default=None,
+                    help="inc sim --send-buffer: a send up to this size is done once the transport has it, as the "
+                         "runtime's over TCP [this kernel's net.ipv4.tcp_wmem maximum; 0: done on delivery]")
     ap.add_argument("--cores", type=int, default=0,
                     help="calibrate: the testbed's processes share this many cores (e.g. $(nproc)): model the "
                          "switches' and hosts' CPU per datagram on them (0: fit switch_reduce_GBps instead)")
@@ -595,6 +611,8 @@ def main():
         if not args.ready_notice_us >= 0:
             raise SystemExit(f"validate_testbed.py: --ready-notice-us {args.ready_notice_us} must be >= 0")
         args.notice_source = " (pinned by --ready-notice-us)"
+    if args.send_buffer is None:
+        args.send_buffer = tcp_send_buffer()
     args.algos = [a for a in args.algos.split(",") if a]
     bad = [a for a in args.algos if a not in ALGOS]
     if bad:
