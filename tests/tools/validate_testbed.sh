@@ -13,9 +13,15 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 script="$src/bench/sim/validate_testbed.py"
 
-python3 - "$inc" "$tmp/measured.json" <<'PY'
-import csv, json, subprocess, sys
-inc, out = sys.argv[1:]
+python3 - "$inc" "$tmp/measured.json" "$script" <<'PY'
+import csv, importlib.util, json, subprocess, sys
+inc, out, script = sys.argv[1:]
+# The script simulates the runtime's buffered sends (its default --send-buffer: this kernel's
+# tcp_wmem maximum); the "measurements" are made with the same buffer.
+spec = importlib.util.spec_from_file_location("validate_testbed", script)
+vt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(vt)
+send_buffer = f"{vt.tcp_send_buffer()}B"
 rows = []
 for shape in ([1, 8], [2, 8]):
     topo = (["--topology", "single_switch"] if shape[0] == 1 else
@@ -26,6 +32,7 @@ for shape in ([1, 8], [2, 8]):
                             "--link-gbps", "1", "--overhead-us", "40", "--reduce-GBps", "2",
                             "--switch-reduce-GBps", "0.2", "--inc-chunk", "8KiB", "--switch-memory", "512KiB",
                             "--matching", "ready", "--eager-threshold", "64KiB", "--ready-notice-us", "300",
+                            "--send-buffer", send_buffer,
                             "--no-progress", "--csv", out + ".csv"] + topo, check=True, stdout=subprocess.DEVNULL)
             t = float(next(csv.DictReader(open(out + ".csv")))["time_s"])
             rows.append({"shape": shape, "algo": algo, "bytes": size, "rate_gbps": 1.0, "time_s": t, "runs": [t]})
