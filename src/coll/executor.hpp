@@ -271,6 +271,7 @@ class Engine : public transport::MessageSink {
   void post_send(CollOp& op, std::uint32_t i);
   void tell_ready(CollOp& op, std::uint32_t i);
   void forget_ready(const CollOp& op);  // op finished or failed
+  void forget_notices(std::uint32_t comm_id, std::uint64_t seq);  // the early notices of one collective
   bool awaits_ready(const CollOp& op, std::uint32_t i) const;
   void complete(CollOp& op, std::uint32_t i);
   void drain();  // run deferred completions and the ops they make ready

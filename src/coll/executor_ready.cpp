@@ -83,9 +83,13 @@ void Engine::on_ready(int wpeer, const WireHeader& h) {
   ready_in_.insert(key);
 }
 
+void Engine::forget_notices(std::uint32_t comm_id, std::uint64_t seq) {
+  ready_in_.erase(ready_in_.lower_bound({comm_id, seq, std::numeric_limits<int>::min(), 0}),
+                  ready_in_.lower_bound({comm_id, seq + 1, std::numeric_limits<int>::min(), 0}));
+}
+
 void Engine::forget_ready(const CollOp& op) {
-  ready_in_.erase(ready_in_.lower_bound({op.comm_id, op.info_.seq, std::numeric_limits<int>::min(), 0}),
-                  ready_in_.lower_bound({op.comm_id, op.info_.seq + 1, std::numeric_limits<int>::min(), 0}));
+  forget_notices(op.comm_id, op.info_.seq);
   for (auto it = awaiting_ready_.begin(); it != awaiting_ready_.end();)
     it = it->second.first == op.uid ? awaiting_ready_.erase(it) : std::next(it);
 }

@@ -14,8 +14,6 @@
 // charged to the connection's rank, whatever its text says.
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "coll/executor.hpp"
 
 namespace inc::coll {
@@ -31,8 +29,7 @@ void Engine::refuse(std::uint32_t comm_id, const std::string& why) {
   const std::pair key{comm_id, comm.next_seq++};
   refusals_.erase(key);  // a peer refused it too: nothing ran, nothing to fail
   forget_early(key);     // the payloads of peers that started it: they fail on the refusal
-  ready_in_.erase(ready_in_.lower_bound({comm_id, key.second, std::numeric_limits<int>::min(), 0}),
-                  ready_in_.lower_bound({comm_id, key.second + 1, std::numeric_limits<int>::min(), 0}));
+  forget_notices(comm_id, key.second);
   refused_here_.insert(key);
   if (refused_here_.size() > kMaxRefusals) refused_here_.erase(refused_here_.begin());
   WireHeader h;
