@@ -172,17 +172,18 @@ def drops(out):
 
 
 def measure(args, shapes, sizes):
-    """[{shape, algo, bytes, rate_gbps, time_s, runs, switch_cpu_s, switch_packets}] from `inc bench`
-    on the testbed; the switch counters are the whole run's (every size), the same in each row."""
+    """[{shape, algo, bytes, rate_gbps, time_s, runs, switch_cpu_s, switch_packets, drops}] from
+    `inc bench` on the testbed; the switch counters (summed) and the drops (per run) are the whole
+    runs' (every size), the same in each row of a shape."""
     lo, hi, f = geometric(sizes)
     out = []
-    acc = {shape: ({}, [0.0], [0], []) for shape in shapes}
+    acc = {shape: {"per": {}, "cpu_s": 0.0, "packets": 0, "drops": []} for shape in shapes}
     # The shapes alternate run by run (1x8, 2x8, 1x8, 2x8, ...): the machine's drift over the
     # minutes of a measurement (two shared cores: other work, thermal state) then falls on every
     # shape alike, and the comparison between shapes is the one the validation makes.
     for _ in range(args.repeat):
         for shape in shapes:
-            per, cpu_acc, pkt_acc, drop_runs = acc[shape]
+            a = acc[shape]
             cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
                 "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
                 "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
@@ -191,9 +192,9 @@ def measure(args, shapes, sizes):
             text = run(cmd, "inc testbed", args.timeout)
             rows = bench_rows(text)
             c, n = switch_cpu(text)
-            cpu_acc[0] += c
-            pkt_acc[0] += n
-            drop_runs.append(drops(text))
+            a["cpu_s"] += c
+            a["packets"] += n
+            a["drops"].append(drops(text))
             if not rows:
                 raise SystemExit("validate_testbed.py: no bench rows in the testbed output")
             for r in rows:
@@ -201,13 +202,12 @@ def measure(args, shapes, sizes):
                     raise SystemExit(f"validate_testbed.py: WRONG result: {r}")
                 if r["algo"] == "inc" and r["in_network"] != "1":
                     raise SystemExit(f"validate_testbed.py: the 'inc' row ran on the hosts: {r}")
-                per.setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
-    for shape in shapes:
-        per, cpu_acc, pkt_acc, drop_runs = acc[shape]
-        for (algo, size), runs in sorted(per.items()):
+                a["per"].setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
+    for shape, a in acc.items():
+        for (algo, size), runs in sorted(a["per"].items()):
             out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
-                        "time_s": median(runs), "runs": runs, "switch_cpu_s": cpu_acc[0],
-                        "switch_packets": pkt_acc[0], "drops": drop_runs})
+                        "time_s": median(runs), "runs": runs, "switch_cpu_s": a["cpu_s"],
+                        "switch_packets": a["packets"], "drops": a["drops"]})
     return out
 
 
