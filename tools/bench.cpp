@@ -90,7 +90,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<std::string> coll_names{"allreduce"}, algo_names{"auto"};
   std::string dtype_name = "f32", op_name = "sum", min_s = "8", max_s = "64M";
   int check = 1;
-  bool no_progress = false, interleave = false, show_report = false;
+  bool no_progress = false, interleave = false, show_report = false, cpu_column = false;
   app.add_option("-c,--coll", coll_names,
                  "allreduce | reduce_scatter | allgather | broadcast | alltoall | all (comma list)")
       ->delimiter(',')
@@ -123,6 +123,10 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--report", show_report,
                "after each row, the numerics of rank 0's report of its last call: overflow events "
                "and, per hop, accumulator width and bytes per element (docs/NUMERICS.md)");
+  app.add_flag("--cpu", cpu_column,
+               "add a column cpu_us to the CSV: each rank's process CPU time (all threads, user + "
+               "system) per timed call, mean over the ranks (always in the JSON); with INC_SPIN_US=0 "
+               "it is work, not polling");
   app.add_flag("--interleave", interleave,
                "per size, every algorithm in turn (default: per algorithm, every size): a slow "
                "spell of a shared machine then hits every path of a size alike");
@@ -254,20 +258,25 @@ int cmd_bench(int argc, char** argv) {
 
   if (lead) {
     auto csv = [&](std::FILE* f) {
-      std::fprintf(f, "collective,size_bytes,count,dtype,op,algo,in_network,ranks,time_us,algbw_GBps,busbw_GBps,correct\n");
-      for (auto& r : results)
-        std::fprintf(f, "%s,%llu,%llu,%s,%s,%s,%d,%d,%.3f,%.4f,%.4f,%d\n",
+      // The columns nccl-tests-like parsers expect; `--cpu` appends cpu_us after them.
+      std::fprintf(f, "collective,size_bytes,count,dtype,op,algo,in_network,ranks,time_us,algbw_GBps,busbw_GBps,correct%s\n",
+                   cpu_column ? ",cpu_us" : "");
+      for (auto& r : results) {
+        std::fprintf(f, "%s,%llu,%llu,%s,%s,%s,%d,%d,%.3f,%.4f,%.4f,%d",
                      std::string(name(r.c.coll)).c_str(), static_cast<unsigned long long>(r.c.bytes),
                      static_cast<unsigned long long>(r.count), std::string(name(r.c.dtype)).c_str(),
                      std::string(name(r.c.op)).c_str(), r.algorithm.c_str(), r.in_network ? 1 : 0,
                      comm.size(), r.time_us, r.algbw, r.busbw, r.correct);
+        if (cpu_column) std::fprintf(f, ",%.3f", r.cpu_us);
+        std::fprintf(f, "\n");
+      }
     };
     auto json = [&]() {
       nlohmann::json j = nlohmann::json::array();
       for (auto& r : results)
         j.push_back({{"collective", name(r.c.coll)}, {"size_bytes", r.c.bytes}, {"count", r.count},
                      {"dtype", name(r.c.dtype)}, {"op", name(r.c.op)}, {"algo", r.algorithm},
-                     {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us}, {"median_us", r.median_us},
+                     {"requested", r.c.algo.empty() ? std::string("auto") : r.c.algo}, {"in_network", r.in_network}, {"ranks", comm.size()}, {"time_us", r.time_us}, {"median_us", r.median_us}, {"cpu_us", r.cpu_us},
                      {"algbw_GBps", r.algbw}, {"busbw_GBps", r.busbw}, {"correct", r.correct},
                      {"wrong_elements", r.wrong_elements}, {"reason", r.reason},
                      {"bytes_sent", r.bytes_sent}, {"messages_sent", r.messages_sent},

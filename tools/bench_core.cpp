@@ -6,6 +6,8 @@
 #include <cstring>
 #include <optional>
 
+#include <time.h>
+
 #include <fmt/format.h>
 
 #include "coll/schedule.hpp"
@@ -61,6 +63,13 @@ std::optional<std::uint64_t> wrong_through_handler(const BenchCase& c, const Rep
     wrong += !nan && std::memcmp(want.data() + i * esz, result + i * esz, esz) != 0;
   }
   return wrong;
+}
+
+// This process's CPU time (all threads, user + system), microseconds.
+double process_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
 }
 
 }  // namespace
@@ -193,16 +202,21 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   std::uint64_t wrong = 0;
   std::string unverified;  // why a lossy handler's result could not be checked
   double local_us = 0;
+  double local_cpu_us = 0;  // this process's CPU over the timed calls, per call
   std::vector<double> per_iter;  // microseconds of each timed call (check mode)
   Report rep;
   if (c.check) {
     for (int k = 0; k < c.warmup + c.iters; ++k) {
       prepare_input(k);
       comm.barrier();
+      const double cpu0 = process_cpu_us();
       auto t0 = clock::now();
       run_once();
       auto t1 = clock::now();
-      if (k >= c.warmup) per_iter.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      if (k >= c.warmup) {
+        per_iter.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        local_cpu_us += process_cpu_us() - cpu0;
+      }
       rep = comm.last_report();
       comm.barrier();  // nobody checks while another rank still runs the call
       const BenchPattern pat(c.coll, c.dtype, c.op, n, case_salt + static_cast<std::uint64_t>(k));
@@ -217,13 +231,16 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
     }
     for (double x : per_iter) local_us += x;
     local_us /= std::max(1, c.iters);
+    local_cpu_us /= std::max(1, c.iters);
   } else {
     prepare_input(0);
     for (int i = 0; i < c.warmup; ++i) run_once();
     comm.barrier();
+    const double cpu0 = process_cpu_us();
     auto t0 = clock::now();
     for (int i = 0; i < c.iters; ++i) run_once();
     local_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / std::max(1, c.iters);
+    local_cpu_us = (process_cpu_us() - cpu0) / std::max(1, c.iters);
     rep = comm.last_report();  // the case's own last run, before the timing allreduce
   }
   if (c.check) {
@@ -245,6 +262,9 @@ BenchResult run_case(Communicator& comm, const BenchCase& c) {
   comm.allreduce(mine, slowest_pair, 2, DataType::f64, ReduceOp::max);
   const double slowest = slowest_pair[0];
   res.median_us = slowest_pair[1];
+  double cpu_sum = 0;
+  comm.allreduce(&local_cpu_us, &cpu_sum, 1, DataType::f64, ReduceOp::sum);
+  res.cpu_us = cpu_sum / std::max(1, n);
   // "edge:ring" when this host's Edge-INC engine ran it.
   res.algorithm = rep.offload.empty() ? rep.algorithm : rep.offload + ":" + rep.algorithm;
   res.reason = rep.reason;

@@ -31,6 +31,10 @@ struct BenchResult {
   bool in_network = false;
   double time_us = 0;       // average per iteration, slowest rank
   double median_us = 0;     // median of the timed calls (check mode; else the average), slowest rank
+  // This process's CPU time (every thread, user + system: CLOCK_PROCESS_CPUTIME_ID) per timed
+  // call, mean over the ranks: the host's work for one call, polling included unless
+  // INC_SPIN_US=0 (docs/USAGE.md, `inc bench --cpu`).
+  double cpu_us = 0;
   double algbw = 0;         // GB/s
   double busbw = 0;         // GB/s
   int correct = -1;         // 1 verified, 0 wrong, -1 not checked

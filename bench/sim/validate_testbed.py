@@ -23,7 +23,10 @@ With `--cores N` (the emulated testbed's processes share N cores; docs/SIMULATOR
 software switch and of the hosts") the Core-INC step instead keeps
   switch_packet_us    the software switches' CPU per datagram in or out, MEASURED: the switches'
                       CPU seconds over their datagrams, from their counters in the same runs
-  host_packet_us      the hosts' CPU per Core-INC datagram sent or received, fitted (1-D search)
+  host_packet_us      the hosts' CPU per Core-INC datagram sent or received, fitted (1-D search),
+                      or with `--host-packet-us measured` MEASURED: each rank's process CPU per
+                      call (inc bench --cpu, kept by `measure`; `--spin-us 0` so that it is work,
+                      not wait()'s polling) over its datagrams per call; then nothing is fitted
   cpu_cores = N, switch_multicast = true (the testbed's default), switch_reduce_GBps = 0 (the
                       switch's arithmetic is inside its measured CPU per datagram)
 The fit prints its residuals: a point the fit cannot explain (noise of a loaded machine, or a
@@ -40,9 +43,11 @@ import json
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testbed"))
@@ -171,13 +176,46 @@ def drops(out):
     return sum(int(a) + int(b) for a, b in DROPS_LINE.findall(out))
 
 
+def machine_cpu():
+    """(busy, idle) core-seconds of the whole machine since boot (/proc/stat's cpu line; idle
+    includes iowait), or None where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / hz, idle / hz
+
+
+def children_cpu():
+    """User + system CPU seconds of this script's reaped children and their reaped descendants
+    (the testbed's ranks and switches: inc testbed waits for them)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed_run(cmd, what, timeout):
+    """run() and how the machine's CPU was spent meanwhile: wall seconds, the testbed's own CPU
+    seconds (its processes, kernel work in their context included) and the machine's busy and
+    idle core-seconds; busy minus the testbed's is everybody else's (other work on the machine)."""
+    m0, c0, t0 = machine_cpu(), children_cpu(), time.monotonic()
+    text = run(cmd, what, timeout)
+    m1, c1, wall = machine_cpu(), children_cpu(), time.monotonic() - t0
+    cpu = {"wall_s": wall, "testbed_cpu_s": c1 - c0}
+    if m0 and m1:
+        cpu.update(machine_busy_s=m1[0] - m0[0], machine_idle_s=m1[1] - m0[1])
+    return text, cpu
+
+
 def measure(args, shapes, sizes):
     """[{shape, algo, bytes, rate_gbps, time_s, runs, switch_cpu_s, switch_packets, drops}] from
     `inc bench` on the testbed; the switch counters (summed) and the drops (per run) are the whole
     runs' (every size), the same in each row of a shape."""
     lo, hi, f = geometric(sizes)
     out = []
-    acc = {shape: {"per": {}, "cpu_s": 0.0, "packets": 0, "drops": []} for shape in shapes}
+    acc = {shape: {"per": {}, "cpu_s": 0.0, "packets": 0, "drops": [], "host_cpu": {}, "machine": []} for shape in shapes}
     # The shapes alternate run by run (1x8, 2x8, 1x8, 2x8, ...): the machine's drift over the
     # minutes of a measurement (two shared cores: other work, thermal state) then falls on every
     # shape alike, and the comparison between shapes is the one the validation makes.
@@ -187,9 +225,10 @@ def measure(args, shapes, sizes):
             cmd = [args.inc, "testbed", "-q"] + testbed_flags(shape, args) + args.extra + [
                 "--", "inc", "bench", "-c", "allreduce", "-a", ",".join(args.algos), "-b", str(lo), "-e", str(hi),
                 "-f", f"{f:g}", "-n", str(args.iters), "-w", str(args.warmup), "--format", "csv",
-                "--no-progress", "--interleave"]
+                "--no-progress", "--interleave", "--cpu"]
             print("# running:", " ".join(cmd), file=sys.stderr, flush=True)
-            text = run(cmd, "inc testbed", args.timeout)
+            text, machine = timed_run(cmd, "inc testbed", args.timeout)
+            a["machine"].append(machine)
             rows = bench_rows(text)
             c, n = switch_cpu(text)
             a["cpu_s"] += c
@@ -203,12 +242,26 @@ def measure(args, shapes, sizes):
                 if r["algo"] == "inc" and r["in_network"] != "1":
                     raise SystemExit(f"validate_testbed.py: the 'inc' row ran on the hosts: {r}")
                 a["per"].setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["time_us"]) * 1e-6)
+                if r.get("cpu_us"):  # each rank's process CPU per call, mean over the ranks (inc bench --cpu)
+                    a["host_cpu"].setdefault((r["algo"], int(r["size_bytes"])), []).append(float(r["cpu_us"]))
     for shape, a in acc.items():
         for (algo, size), runs in sorted(a["per"].items()):
             out.append({"shape": list(shape), "algo": algo, "bytes": size, "rate_gbps": args.rate,
                         "time_s": median(runs), "runs": runs, "switch_cpu_s": a["cpu_s"],
                         "switch_packets": a["packets"], "drops": a["drops"]})
+            cpu = a["host_cpu"].get((algo, size))
+            if cpu:  # a host's CPU per call (median of the runs) and its datagrams (Core-INC)
+                out[-1].update(host_cpu_us=median(cpu), host_cpu_runs=cpu, spin_us=os.environ.get("INC_SPIN_US"),
+                               machine_runs=a["machine"])
+                if algo == "inc":
+                    out[-1]["host_datagrams"] = host_datagrams(size, parse_size(args.inc_chunk))
     return out
+
+
+def host_datagrams(size, chunk):
+    """Core-INC datagrams one rank sends and receives in one Allreduce of `size` bytes: one per
+    switch slot (`chunk` of payload) up, and the result's as many down."""
+    return 2 * -(-size // chunk)
 
 
 def spread(p):
@@ -237,6 +290,7 @@ class Sim:
         self.work = tempfile.mkdtemp(prefix="inc-validate-")
         self.runs = 0
         self.cpu = None  # --cores: (switch_packet_us, host_packet_us), with theta
+        self.shape_cpu = {}  # validate --cpu-per-shape: shape -> its own measured (switch, host) us
         # `inc sim` is deterministic: a point at the same costs is simulated once. The fits ask
         # for the same ones again and again (every left-out fit starts from the same costs, the
         # switch search walks the same grid), and each run is a process start.
@@ -252,6 +306,9 @@ class Sim:
             sim_flags(tuple(point["shape"]), a)
         if net:
             cmd += ["--net", net]
+            own = self.shape_cpu.get(tuple(point["shape"]))
+            if own:  # the flags win over the file's keys
+                cmd += ["--switch-packet-us", f"{own[0]:.9g}", "--host-packet-us", f"{own[1]:.9g}"]
         if theta is not None:
             o, g, s, n = theta
             cmd += ["--overhead-us", f"{o:.9g}", "--reduce-GBps", f"{1 / g if g > 0 else 0:.9g}",
@@ -360,6 +417,26 @@ def switch_packet_us(args, points):
     return 1e6 * cpu_s / packets
 
 
+def host_packet_us(args, points):
+    """--cores --host-packet-us measured: the hosts' CPU per Core-INC datagram sent or received,
+    MEASURED: each rank's process CPU per call (inc bench --cpu, best with --spin-us 0: work, not
+    polling) over its datagrams per call, summed over the Core-INC points (None: not asked)."""
+    if args.host_packet_us is None:
+        return None
+    if args.host_packet_us != "measured":
+        return float(args.host_packet_us)
+    pts = [p for p in points if p["algo"] == "inc" and p.get("host_cpu_us")]
+    if not pts:
+        raise SystemExit("validate_testbed.py: --host-packet-us measured needs the hosts' CPU per call in the "
+                         "measurements (this script's measure step records it, inc bench --cpu)")
+    spins = {p.get("spin_us") for p in pts}
+    if spins != {"0"}:
+        print(f"# note: the hosts' CPU was measured with INC_SPIN_US {sorted(str(x) for x in spins)} (not 0): "
+              f"it includes wait()'s polling", file=sys.stderr)
+    chunk = parse_size(args.inc_chunk)
+    return sum(p["host_cpu_us"] for p in pts) / sum(host_datagrams(p["bytes"], chunk) for p in pts)
+
+
 def fit_cpu(sim, points, theta):
     """--cores: host_packet_us (us per datagram) on the Core-INC points, with the switches' cost per
     datagram measured (sim.cpu[0]) and no per-byte switch ALU: a 1-D search as fit_switch's."""
@@ -371,6 +448,12 @@ def fit_cpu(sim, points, theta):
     h = search_1d(cost, [0.0] + [0.125 * 2 ** i for i in range(9)])  # up to 32 us per datagram
     sim.cpu = (sim.cpu[0], h)
     return theta
+
+
+def keep_cpu(sim, points, theta):
+    """--cores with both CPU costs measured (sim.cpu): no Core-INC term is fitted, and the
+    switch's arithmetic is inside its measured CPU per datagram (no per-byte ALU)."""
+    return (theta[0], theta[1], 0.0, theta[3])
 
 
 def search_1d(cost, grid):
@@ -395,7 +478,7 @@ def search_1d(cost, grid):
     return best[1]
 
 
-def write_net(path, theta, args, fitted, res, warning, cpu=None):
+def write_net(path, theta, args, fitted, res, warning, cpu=None, cpu_fitted=True):
     o, g, s, n = theta
     rms = math.sqrt(sum(x * x for x in res) / len(res))
     lines = [
@@ -429,7 +512,8 @@ def write_net(path, theta, args, fitted, res, warning, cpu=None):
     if cpu is not None:
         lines += [
             f"switch_packet_us = {cpu[0]:.4g}   # measured: the switches' CPU seconds / their datagrams in + out",
-            f"host_packet_us = {cpu[1]:.4g}   # fitted on the Core-INC points",
+            f"host_packet_us = {cpu[1]:.4g}   # fitted on the Core-INC points" if cpu_fitted else
+            f"host_packet_us = {cpu[1]:.4g}   # measured: the ranks' process CPU per call (inc bench --cpu) / their datagrams",
             "switch_multicast = true   # inc testbed's default: a leaf sends each result once to its hosts",
             f"cpu_cores = {args.cores}   # the emulated testbed's processes share {args.cores} cores (not a cluster's property)",
         ]
@@ -468,6 +552,10 @@ def calibrate(args, sim, measured):
     if args.cores > 0:
         sim.cpu = (switch_packet_us(args, measured), 0.0)
         fit_inc = fit_cpu
+        h = host_packet_us(args, measured)
+        if h is not None:  # both CPU costs measured: nothing of Core-INC is fitted
+            sim.cpu = (sim.cpu[0], h)
+            fit_inc = keep_cpu
     if inc:
         theta = (fit_inc or fit_switch)(sim, inc, theta)
     pts = host + inc
@@ -480,7 +568,7 @@ def calibrate(args, sim, measured):
           f"switch_reduce_GBps = {1 / s if s > 0 else 0:.3g} ({s:.3f} ns/B)")
     if sim.cpu is not None:
         print(f"# {args.cores} shared cores: switch_packet_us = {sim.cpu[0]:.3f} (measured), "
-              f"host_packet_us = {sim.cpu[1]:.3f} (fitted)")
+              f"host_packet_us = {sim.cpu[1]:.3f} ({'fitted' if fit_inc is fit_cpu else 'measured'})")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'fitted sim':>12} {'residual':>9} "
           f"{'left out':>9}")
     for p, r, lo in zip(pts, res, loo):
@@ -497,13 +585,30 @@ def calibrate(args, sim, measured):
                    "(a loaded machine) or a cost the simulator does not model; rerun on an idle machine before "
                    "trusting the file")
         print(f"# WARNING: {warning}", flush=True)
-    write_net(args.net, theta, args, pts, res, warning, sim.cpu)
+    write_net(args.net, theta, args, pts, res, warning, sim.cpu, cpu_fitted=fit_inc is fit_cpu)
     print(f"# written: {args.net}")
+
+
+def shape_cpu_costs(args, measured):
+    """validate --cpu-per-shape: each shape's own measured CPU per datagram (switches' counters,
+    ranks' CPU per call), which the simulation of that shape's points then uses instead of the
+    file's: with them the CPU model's mechanics (sharing of the cores, datagrams per switch) are
+    checked without the question whether one shape's costs carry over to the other."""
+    out = {}
+    for shape in sorted({tuple(p["shape"]) for p in measured}):
+        pts = [p for p in measured if tuple(p["shape"]) == shape]
+        a = argparse.Namespace(switch_packet_us=None, host_packet_us="measured", inc_chunk=args.inc_chunk)
+        out[shape] = (switch_packet_us(a, pts), host_packet_us(a, pts))
+        print(f"# {shape_name(shape)}: its own measured CPU per datagram: switches {out[shape][0]:.3f} us, "
+              f"hosts {out[shape][1]:.3f} us")
+    return out
 
 
 def validate(args, sim, measured):
     if not os.path.exists(args.net):
         raise SystemExit(f"validate_testbed.py: {args.net} does not exist (run the calibrate step first)")
+    if args.cpu_per_shape:
+        sim.shape_cpu = shape_cpu_costs(args, measured)
     print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; inc sim --matching {args.matching} "
           f"(eager up to {human(args.eager_bytes)}); error = sim / measured - 1")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
@@ -579,6 +684,14 @@ def main():
                          "switches' and hosts' CPU per datagram on them (0: fit switch_reduce_GBps instead)")
     ap.add_argument("--switch-packet-us", type=float, default=None,
                     help="calibrate --cores: this switch CPU per datagram instead of the switches' counters")
+    ap.add_argument("--host-packet-us", default=None, metavar="US|measured",
+                    help="calibrate --cores: the hosts' CPU per Core-INC datagram instead of fitting it; 'measured': "
+                         "from the measurements' host CPU per call (inc bench --cpu; measure with --spin-us 0) over "
+                         "the datagrams, so no CPU term is fitted")
+    ap.add_argument("--cpu-per-shape", action="store_true",
+                    help="validate: simulate each shape with its own measured switch and host CPU per datagram "
+                         "(the file's other costs kept; needs a --net file with cpu_cores): checks the CPU model's "
+                         "mechanics apart from whether the costs carry over between shapes")
     ap.add_argument("--burst-model", choices=["on", "off"], default="off",
                     help="on: simulate the testbed's token buckets (every link's tbf burst, passed at --burst-peak-gbps "
                          "after an idle period; --burst in --testbed-args is honoured). Off by default: on the idle "
@@ -591,6 +704,9 @@ def main():
                     help="calibrate: start the host fit here (default 10,0,10); with --burst-model on the costs "
                          "barely move the simulated time near 0 (idle gaps refill the buckets), so the fit may not "
                          "leave a start point there")
+    ap.add_argument("--spin-us", type=int, default=None,
+                    help="measure: INC_SPIN_US for the testbed's ranks (0: wait() sleeps at once, so the hosts' CPU "
+                         "per call that inc bench --cpu records is work, not polling) [inherited; the runtime's 500]")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
@@ -611,6 +727,13 @@ def main():
         if not args.ready_notice_us >= 0:
             raise SystemExit(f"validate_testbed.py: --ready-notice-us {args.ready_notice_us} must be >= 0")
         args.notice_source = " (pinned by --ready-notice-us)"
+    if args.host_packet_us not in (None, "measured"):
+        try:
+            ok = float(args.host_packet_us) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SystemExit(f"validate_testbed.py: --host-packet-us {args.host_packet_us}: a number of us >= 0 or 'measured'")
     if args.send_buffer is None:
         args.send_buffer = tcp_send_buffer()
     args.algos = [a for a in args.algos.split(",") if a]
@@ -619,6 +742,10 @@ def main():
         raise SystemExit(f"validate_testbed.py: unknown algorithm(s) {bad}; choose from {ALGOS}")
     shapes = [parse_shape(s) for s in (args.shapes or ("1x8" if args.step == "calibrate" else "1x8,2x8")).split(",")]
     sizes = [parse_size(s) for s in (args.sizes or ("1M,4M,16M" if args.step == "calibrate" else "1M,4M,16M,64M")).split(",")]
+    if args.spin_us is not None:  # inc testbed passes the environment on to the ranks (docs/TESTBED.md)
+        if not 0 <= args.spin_us <= 1000000:
+            raise SystemExit(f"validate_testbed.py: --spin-us {args.spin_us}: 0..1000000 (INC_SPIN_US)")
+        os.environ["INC_SPIN_US"] = str(args.spin_us)
     args.extra = (["--no-auth"] if args.auth == "off" else []) + (args.testbed_args.split() if args.testbed_args else [])
     if args.measured:
         measured = load_measured(args.measured, set(shapes), set(sizes), set(args.algos))
