@@ -67,6 +67,9 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
     parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager", "ready"}), s.opt.matching);
     s.opt.eager_threshold = r.get_size("eager_threshold", s.opt.eager_threshold);
+    s.opt.start_skew_draws = static_cast<int>(r.get_int("start_skew_draws", s.opt.start_skew_draws, 1, 1 << 20));
+    s.opt.start_skew_seed = static_cast<std::uint64_t>(
+        r.get_int("start_skew_seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
     r.finish();
   }
   const auto jobs = top.sub_array("job");
