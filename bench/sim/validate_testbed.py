@@ -532,6 +532,10 @@ def validate(args, sim, measured):
         raise SystemExit(f"validate_testbed.py: {args.net} does not exist (run the calibrate step first)")
     print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; inc sim --matching {args.matching} "
           f"(eager up to {human(args.eager_bytes)}); error = sim / measured - 1")
+    if args.start_skew is not None:
+        print(f"# inc sim: ranks start uniform in [0, {args.start_skew[0]:.1f} us + {args.start_skew[1]:.1f} us per MiB], "
+              f"{args.start_skew_draws} draws, inc bench's figure (the most over ranks of a rank's mean time)"
+              f"{args.skew_source}; two-level uplink: {args.uplink}")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
           f"{'inc model':>12} {'error':>8} {'runs':>4} {'spread':>7}")
     rows, errs = [], []
