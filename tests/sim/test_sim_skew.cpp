@@ -237,6 +237,10 @@ TEST(StartSkew, BadStartsAndKeysAreRefused) {
   EXPECT_DOUBLE_EQ(s.opt.np.start_skew_us_per_MiB, 900);
   EXPECT_EQ(s.opt.start_skew_draws, 5);
   EXPECT_EQ(s.opt.start_skew_seed, 9u);
+  EXPECT_EQ(s.topo.uplink_gbps, 0);
+  const std::string fat = "[topology]\nkind = \"fat_tree2\"\nhosts = 8\nradix = 5\noversubscription = 4\nuplink_gbps = 2\n"
+                          "[[job]]\nranks = 8\nbytes = \"1MiB\"\n";
+  EXPECT_EQ(parse_scenario(fat, "s.toml").topo.uplink_gbps, 2);
   EXPECT_THROW(parse_scenario(base + "[network]\nstart_skew_us = -1\n", "s.toml"), Error);
   EXPECT_THROW(parse_scenario(base + "[sim]\nstart_skew_draws = 0\n", "s.toml"), Error);
   SimOptions opt;
