@@ -225,7 +225,8 @@ TEST(StartSkew, BadStartsAndKeysAreRefused) {
   j.params.nranks = 2;
   j.hosts = {0, 1};
   j.rank_start_s = {0.0};
-  Simulator sim(one_switch(2), SimOptions{});
+  const Topology two = one_switch(2);  // the simulator keeps a reference
+  Simulator sim(two, SimOptions{});
   EXPECT_THROW(sim.add_job(j, program({{send(1, out(0, 8))}, {recv(0, out(0, 8))}})), Error);
   j.rank_start_s = {0.0, -1.0};
   EXPECT_THROW(sim.add_job(j, program({{send(1, out(0, 8))}, {recv(0, out(0, 8))}})), Error);
