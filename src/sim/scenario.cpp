@@ -40,6 +40,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.topo.link_gbps = r.get_double("link_gbps", s.topo.link_gbps, 1e-6, kInf);
     if (r.has("link_gbps") && !(s.topo.link_gbps > 0)) r.fail("link_gbps", "must be > 0");
     s.topo.hop_latency_us = r.get_double("hop_latency_us", s.topo.hop_latency_us, 0, kInf);
+    s.topo.uplink_gbps = r.get_double("uplink_gbps", 0, 0, kInf);  // 0: link_gbps
     s.topo.gpus_per_server = static_cast<int>(r.get_int("gpus_per_server", s.topo.gpus_per_server, 1, 1024));
     s.topo.nvlink_gbps = r.get_double("nvlink_gbps", s.topo.nvlink_gbps, 1e-6, kInf);
     s.topo.nvlink_latency_us = r.get_double("nvlink_latency_us", s.topo.nvlink_latency_us, 0, kInf);
