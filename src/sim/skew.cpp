@@ -36,10 +36,18 @@ SkewedRun run_skewed(const Topology& topo, const SimOptions& opt, const std::vec
   }
   for (int d = 0; d < out.draws; ++d) {
     Simulator sim(topo, opt);
+    std::vector<std::vector<double>> drawn(jobs.size());
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       JobSpec s = jobs[j];
-      s.rank_start_s = draw_start_offsets(static_cast<int>(s.hosts.size()), out.jobs[j].width_s, opt.start_skew_seed,
-                                          d, static_cast<int>(j));
+      // A stream of an earlier job (the same ranks on the same hosts, scenario `stream_of`) is
+      // the same processes: its ranks start when that job's do.
+      const auto same = std::find_if(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(j),
+                                     [&](const JobSpec& k) { return k.hosts == s.hosts; });
+      drawn[j] = same != jobs.begin() + static_cast<std::ptrdiff_t>(j)
+                     ? drawn[static_cast<std::size_t>(same - jobs.begin())]
+                     : draw_start_offsets(static_cast<int>(s.hosts.size()), out.jobs[j].width_s, opt.start_skew_seed, d,
+                                          static_cast<int>(j));
+      s.rank_start_s = drawn[j];
       sim.add_job(std::move(s));
     }
     SimResult r = sim.run();

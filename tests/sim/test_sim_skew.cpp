@@ -146,6 +146,31 @@ TEST(StartSkew, RunSkewedReportsTheMostOverRanksOfTheMeanTime) {
   EXPECT_EQ(again.jobs[0].span_s, r.jobs[0].span_s);
 }
 
+// Two streams of one job (the same hosts) are the same processes: their ranks start together;
+// another job's ranks draw their own starts.
+TEST(StartSkew, StreamsOfOneJobShareTheirRanksStarts) {
+  const Topology topo = one_switch(8);
+  JobSpec a;
+  a.name = "rs";
+  a.params.coll = Collective::reduce_scatter;
+  a.params.algo = coll::Algorithm::ring;
+  a.params.nranks = 4;
+  a.params.count = 1 << 16;
+  a.hosts = {0, 1, 2, 3};
+  JobSpec b = a;
+  b.name = "ag";
+  b.params.coll = Collective::allgather;
+  JobSpec c = a;
+  c.name = "other";
+  c.hosts = {4, 5, 6, 7};
+  SimOptions opt;
+  opt.np.start_skew_us = 100;
+  opt.start_skew_draws = 1;
+  const SkewedRun r = run_skewed(topo, opt, {a, b, c}, {1e6, 1e6, 1e6});
+  EXPECT_EQ(r.first.jobs[0].rank_start_s, r.first.jobs[1].rank_start_s);
+  EXPECT_NE(r.first.jobs[0].rank_start_s, r.first.jobs[2].rank_start_s);
+}
+
 // No skew is the run without it: every rank at 0 gives the lock-step times (a symmetric ring,
 // folded without starts, simulated whole with them), and a width of 0 gives every rank the job's
 // time.
