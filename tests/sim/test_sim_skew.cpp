@@ -30,6 +30,18 @@ Topology one_switch(int hosts) {
   return Topology(ts);
 }
 
+// A job of `p` ranks on hosts first..first + p - 1 (f32, the algorithm's segments).
+JobSpec job(const char* name, Collective c, coll::Algorithm a, int p, std::uint64_t bytes, int first = 0) {
+  JobSpec j;
+  j.name = name;
+  j.params.coll = c;
+  j.params.algo = a;
+  j.params.nranks = p;
+  j.params.count = bytes / 4;
+  for (int h = first; h < first + p; ++h) j.hosts.push_back(h);
+  return j;
+}
+
 // A hand-written program whose ranks start at `starts` (seconds after the job's start).
 SimResult run_at(const Topology& topo, Program prog, std::vector<double> starts, SimOptions opt = {}) {
   Simulator sim(topo, opt);
@@ -150,19 +162,9 @@ TEST(StartSkew, RunSkewedReportsTheMostOverRanksOfTheMeanTime) {
 // another job's ranks draw their own starts.
 TEST(StartSkew, StreamsOfOneJobShareTheirRanksStarts) {
   const Topology topo = one_switch(8);
-  JobSpec a;
-  a.name = "rs";
-  a.params.coll = Collective::reduce_scatter;
-  a.params.algo = coll::Algorithm::ring;
-  a.params.nranks = 4;
-  a.params.count = 1 << 16;
-  a.hosts = {0, 1, 2, 3};
-  JobSpec b = a;
-  b.name = "ag";
-  b.params.coll = Collective::allgather;
-  JobSpec c = a;
-  c.name = "other";
-  c.hosts = {4, 5, 6, 7};
+  const JobSpec a = job("rs", Collective::reduce_scatter, coll::Algorithm::ring, 4, 1 << 18);
+  const JobSpec b = job("ag", Collective::allgather, coll::Algorithm::ring, 4, 1 << 18);
+  const JobSpec c = job("other", Collective::reduce_scatter, coll::Algorithm::ring, 4, 1 << 18, 4);
   SimOptions opt;
   opt.np.start_skew_us = 100;
   opt.start_skew_draws = 1;
@@ -182,13 +184,7 @@ TEST(StartSkew, ZeroOffsetsAreTheRunWithoutStarts) {
   ts.routing = Routing::dmodk;
   const Topology topo(ts);
   for (auto algo : {coll::Algorithm::ring, coll::Algorithm::rabenseifner, coll::Algorithm::inc}) {
-    JobSpec j;
-    j.name = "j";
-    j.params.coll = Collective::allreduce;
-    j.params.algo = algo;
-    j.params.nranks = 16;
-    j.params.count = (1 << 20) / 4;
-    for (int h = 0; h < 16; ++h) j.hosts.push_back(h);
+    const JobSpec j = job("j", Collective::allreduce, algo, 16, 1 << 20);
     SimOptions opt;
     opt.matching = Matching::ready;
     Simulator plain(topo, opt);
@@ -217,13 +213,7 @@ TEST(StartSkew, ZeroOffsetsAreTheRunWithoutStarts) {
 // simulated whole once its ranks start apart: the same as with the fold turned off.
 TEST(StartSkew, RanksStartingApartAreNotFolded) {
   const Topology topo = one_switch(8);
-  JobSpec j;
-  j.name = "ring";
-  j.params.coll = Collective::allreduce;
-  j.params.algo = coll::Algorithm::ring;
-  j.params.nranks = 8;
-  j.params.count = (1 << 20) / 4;
-  for (int h = 0; h < 8; ++h) j.hosts.push_back(h);
+  JobSpec j = job("ring", Collective::allreduce, coll::Algorithm::ring, 8, 1 << 20);
   SimOptions opt;
   {
     Simulator sim(topo, opt);
