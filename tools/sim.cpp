@@ -21,6 +21,7 @@
 #include "sim/engine.hpp"
 #include "sim/plot.hpp"
 #include "sim/scenario.hpp"
+#include "sim/skew.hpp"
 #include "tools/bench_core.hpp"
 #include "tools/commands.hpp"
 #include "tools/text_util.hpp"
@@ -54,6 +55,8 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
   }
   if (!given("--link-burst-min")) n.link_burst_min_bytes = f.link_burst_min_bytes;
   if (!given("--burst-peak-gbps")) n.burst_peak_gbps = f.burst_peak_gbps;
+  if (!given("--start-skew-us")) n.start_skew_us = f.start_skew_us;
+  if (!given("--start-skew-us-per-MiB")) n.start_skew_us_per_MiB = f.start_skew_us_per_MiB;
   if (!given("--switch-memory")) n.switch_memory_bytes = f.switch_memory_bytes;
   if (!given("--inc-chunk")) n.inc_chunk_bytes = f.inc_chunk_bytes;
   if (!given("--link-gbps")) n.link_gbps = sc.topo.link_gbps = f.link_gbps;
@@ -86,7 +89,7 @@ double model_time(const JobSpec& j, const Topology& topo, const NetParams& base,
 struct TopoFlags {
   std::string kind = "fat_tree2";
   int hosts = 64, radix = 64, gpus = 8;
-  double oversub = 1, link_gbps = 400, hop_us = 0.6, nvlink_gbps = 7200;
+  double oversub = 1, link_gbps = 400, hop_us = 0.6, nvlink_gbps = 7200, uplink_gbps = 0;
   std::vector<std::string> failed;
   std::string routing = "ecmp";
   void add(CLI::App& app) {
@@ -98,6 +101,10 @@ struct TopoFlags {
     app.add_option("--radix", radix, "switch ports")->capture_default_str();
     app.add_option("--oversubscription", oversub, "host ports : up ports at the first level")->capture_default_str();
     app.add_option("--link-gbps", link_gbps, "link bandwidth, Gb/s")->capture_default_str();
+    app.add_option("--uplink-gbps", uplink_gbps,
+                   "switch-to-switch link bandwidth, Gb/s (0 = --link-gbps; e.g. the testbed's one fat uplink per leaf)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app.add_option("--hop-latency-us", hop_us, "latency per link, us")->capture_default_str();
     app.add_option("--gpus-per-server", gpus, "rail: GPUs per server")->capture_default_str();
     app.add_option("--nvlink-gbps", nvlink_gbps, "rail: NVLink bandwidth per GPU, Gb/s")->capture_default_str();
@@ -114,6 +121,7 @@ struct TopoFlags {
     t.radix = radix;
     t.oversubscription = oversub;
     t.link_gbps = link_gbps;
+    t.uplink_gbps = uplink_gbps;
     t.hop_latency_us = hop_us;
     t.gpus_per_server = gpus;
     t.nvlink_gbps = nvlink_gbps;
@@ -132,19 +140,32 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
   Simulator sim(topo, sc.opt);
   if (progress) std::fprintf(stderr, "building schedules...\n");
   const auto b0 = std::chrono::steady_clock::now();
-  for (const auto& j : specs) sim.add_job(j);
-  const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-  const SimResult r = sim.run();
+  // With a start skew every draw builds and runs the jobs again (sim/skew.hpp); its schedules'
+  // time is inside the draws' wall time.
+  const bool skewed = sc.opt.np.start_skew();
+  SkewedRun sk;
+  if (skewed) {
+    std::vector<double> sizes;
+    for (const auto& j : specs)
+      sizes.push_back(static_cast<double>(std::max(coll::input_bytes(j.params), coll::output_bytes(j.params))));
+    sk = run_skewed(topo, sc.opt, specs, sizes);
+  } else {
+    for (const auto& j : specs) sim.add_job(j);
+  }
+  const double build_s = skewed ? 0 : std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+  const SimResult r = skewed ? std::move(sk.first) : sim.run();
   fmt::print("{}\n", topo.describe());
   fmt::print("{:<12} {:<15} {:<18} {:>6} {:>11} {:>12} {:>11} {:>11} {:>11} {:>7}  links touched host/switch-switch\n",
              "job", "collective", "algorithm", "ranks", "size", "time", "algbw", "busbw", "model", "sim/mod");
   json jobs = json::array();
-  std::string csv = "job,collective,algorithm,ranks,bytes,offload,start_s,time_s,algbw_GBps,busbw_GBps,model_s,links_host,links_switch,bytes_host_links,bytes_switch_links,tree_switches,inc_window_cap_GBps\n";
+  std::string csv = "job,collective,algorithm,ranks,bytes,offload,start_s,time_s,algbw_GBps,busbw_GBps,model_s,links_host,links_switch,bytes_host_links,bytes_switch_links,tree_switches,inc_window_cap_GBps";
+  csv += skewed ? ",start_skew_s,mean_rank_s,span_s\n" : "\n";
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const JobSpec& j = specs[i];
     const JobResult& jr = r.jobs[i];
     const double n = static_cast<double>(std::max(coll::input_bytes(j.params), coll::output_bytes(j.params)));
-    const double t = jr.time_s();
+    // Skewed: inc bench's figure, the most over ranks of a rank's mean time over the draws.
+    const double t = skewed ? sk.jobs[i].time_s : jr.time_s();
     const double algbw = t > 0 ? n / t / 1e9 : 0;
     const double busbw = algbw * bus_factor(j.params.coll, j.params.nranks);
     double m_full = 0;
@@ -154,11 +175,13 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
     fmt::print("{:<12} {:<15} {:<18} {:>6} {:>11} {:>12} {:>6.1f}GB/s {:>6.1f}GB/s {:>11} {:>7.3f}  {}/{}\n", j.name,
                name(j.params.coll), algo, j.params.nranks, format_size(n), tstr(t), algbw, busbw,
                m > 0 ? tstr(m) : "-", m > 0 ? t / m : 0, jr.links_touched[0] + jr.links_touched[3], lsw);
-    csv += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.4f},{:.4f},{:.9g},{},{},{},{},{},{:.3f}\n", j.name,
+    csv += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.4f},{:.4f},{:.9g},{},{},{},{},{},{:.3f}", j.name,
                        name(j.params.coll), coll::name(j.params.algo), j.params.nranks, n,
                        j.edge_offload ? "edge" : "host", jr.start_s, t, algbw, busbw, m,
                        jr.links_touched[0] + jr.links_touched[3], lsw, jr.tier_bytes[0] + jr.tier_bytes[3],
                        jr.tier_bytes[1] + jr.tier_bytes[2], jr.tree_switches, jr.inc_window_cap_GBps);
+    csv += skewed ? fmt::format(",{:.9g},{:.9g},{:.9g}\n", sk.jobs[i].width_s, sk.jobs[i].mean_rank_s, sk.jobs[i].span_s)
+                  : "\n";
     jobs.push_back({{"job", j.name}, {"collective", std::string(name(j.params.coll))},
                     {"algorithm", std::string(coll::name(j.params.algo))}, {"ranks", j.params.nranks},
                     {"bytes", n}, {"offload", j.edge_offload ? "edge" : "host"}, {"hosts", j.hosts},
@@ -172,9 +195,24 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
                                     {"core", jr.tier_bytes[2]}, {"nvlink", jr.tier_bytes[3]}}},
                     {"tree_switches", jr.tree_switches}, {"inc_window_cap_GBps", jr.inc_window_cap_GBps},
                     {"fold", jr.fold}});
+    if (skewed)
+      jobs.back()["start_skew"] = {{"width_s", sk.jobs[i].width_s}, {"draws", sk.draws},
+                                   {"seed", sc.opt.start_skew_seed}, {"slowest_rank", sk.jobs[i].slowest_rank},
+                                   {"mean_rank_s", sk.jobs[i].mean_rank_s}, {"span_s", sk.jobs[i].span_s}};
   }
-  fmt::print("\nmakespan {}; {} events, {} flows in {:.3f} s ({:.2f} M events/s); schedules built in {:.3f} s\n",
-             tstr(r.makespan_s), r.events, r.flows, r.wall_s, r.wall_s > 0 ? r.events / r.wall_s / 1e6 : 0, build_s);
+  if (!skewed)
+    fmt::print("\nmakespan {}; {} events, {} flows in {:.3f} s ({:.2f} M events/s); schedules built in {:.3f} s\n",
+               tstr(r.makespan_s), r.events, r.flows, r.wall_s, r.wall_s > 0 ? r.events / r.wall_s / 1e6 : 0, build_s);
+  else
+    fmt::print("\nmakespan of draw 0 {}; {} events in {} draws, {:.3f} s ({:.2f} M events/s)\n", tstr(r.makespan_s),
+               sk.events, sk.draws, sk.wall_s, sk.wall_s > 0 ? sk.events / sk.wall_s / 1e6 : 0);
+  for (std::size_t i = 0; skewed && i < specs.size(); ++i)
+    fmt::print("start skew, job '{}': ranks start uniform in [0, {}] ({} us + {} us per MiB), {} draws, seed {}; time "
+               "= inc bench's, the most over ranks of a rank's mean time (rank {}); mean rank time {}, span (first "
+               "start to last end) {}; links, routing and bytes below are draw 0's\n",
+               specs[i].name, tstr(sk.jobs[i].width_s), sc.opt.np.start_skew_us, sc.opt.np.start_skew_us_per_MiB,
+               sk.draws, sc.opt.start_skew_seed, sk.jobs[i].slowest_rank, tstr(sk.jobs[i].mean_rank_s),
+               tstr(sk.jobs[i].span_s));
   for (std::size_t i = 0; i < specs.size(); ++i)
     if (r.jobs[i].fold > 1)
       fmt::print("job '{}' folded by the symmetry of its routes: {} of {} ranks simulated, each standing for {} "
@@ -363,6 +401,20 @@ int cmd_sim(int argc, char** argv) {
                   "emulated testbed: a link's rate while its bucket holds tokens (veth speed), Gb/s")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  run->add_option("--start-skew-us", np.start_skew_us,
+                  "emulated testbed: every rank starts at an offset uniform in [0, S], S = this + --start-skew-us-per-MiB "
+                  "x MiB; time = inc bench's over the draws (0 = all start together; docs/SIMULATOR.md)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--start-skew-us-per-MiB", np.start_skew_us_per_MiB, "emulated testbed: S's growth per MiB of the collective")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  int skew_draws = 16;
+  std::uint64_t skew_seed = 1;
+  run->add_option("--start-skew-draws", skew_draws, "start skew: independent draws of the ranks' offsets")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  run->add_option("--start-skew-seed", skew_seed, "start skew: seed of the draws")->capture_default_str();
   std::string switch_mem = "8MiB";
   run->add_option("--switch-memory", switch_mem, "switch aggregation memory")->capture_default_str();
   std::string send_buffer;
@@ -426,6 +478,8 @@ int cmd_sim(int argc, char** argv) {
       sc.opt.rtt_weighted = rtt;
       parse_matching(matching, sc.opt.matching);
       sc.opt.eager_threshold = parse_size(eager_thr);
+      sc.opt.start_skew_draws = skew_draws;
+      sc.opt.start_skew_seed = skew_seed;
       sc.seed = seed;
       if (njobs < 1) throw Error(Error::Kind::invalid_argument, "--jobs must be >= 1");
       const int per = ranks > 0 ? ranks : tf.hosts / njobs;

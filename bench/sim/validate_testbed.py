@@ -29,6 +29,14 @@ software switch and of the hosts") the Core-INC step instead keeps
                       not wait()'s polling) over its datagrams per call; then nothing is fitted
   cpu_cores = N, switch_multicast = true (the testbed's default), switch_reduce_GBps = 0 (the
                       switch's arithmetic is inside its measured CPU per datagram)
+With `--start-skew-trace DIR` (or `--start-skew-us A --start-skew-us-per-MiB B`) every simulation
+draws each rank's start uniformly in [0, A + B x MiB] (the testbed's ranks leave inc bench's barrier
+over a millisecond or more; bench/testbed/trace_report.py measures it) and reports inc bench's
+figure, the most over ranks of a rank's mean time over `--start-skew-draws` draws; calibrate writes
+the skew into the file (docs/SIMULATOR.md, "Start skew"). `--uplink fat` simulates the two-level
+shape's uplink as the testbed has it, one link at (hosts per leaf / oversubscription) x the rate,
+instead of as many host-rate links under D-mod-k (the default, `links`: the same in lock step, not
+once flows start apart).
 The fit prints its residuals: a point the fit cannot explain (noise of a loaded machine, or a
 term the simulator lacks) shows there, it is not absorbed silently. `--measured FILE` reads
 measurements saved by an earlier run (`--save FILE`) instead of running the testbed.
@@ -99,6 +107,10 @@ def sim_flags(shape, args):
         return ["--topology", "single_switch", "--hosts", str(hosts)] + burst_flags(args)
     d = hosts // leaves
     u = d / args.oversubscription
+    if args.uplink == "fat":
+        # One uplink per leaf (a radix of d + 1, one spine) at d / oversubscription x the host rate.
+        return ["--topology", "fat_tree2", "--hosts", str(hosts), "--radix", str(d + 1), "--oversubscription", str(d),
+                "--uplink-gbps", f"{u * args.rate:g}", "--routing", "dmodk"] + burst_flags(args)
     if u != int(u) or u < 1:
         raise SystemExit(f"validate_testbed.py: {d} hosts per leaf at {args.oversubscription:g}:1 is not a "
                          f"whole number of up links in inc sim")
@@ -303,7 +315,7 @@ class Sim:
                "--link-gbps", f"{point['rate_gbps']:g}", "--no-progress", "--csv", path,
                "--matching", a.matching, "--eager-threshold", f"{a.eager_bytes}B",
                "--send-buffer", f"{a.send_buffer}B"] + \
-            sim_flags(tuple(point["shape"]), a)
+            sim_flags(tuple(point["shape"]), a) + skew_flags(a)
         if net:
             cmd += ["--net", net]
             own = self.shape_cpu.get(tuple(point["shape"]))
@@ -338,6 +350,16 @@ class Sim:
                 if r["algorithm"] == point["algo"]:
                     return float(r["total_s"])
         return float("nan")
+
+
+def skew_flags(args):
+    """inc sim's start skew (--start-skew-*), when one is given or measured; [] leaves the --net
+    file's (validate) or none (calibrate)."""
+    if args.start_skew is None:
+        return []
+    a, b = args.start_skew
+    return ["--start-skew-us", f"{a:.9g}", "--start-skew-us-per-MiB", f"{b:.9g}",
+            "--start-skew-draws", str(args.start_skew_draws)]
 
 
 # ---- fitting --------------------------------------------------------------------------------
@@ -517,6 +539,10 @@ def write_net(path, theta, args, fitted, res, warning, cpu=None, cpu_fitted=True
             "switch_multicast = true   # inc testbed's default: a leaf sends each result once to its hosts",
             f"cpu_cores = {args.cores}   # the emulated testbed's processes share {args.cores} cores (not a cluster's property)",
         ]
+    if args.start_skew is not None:
+        lines += [f"start_skew_us = {args.start_skew[0]:.6g}   # ranks start uniform in [0, S], S = this + the next x MiB"
+                  f"{args.skew_source}",
+                  f"start_skew_us_per_MiB = {args.start_skew[1]:.6g}"]
     if args.burst_model == "on":
         b = burst_flags(args)
         keys = {"--link-burst": "link_burst", "--link-burst-min": "link_burst_min", "--burst-peak-gbps": "burst_peak_gbps"}
@@ -611,6 +637,10 @@ def validate(args, sim, measured):
         sim.shape_cpu = shape_cpu_costs(args, measured)
     print(f"# Allreduce f32, {args.rate:g} Gb/s host links; costs from {args.net}; inc sim --matching {args.matching} "
           f"(eager up to {human(args.eager_bytes)}); error = sim / measured - 1")
+    if args.start_skew is not None:
+        print(f"# inc sim: ranks start uniform in [0, {args.start_skew[0]:.1f} us + {args.start_skew[1]:.1f} us per MiB], "
+              f"{args.start_skew_draws} draws, inc bench's figure (the most over ranks of a rank's mean time)"
+              f"{args.skew_source}; two-level uplink: {args.uplink}")
     print(f"# {'shape':<28} {'algorithm':<13} {'size':>8} {'measured':>12} {'inc sim':>12} {'error':>8} "
           f"{'inc model':>12} {'error':>8} {'runs':>4} {'spread':>7}")
     rows, errs = [], []
@@ -707,6 +737,18 @@ def main():
     ap.add_argument("--spin-us", type=int, default=None,
                     help="measure: INC_SPIN_US for the testbed's ranks (0: wait() sleeps at once, so the hosts' CPU "
                          "per call that inc bench --cpu records is work, not polling) [inherited; the runtime's 500]")
+    ap.add_argument("--start-skew-us", type=float, default=None, metavar="A",
+                    help="inc sim: every rank starts at an offset uniform in [0, A + B x MiB] (B: "
+                         "--start-skew-us-per-MiB); the figure is inc bench's over the draws")
+    ap.add_argument("--start-skew-us-per-MiB", type=float, default=0.0, metavar="B",
+                    help="with --start-skew-us: the width's growth per MiB of the collective")
+    ap.add_argument("--start-skew-trace", metavar="DIR[,DIR]",
+                    help="the start skew measured instead: A and B fitted to the ranks' start offsets in INC_TRACE "
+                         "directories of testbed runs (bench/testbed/trace_report.py)")
+    ap.add_argument("--start-skew-draws", type=int, default=16, help="with a start skew: draws per simulated point")
+    ap.add_argument("--uplink", choices=["links", "fat"], default="links",
+                    help="two levels: a leaf's uplink as d/o host-rate links under D-mod-k (links) or as one link "
+                         "at d/o x the rate, as the testbed's (fat)")
     ap.add_argument("--measured", help="JSON of earlier measurements (--save) instead of running the testbed")
     ap.add_argument("--save", help="write the measurements to this JSON")
     ap.add_argument("-o", "--out", help="validate: write the rows to this JSON")
@@ -734,6 +776,24 @@ def main():
             ok = False
         if not ok:
             raise SystemExit(f"validate_testbed.py: --host-packet-us {args.host_packet_us}: a number of us >= 0 or 'measured'")
+    args.start_skew, args.skew_source = None, ""
+    if args.start_skew_trace and args.start_skew_us is not None:
+        raise SystemExit("validate_testbed.py: --start-skew-us and --start-skew-trace both set the skew; give one")
+    if args.start_skew_draws < 1:
+        raise SystemExit(f"validate_testbed.py: --start-skew-draws {args.start_skew_draws}: need at least one")
+    if args.start_skew_trace:
+        from trace_report import start_skew  # bench/testbed, on the path above
+        a, b, pts = start_skew(args.start_skew_trace.split(","), skip=2, min_bytes=1 << 20)  # the traced runs' -w 2
+        args.start_skew = (a, b)
+        args.skew_source = (f" (measured: fitted to {len(pts)} groups of calls of 1 MiB and up in "
+                            f"{args.start_skew_trace})")
+        print(f"# start skew from {args.start_skew_trace}: S = {a:.1f} us + {b:.1f} us per MiB ("
+              + ", ".join(f"{al} {human(by)} {w:.0f} us" for al, by, w, _ in pts) + ")", file=sys.stderr)
+    elif args.start_skew_us is not None:
+        if not (args.start_skew_us >= 0 and args.start_skew_us_per_MiB >= 0):
+            raise SystemExit("validate_testbed.py: --start-skew-us and --start-skew-us-per-MiB must be >= 0")
+        args.start_skew = (args.start_skew_us, args.start_skew_us_per_MiB)
+        args.skew_source = " (pinned by --start-skew-us)"
     if args.send_buffer is None:
         args.send_buffer = tcp_send_buffer()
     args.algos = [a for a in args.algos.split(",") if a]

@@ -8,6 +8,9 @@
   transfer        posted on the sender -> last byte read on the receiver
   per step        the k-th send of each rank: wait, transfer and ready -> received
   collective      first rank's start -> last rank's end (span), and each rank's own time
+  start skew      each rank's start after the call's earliest rank (offset), and per call the
+                  latest one's (range): what `inc sim --start-skew-us` draws (docs/SIMULATOR.md,
+                  "Start skew"); with the width S of a uniform [0, S] that has this mean range
 
 All in microseconds (collectives in ms): median, mean, p10, p90 over every message / call of
 the group. Intervals between ranks (flight, transfer, span) compare CLOCK_MONOTONIC across
@@ -98,6 +101,10 @@ def analyse(rows, skip=0, min_bytes=0):
     groups = collections.defaultdict(lambda: collections.defaultdict(list))
     for call, (coll, algo, nbytes) in calls.items():
         g = groups[(coll, algo, nbytes)]
+        first = min(start[call].values())
+        g["start_offset_us"] += [(t - first) / 1e3 for t in start[call].values()]
+        g["start_range_us"].append((max(start[call].values()) - first) / 1e3)
+        g["ranks"].append(len(start[call]))
         if call in end and len(end[call]) == len(start[call]):
             g["collective_ms"].append((max(end[call].values()) - min(start[call].values())) / 1e6)
             g["rank_ms"] += [(end[call][k] - start[call][k]) / 1e6 for k in end[call]]
@@ -149,6 +156,12 @@ def report(summary, dropped, out=sys.stdout):
         print(f"{coll} {algo} {human(nbytes)}:", file=out)
         print(line("collective (span)", g.get("collective_ms"), "ms"), file=out)
         print(line("collective (a rank)", g.get("rank_ms"), "ms"), file=out)
+        print(line("start offset", g.get("start_offset_us")), file=out)
+        print(line("start range", g.get("start_range_us")), file=out)
+        w = uniform_width(g)
+        if w is not None:
+            print(f"  {'':<22} a uniform [0, S] over {int(g['ranks']['median'])} ranks with this mean range: "
+                  f"S = {w:.1f} us", file=out)
         print(line("notice flight", g.get("notice_flight_us")), file=out)
         print(line("send wait (notice)", g.get("send_wait_us")), file=out)
         print(line("transfer", g.get("transfer_us")), file=out)
@@ -162,6 +175,40 @@ def report(summary, dropped, out=sys.stdout):
             total = f"{t['median']:>16.1f}" if t else f"{'-':>16}"
             print(f"  {k:>6} {(t or w or {'n': 0})['n']:>5} {f(w, 'median')} {f(x, 'median')} {total} {f(t, 'mean')}",
                   file=out)
+
+
+def uniform_width(g):
+    """S of a uniform [0, S] start offset whose expected range over p ranks, S (p - 1) / (p + 1),
+    is the group's mean range (None without calls of two ranks or more)."""
+    r, p = g.get("start_range_us"), g.get("ranks")
+    if not r or not p or p["median"] < 2:
+        return None
+    n = p["median"]
+    return r["mean"] * (n + 1) / (n - 1)
+
+
+def start_skew(paths, skip=0, min_bytes=0):
+    """The start skew of one or more trace directories as inc sim takes it: S = a + b x MiB, fitted
+    by least squares to every (algorithm, size) group's uniform width (uniform_width); one size
+    gives b = 0. Returns (a_us, b_us_per_MiB, [(algo, bytes, S_us, calls)])."""
+    pts = []
+    for path in paths:
+        rows, _ = read_dir(path)
+        for (coll, algo, nbytes), g in analyse(rows, skip, min_bytes).items():
+            w = uniform_width(g)
+            if w is not None and coll != "barrier":
+                pts.append((algo, nbytes, w, g["start_range_us"]["n"]))
+    if not pts:
+        raise SystemExit(f"trace_report.py: no collective call of two ranks or more in {', '.join(paths)}")
+    x = [b / (1 << 20) for _, b, _, _ in pts]
+    y = [w for _, _, w, _ in pts]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((v - mx) ** 2 for v in x)
+    b = sum((u - mx) * (v - my) for u, v in zip(x, y)) / sxx if sxx > 0 else 0.0
+    a = my - b * mx
+    if a < 0:  # S may not go below 0 at small sizes: through the origin instead
+        a, b = 0.0, sum(u * v for u, v in zip(x, y)) / sum(u * u for u in x)
+    return a, max(b, 0.0), sorted(pts)
 
 
 def merge_chrome(path, out):
@@ -204,6 +251,9 @@ def main():
     rows, dropped = read_dir(args.dir)
     summary = analyse(rows, args.skip, args.min_bytes)
     report(summary, dropped)
+    a, b, pts = start_skew([args.dir], args.skip, args.min_bytes)
+    print(f"# start skew for inc sim (uniform [0, S] per rank, fitted on {len(pts)} groups): "
+          f"--start-skew-us {a:.1f} --start-skew-us-per-MiB {b:.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"coll": c, "algo": a, "bytes": b, **g} for (c, a, b), g in sorted(summary.items())], f, indent=1)

@@ -34,6 +34,7 @@ std::string validate(const NetParams& p) {
   if (!(p.link_burst_s >= 0) || !(p.link_burst_bytes >= 0)) return "link_burst: must be >= 0 (0 = no token buckets)";
   if (!(p.link_burst_min_bytes >= 0)) return "link_burst_min: must be >= 0";
   if (!(p.burst_peak_gbps >= 0)) return "burst_peak_gbps: must be >= 0";
+  if (!(p.start_skew_us >= 0) || !(p.start_skew_us_per_MiB >= 0)) return "start_skew_us(_per_MiB): must be >= 0 (0 = off)";
   if (p.link_burst_min_bytes > 0 && !p.buckets()) return "link_burst_min: needs link_burst (the buckets are off)";
   if (p.buckets() && !(p.burst_peak_gbps > 0))
     return "burst_peak_gbps: must be > 0 with link_burst set (the rate a link passes its bucket at; links as fast get none)";
@@ -639,6 +640,8 @@ void read_net(TableReader& t, NetParams& np) {
   np.link_burst_min_bytes = static_cast<double>(
       t.get_size("link_burst_min", static_cast<std::uint64_t>(np.link_burst_min_bytes)));
   np.burst_peak_gbps = t.get_double("burst_peak_gbps", np.burst_peak_gbps, 0, kInf);
+  np.start_skew_us = t.get_double("start_skew_us", np.start_skew_us, 0, kInf);
+  np.start_skew_us_per_MiB = t.get_double("start_skew_us_per_MiB", np.start_skew_us_per_MiB, 0, kInf);
   if (np.link_burst_min_bytes > 0 && !np.buckets()) t.fail("link_burst_min", "needs link_burst (the buckets are off)");
   if (np.switch_memory_bytes < np.inc_chunk_bytes)
     t.fail("switch_memory", "must hold at least one chunk (inc_chunk)");

@@ -147,6 +147,10 @@ void Simulator::Impl::op_done(std::uint32_t ji, std::uint32_t op) {
   ++J.ops_done;
   ++done_ops;
   J.res.end_s = std::max(J.res.end_s, now);
+  if (!J.res.rank_end_s.empty()) {
+    double& e = J.res.rank_end_s[static_cast<std::size_t>(J.rank(op))];
+    e = std::max(e, now);
+  }
   J.for_succ(op, [&](std::uint32_t j) {
     if (J.release(j)) work.emplace_back(ji, j);
   });
@@ -345,13 +349,18 @@ SimResult Simulator::Impl::run() {
   // Symmetric jobs' per-rank state, for S ranks: a lone one folds when its routes allow.
   for (auto& J : jobs)
     if (J.sym) {
-      const std::uint32_t S = opt.fold_symmetric && jobs.size() == 1 ? fold_period(J) : J.T.P;
+      // Ranks that start apart are not images of each other: no fold.
+      const bool fold_ok = opt.fold_symmetric && jobs.size() == 1 && J.spec.rank_start_s.empty();
+      const std::uint32_t S = fold_ok ? fold_period(J) : J.T.P;
       fold = J.T.P / S;
       layout_symmetric(J, S);
     }
   for (std::uint32_t ji = 0; ji < jobs.size(); ++ji) {
     jobs[ji].res.start_s = jobs[ji].res.end_s = jobs[ji].spec.start_s;
-    push(jobs[ji].spec.start_s, kJobStart, ji);
+    if (jobs[ji].spec.rank_start_s.empty())
+      push(jobs[ji].spec.start_s, kJobStart, ji);
+    else
+      schedule_rank_starts(ji);
   }
   const bool bar = opt.progress;
   auto last_print = wall0;
@@ -411,6 +420,9 @@ SimResult Simulator::Impl::run() {
         commit();  // connections that started their next message
         break;
       }
+      case kRankStart:
+        start_rank(e.a, e.b);
+        break;
       case kOpDone:
         op_done(e.a, e.b);
         break;

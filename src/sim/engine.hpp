@@ -35,6 +35,9 @@ struct JobSpec {
   std::vector<int> hosts;         // rank -> host (distinct)
   bool edge_offload = false;
   double start_s = 0;
+  // Per rank, when it starts after start_s (NetParams::start_skew: drawn by run_skewed,
+  // sim/skew.hpp); empty = every rank at start_s. A rank posts nothing before its start.
+  std::vector<double> rank_start_s;
 };
 
 // When a message may move (docs/SIMULATOR.md, Matching semantics).
@@ -81,6 +84,10 @@ struct SimOptions {
   bool model_contention = true;  // fill JobResult::contended_bandwidth_s (one pass over the program)
   Matching matching = Matching::dataflow;
   std::uint64_t eager_threshold = 64 << 10;  // bytes; Matching::eager and ready (Open MPI's TCP: 64 KiB)
+  // NetParams::start_skew: independent draws of the ranks' start offsets (run_skewed,
+  // sim/skew.hpp), and the seed they are drawn from (deterministic).
+  int start_skew_draws = 16;
+  std::uint64_t start_skew_seed = 1;
 };
 
 struct JobResult {
@@ -104,6 +111,8 @@ struct JobResult {
   double worst_step_share = 0;  // most of this job's messages on one link in one step
   bool symmetric_layout = false;  // built from rank 0's schedule alone (SimOptions::symmetric_schedules)
   std::uint32_t fold = 1;  // ranks each simulated rank stood for (SimOptions::fold_symmetric)
+  // A job with per-rank starts (JobSpec::rank_start_s): each rank's start and last op's end.
+  std::vector<double> rank_start_s, rank_end_s;
 };
 
 struct SimResult {

@@ -23,6 +23,46 @@ void Simulator::Impl::check_hosts(const JobSpec& spec, int p) const {
     if (!seen.insert(h).second)
       throw Error(Error::Kind::config, fmt::format("job '{}': host {} holds two ranks", spec.name, h));
   }
+  if (spec.rank_start_s.empty()) return;
+  if (static_cast<int>(spec.rank_start_s.size()) != p)
+    throw Error(Error::Kind::config, fmt::format("job '{}': {} rank starts for {} ranks", spec.name,
+                                                 spec.rank_start_s.size(), p));
+  for (std::size_t r = 0; r < spec.rank_start_s.size(); ++r)
+    if (!(spec.rank_start_s[r] >= 0 && spec.rank_start_s[r] < std::numeric_limits<double>::infinity()))
+      throw Error(Error::Kind::config, fmt::format("job '{}': rank {} starts at {} s after the job (must be finite "
+                                                   "and >= 0)", spec.name, r, spec.rank_start_s[r]));
+}
+
+// Per-rank starts (JobSpec::rank_start_s): rank r posts its ready ops at start_s + its offset.
+// The ops ready at the start are listed per rank once (a symmetric layout's rank r has every
+// S-th op, so it needs no list); each rank's event then posts its own.
+void Simulator::Impl::schedule_rank_starts(std::uint32_t ji) {
+  Job& J = jobs[ji];
+  const std::size_t P = J.spec.rank_start_s.size();
+  J.res.rank_start_s.resize(P);
+  for (std::size_t r = 0; r < P; ++r) J.res.rank_start_s[r] = J.spec.start_s + J.spec.rank_start_s[r];
+  J.res.rank_end_s = J.res.rank_start_s;
+  if (!J.sym) {
+    J.start_ops.assign(P, {});
+    for (std::uint32_t i = 0; i < J.num_ops(); ++i)
+      if (J.ready(i)) J.start_ops[static_cast<std::size_t>(J.rank(i))].push_back(i);
+  }
+  for (std::size_t r = 0; r < P; ++r) push(J.res.rank_start_s[r], kRankStart, ji, static_cast<std::uint32_t>(r));
+}
+
+void Simulator::Impl::start_rank(std::uint32_t ji, std::uint32_t r) {
+  Job& J = jobs[ji];
+  // As at a job's start: ops not yet posted (0, or 4-5: an eager message for one is on its way).
+  const auto take = [&](std::uint32_t i) {
+    const std::uint8_t st = J.state(i);
+    if (J.ready(i) && (st == 0 || st == 4 || st == 5)) work.emplace_back(ji, i);
+  };
+  if (J.sym) {
+    for (std::uint32_t t = 0; t < J.T.ops.size(); ++t) take(t * J.T.S + r);
+  } else {
+    for (std::uint32_t i : J.start_ops[r]) take(i);
+    std::vector<std::uint32_t>().swap(J.start_ops[r]);
+  }
 }
 
 // A rotation-symmetric job (coll::rotation_symmetric) from rank 0's schedule alone: rank r's op i

@@ -19,7 +19,7 @@ namespace inc::sim {
 
 namespace engine_detail {
 
-enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone, kBucketEmpty };
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone, kBucketEmpty, kRankStart };
 
 struct Event {
   double t;
@@ -151,6 +151,9 @@ struct Simulator::Impl {
     std::vector<std::uint32_t> rank_end, step_end, step_left;
     JobResult res;
     std::uint64_t ops_done = 0;
+    // Per-rank starts (JobSpec::rank_start_s): each rank's ops ready at its start (not kept for
+    // a symmetric layout, whose rank r's ops are every S-th), posted by its kRankStart event.
+    std::vector<std::vector<std::uint32_t>> start_ops;
     // Static routings (not adaptive): each connection's route, [length, links...] per pair,
     // filled at its first message (empty: not cached).
     static constexpr std::size_t kRouteSlot = 8;
@@ -375,6 +378,9 @@ struct Simulator::Impl {
   void notice_arrived(std::uint32_t ji, std::uint32_t recv);
   // Slot memory is shared by the trees crossing a switch; the job's window is its smallest share.
   void setup_inc();
+  // Per-rank starts: queue each rank's start event; post a rank's ready ops at it.
+  void schedule_rank_starts(std::uint32_t ji);
+  void start_rank(std::uint32_t ji, std::uint32_t r);
   void op_ready(std::uint32_t ji, std::uint32_t op);
   void compute(std::uint32_t ji, std::uint32_t op, double dur);
   void op_done(std::uint32_t ji, std::uint32_t op);

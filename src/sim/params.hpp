@@ -53,6 +53,15 @@ struct NetParams {
   double link_burst_bytes = 0;      // link_burst given in bytes
   double link_burst_min_bytes = 0;  // the bucket's floor (the testbed's: 64 KiB + one frame)
   double burst_peak_gbps = 0;       // a link's rate while its bucket holds tokens
+  // Emulated testbed only: the ranks do not start a collective together (inc bench times each
+  // call between barriers, and 8 processes on 2 cores leave a barrier over a millisecond or
+  // more). Each rank starts at an offset drawn uniformly from [0, S], S = start_skew_us +
+  // start_skew_us_per_MiB x the collective's MiB, over several draws (SimOptions); the reported
+  // time is then inc bench's: the most over ranks of a rank's mean time (docs/SIMULATOR.md,
+  // "Start skew"). Off while both are 0: every rank starts at the job's start.
+  double start_skew_us = 0;
+  double start_skew_us_per_MiB = 0;
+
 
   // Derived quantities (seconds and bytes/s).
   double beta() const { return 8.0 / (link_gbps * 1e9); }  // seconds per byte on one link
@@ -62,6 +71,11 @@ struct NetParams {
   double alpha_nic() const { return nic_overhead_us * 1e-6 + path_hops * hop_s(); }
   double gamma() const { return reduce_GBps > 0 ? 1.0 / (reduce_GBps * 1e9) : 0.0; }
   bool buckets() const { return link_burst_s > 0 || link_burst_bytes > 0; }
+  bool start_skew() const { return start_skew_us > 0 || start_skew_us_per_MiB > 0; }
+  // S, the width of the ranks' start offsets, for a collective of `bytes`, in seconds.
+  double start_skew_s(double bytes) const {
+    return (start_skew_us + start_skew_us_per_MiB * bytes / (1024.0 * 1024.0)) * 1e-6;
+  }
   // The bucket of a link of `bytes_per_s` (0 without buckets).
   double burst_bytes(double bytes_per_s) const {
     return buckets() ? std::max({link_burst_s * bytes_per_s, link_burst_bytes, link_burst_min_bytes}) : 0.0;

@@ -40,6 +40,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.topo.link_gbps = r.get_double("link_gbps", s.topo.link_gbps, 1e-6, kInf);
     if (r.has("link_gbps") && !(s.topo.link_gbps > 0)) r.fail("link_gbps", "must be > 0");
     s.topo.hop_latency_us = r.get_double("hop_latency_us", s.topo.hop_latency_us, 0, kInf);
+    s.topo.uplink_gbps = r.get_double("uplink_gbps", 0, 0, kInf);  // 0: link_gbps
     s.topo.gpus_per_server = static_cast<int>(r.get_int("gpus_per_server", s.topo.gpus_per_server, 1, 1024));
     s.topo.nvlink_gbps = r.get_double("nvlink_gbps", s.topo.nvlink_gbps, 1e-6, kInf);
     s.topo.nvlink_latency_us = r.get_double("nvlink_latency_us", s.topo.nvlink_latency_us, 0, kInf);
@@ -67,6 +68,9 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
     s.opt.rtt_weighted = r.get_bool("rtt_weighted", false);
     parse_matching(r.get_string("matching", "dataflow", {"dataflow", "rendezvous", "eager", "ready"}), s.opt.matching);
     s.opt.eager_threshold = r.get_size("eager_threshold", s.opt.eager_threshold);
+    s.opt.start_skew_draws = static_cast<int>(r.get_int("start_skew_draws", s.opt.start_skew_draws, 1, 1 << 20));
+    s.opt.start_skew_seed = static_cast<std::uint64_t>(
+        r.get_int("start_skew_seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
     r.finish();
   }
   const auto jobs = top.sub_array("job");

@@ -59,7 +59,9 @@ Topology::Topology(const TopoSpec& s) : spec_(s), hosts_(s.hosts) {
   if (!(s.hop_latency_us >= 0)) bad("hop_latency_us must be >= 0");
   if (s.kind != TopoKind::single_switch && s.radix < 2) bad(fmt::format("radix = {}: need at least 2", s.radix));
   if (!(s.oversubscription > 0)) bad("oversubscription must be > 0");
+  if (!(s.uplink_gbps >= 0)) bad("uplink_gbps must be >= 0 (0 = link_gbps)");
   const double bw = s.link_gbps * 1e9 / 8, lat = s.hop_latency_us * 1e-6;
+  const double ubw = s.uplink_gbps > 0 ? s.uplink_gbps * 1e9 / 8 : bw;  // switch-to-switch links
   for (int h = 0; h < hosts_; ++h) add_node(fmt::format("h{}", h));
   first_switch_ = static_cast<std::uint32_t>(hosts_);
   if (s.kind != TopoKind::single_switch) {
@@ -98,7 +100,7 @@ Topology::Topology(const TopoSpec& s) : spec_(s), hosts_(s.hosts) {
       for (int h = 0; h < hosts_; ++h) host_link_.push_back(add_cable(h, leaf_node_[h / d_], bw, lat, Tier::host));
       for (int l = 0; l < leaves_; ++l)
         for (int k = 0; k < spines_; ++k)
-          l1_up_.push_back(add_cable(leaf_node_[l], spine_node_[k], bw, lat, Tier::edge_up));
+          l1_up_.push_back(add_cable(leaf_node_[l], spine_node_[k], ubw, lat, Tier::edge_up));
       break;
     }
     case TopoKind::fat_tree3: {
@@ -118,11 +120,11 @@ Topology::Topology(const TopoSpec& s) : spec_(s), hosts_(s.hosts) {
       for (int h = 0; h < hosts_; ++h) host_link_.push_back(add_cable(h, leaf_node_[h / d_], bw, lat, Tier::host));
       for (int e = 0; e < edges; ++e)
         for (int j = 0; j < u_; ++j)
-          l1_up_.push_back(add_cable(leaf_node_[e], agg_node_[(e / E_) * u_ + j], bw, lat, Tier::edge_up));
+          l1_up_.push_back(add_cable(leaf_node_[e], agg_node_[(e / E_) * u_ + j], ubw, lat, Tier::edge_up));
       for (int p = 0; p < pods_; ++p)
         for (int j = 0; j < u_; ++j)
           for (int m = 0; m < c_; ++m)
-            l2_up_.push_back(add_cable(agg_node_[p * u_ + j], core_node_[j * c_ + m], bw, lat, Tier::core));
+            l2_up_.push_back(add_cable(agg_node_[p * u_ + j], core_node_[j * c_ + m], ubw, lat, Tier::core));
       break;
     }
     case TopoKind::rail: {
@@ -150,7 +152,7 @@ Topology::Topology(const TopoSpec& s) : spec_(s), hosts_(s.hosts) {
       }
       for (int l = 0; l < leaves_; ++l)
         for (int k = 0; k < spines_; ++k)
-          l1_up_.push_back(add_cable(leaf_node_[l], spine_node_[k], bw, lat, Tier::edge_up));
+          l1_up_.push_back(add_cable(leaf_node_[l], spine_node_[k], ubw, lat, Tier::edge_up));
       break;
     }
   }
@@ -376,18 +378,24 @@ AggTree Topology::build_tree(const std::vector<int>& members, std::uint64_t salt
 }
 
 std::string Topology::describe() const {
-  const double o = d_ > 0 && u_ > 0 ? double(d_) / u_ : 1;
+  // Oversubscription in bandwidth: host ports' over up ports' (their ratio of ports when the
+  // uplinks run at the host rate).
+  const double up = spec_.uplink_gbps > 0 ? spec_.uplink_gbps / spec_.link_gbps : 1;
+  const double o = d_ > 0 && u_ > 0 ? double(d_) / (u_ * up) : 1;
+  const auto uplinks = [&] {
+    return spec_.uplink_gbps > 0 ? fmt::format(" ({} Gb/s between switches)", spec_.uplink_gbps) : std::string();
+  };
   switch (spec_.kind) {
     case TopoKind::single_switch:
       return fmt::format("single switch, {} hosts, {} Gb/s links", hosts_, spec_.link_gbps);
     case TopoKind::fat_tree2:
       return fmt::format("2-level fat tree: {} hosts, {} leaves x ({} down, {} up), {} spines, radix {}, "
-                         "oversubscription {:.2g}:1, {} Gb/s links",
-                         hosts_, leaves_, d_, u_, spines_, spec_.radix, o, spec_.link_gbps);
+                         "oversubscription {:.2g}:1, {} Gb/s links{}",
+                         hosts_, leaves_, d_, u_, spines_, spec_.radix, o, spec_.link_gbps, uplinks());
     case TopoKind::fat_tree3:
       return fmt::format("3-level fat tree: {} hosts, {} pods x {} edges ({} down, {} up), {} aggs/pod, {} cores, "
-                         "radix {}, oversubscription {:.2g}:1, {} Gb/s links",
-                         hosts_, pods_, E_, d_, u_, u_, u_ * c_, spec_.radix, o, spec_.link_gbps);
+                         "radix {}, oversubscription {:.2g}:1, {} Gb/s links{}",
+                         hosts_, pods_, E_, d_, u_, u_, u_ * c_, spec_.radix, o, spec_.link_gbps, uplinks());
     case TopoKind::rail:
       return fmt::format("rail-optimised: {} servers x {} GPUs, {} rail leaves, {} spines, radix {}, "
                          "{} Gb/s rails, {} Gb/s NVLink",

@@ -33,6 +33,11 @@ struct TopoSpec {
   int radix = 64;                  // ports per switch
   double oversubscription = 1.0;   // host ports : up ports at the first switch level
   double link_gbps = 400;
+  // Switch-to-switch links' rate, Gb/s; 0 = link_gbps. The emulated testbed's two-level shape
+  // has one uplink per leaf at (hosts per leaf / oversubscription) x the host rate: one fat link
+  // shared by every flow leaving the leaf, not several host-rate links that each flow is pinned
+  // to (which match it only while a leaf's flows start together).
+  double uplink_gbps = 0;
   double hop_latency_us = 0.6;     // per link
   // rail: servers of `gpus_per_server` GPUs; GPU g of every server is on rail g.
   int gpus_per_server = 8;

@@ -134,4 +134,50 @@ out=$(python3 "$script" --inc "$inc" calibrate --measured "$tmp/measured.json" -
       --ready-notice-us 1500) || fail "calibrate --ready-notice-us exited $?"$'\n'"$out"
 grep -q "^ready_notice_us = 1500 .*(pinned by --ready-notice-us)" "$tmp/pin2.toml" || fail "the pinned notice moved"$'\n'"$(cat "$tmp/pin2.toml")"
 grep -q WARNING <<<"$out" || fail "a wrong pinned notice fits without a warning"$'\n'"$out"
-echo "validate_testbed: calibration, validation, residuals, --net, --burst-model and the pinned notice checked"
+# The start skew measured (--start-skew-trace: two ranks starting 100 us apart at 1 MiB and 400 us
+# at 4 MiB, after two warm-up calls: S = 3 x range for two ranks, so 300 us per MiB) and passed
+# to every simulated point: "measurements" made with that skew calibrate back exactly, with it
+# in the file, and not without it.
+mkdir "$tmp/skewtrace"
+for r in 0 1; do
+  { echo "# inc engine trace: rank=$r events=20 dropped=0 cap=64 clock=CLOCK_MONOTONIC"
+    echo "t_ns,event,comm,seq,coll,algo,op,kind,peer,msg_index,bytes"
+    for seq in 0 1 2 3 4 5 6 7; do
+      size=$(( seq < 4 ? 1048576 : 4194304 )); lag=$(( seq < 4 ? 100000 : 400000 ))
+      t0=$(( seq * 100000000 + r * lag ))
+      echo "$t0,coll_start,0,$seq,allreduce,ring,4,,-1,0,$size"
+      echo "$(( t0 + 50000000 )),coll_end,0,$seq,allreduce,ring,4,,-1,0,$size"
+    done; } > "$tmp/skewtrace/rank-$r.csv"
+done
+out=$(python3 "$src/bench/testbed/trace_report.py" "$tmp/skewtrace") || fail "trace_report exited $?"$'\n'"$out"
+grep -q "start range .* median     100.0 " <<<"$out" && grep -q "S = 300.0 us" <<<"$out" ||
+  fail "trace_report's start skew"$'\n'"$out"
+grep -q -- "--start-skew-us 0.0 --start-skew-us-per-MiB 300.0" <<<"$out" || fail "trace_report's fit"$'\n'"$out"
+python3 - "$inc" "$tmp/skewed.json" "$(python3 -c "import importlib.util as u; s=u.spec_from_file_location('v', '$script'); v=u.module_from_spec(s); s.loader.exec_module(v); print(v.tcp_send_buffer())")" <<'PY'
+import csv, json, subprocess, sys
+inc, out, buf = sys.argv[1:]
+rows = []
+for algo in ("ring", "rabenseifner"):
+    for size in (1 << 20, 4 << 20):
+        subprocess.run([inc, "sim", "run", "-c", "allreduce", "-a", algo, "-b", f"{size}B", "--hosts", "8",
+                        "--topology", "single_switch", "--link-gbps", "1", "--overhead-us", "40", "--reduce-GBps", "2",
+                        "--matching", "ready", "--eager-threshold", "64KiB", "--ready-notice-us", "300",
+                        "--send-buffer", f"{buf}B", "--start-skew-us", "0", "--start-skew-us-per-MiB", "300",
+                        "--start-skew-draws", "4", "--no-progress", "--csv", out + ".csv"], check=True,
+                       stdout=subprocess.DEVNULL)
+        t = float(next(csv.DictReader(open(out + ".csv")))["time_s"])
+        rows.append({"shape": [1, 8], "algo": algo, "bytes": size, "rate_gbps": 1.0, "time_s": t, "runs": [t]})
+json.dump(rows, open(out, "w"))
+PY
+skewcal() { python3 "$script" --inc "$inc" calibrate --measured "$tmp/skewed.json" --algos ring,rabenseifner --sizes 1M,4M \
+            --start-skew-draws 4 --net "$tmp/skew.toml" "$@"; }
+out=$(skewcal --start-skew-trace "$tmp/skewtrace" 2>&1) || fail "calibrate --start-skew-trace exited $?"$'\n'"$out"
+grep -q "^# residuals: rms 0.0%" <<<"$out" || fail "the measured skew does not fit exactly"$'\n'"$out"
+grep -q '^start_skew_us = 0 .*(measured: ' "$tmp/skew.toml" && grep -q '^start_skew_us_per_MiB = 300$' "$tmp/skew.toml" ||
+  fail "the skew is not in the file"$'\n'"$(cat "$tmp/skew.toml")"
+[ "$(sim --net "$tmp/skew.toml" --start-skew-draws 4)" != "$(sim --net "$tmp/skew.toml" --start-skew-us-per-MiB 0)" ] ||
+  fail "the file's skew changed nothing"
+out=$(skewcal 2>&1) || fail "calibrate without the skew exited $?"$'\n'"$out"
+grep -q "^# residuals: rms 0.0%" <<<"$out" && fail "skewed measurements fit exactly without the skew"$'\n'"$out"
+skewcal --start-skew-trace "$tmp/skewtrace" --start-skew-us 5 >/dev/null 2>&1 && fail "two skews accepted"
+echo "validate_testbed: calibration, validation, residuals, --net, --burst-model, the pinned notice and the start skew checked"
