@@ -31,11 +31,6 @@ bool same_call(const CollectiveParams& a, const CollectiveParams& b) {
   if (host_accumulate(a) != host_accumulate(b)) return false;
   return true;
 }
-
-bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) {
-  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
-}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------

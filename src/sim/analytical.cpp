@@ -42,13 +42,6 @@ std::string validate(const NetParams& p) {
 
 // ---- Counts from schedules -----------------------------------------------------------------
 
-namespace {
-bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) {
-  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
-}
-}  // namespace
-
 StepCounts schedule_counts(const Program& P) {
   StepCounts out;
   out.inc_members = P.nranks;
