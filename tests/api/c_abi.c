@@ -177,6 +177,20 @@ static int errors(inc_comm_t comm, int size) {
   return 0;
 }
 
+/* An i32 sum allreduce of `count` elements that names "inc" (the switch). */
+static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) {
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = in;
+  call.recv = out;
+  call.count = count;
+  call.type = INC_I32;
+  call.op = INC_SUM;
+  call.algo = "inc";
+  return call;
+}
+
 /* Through a Core-INC switch (`c_abi switch`, under `inc launch --switch`): calls that name
  * "inc" run in the network, blocking and not (completed by inc_test), with their results and
  * reports; a type the switch cannot add (i64) runs on the hosts saying why; a bad call is
@@ -184,15 +198,7 @@ static int errors(inc_comm_t comm, int size) {
 static int switch_path(inc_comm_t comm, int rank, int size) {
   static int in[N], out[N];
   for (int i = 0; i < N; ++i) in[i] = rank - i;
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = N;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
+  inc_call_t call = i32_sum_through_switch(in, out, N);
   CHECK(inc_run(&call, comm));
   for (int i = 0; i < N; ++i)
     if (out[i] != size * (size - 1) / 2 - size * i) FAIL("switch allreduce: element %d is %d", i, out[i]);
@@ -304,15 +310,7 @@ static int lossy(inc_comm_t comm, int rank, int size) {
   enum { M = 1 << 18 };
   static int in[M], out[M];
   for (int i = 0; i < M; ++i) in[i] = rank + i % 1000;
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = M;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
+  inc_call_t call = i32_sum_through_switch(in, out, M);
   inc_request_t r;
   CHECK(inc_start(&call, comm, &r));
   CHECK(inc_wait(r));
