@@ -147,6 +147,14 @@ inc_result_t inc_request_report(inc_request_t req, inc_report_t* out);
 inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out);
 /* The last collective's algorithm name and whether it ran in the network (1) or on hosts. */
 inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int* in_network);
+/* Of a report's bytes_sent, the bytes that were not first transmissions (inc::Report::
+ * bytes_resent: in the network, data sent again after a loss or a time-out, and header-only
+ * probes; 0 on the hosts), so that bytes_sent - bytes_resent is what the protocol sends when
+ * nothing is lost or late: of this request's report, and of the communicator's last one.
+ * Accessors rather than a field, so that inc_report_t keeps the size that programs built
+ * against earlier headers pass to inc_request_report and inc_last_report. */
+inc_result_t inc_request_bytes_resent(inc_request_t req, uint64_t* out);
+inc_result_t inc_last_bytes_resent(inc_comm_t comm, uint64_t* out);
 
 const char* inc_last_error(void);
 const char* inc_version(void);

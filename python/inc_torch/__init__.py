@@ -68,7 +68,8 @@ def _backend(group):
 
 def last_report(group=None):
     """The INC report of the group's last completed collective, as a dict (algorithm,
-    in_network, reason, bytes_sent, bytes_received, seconds, ...)."""
+    in_network, reason, bytes_sent, bytes_received, seconds, retransmissions, bytes_resent: of
+    bytes_sent, what was not a first transmission, ...)."""
     return _C.last_report(_backend(group))
 
 

@@ -28,6 +28,7 @@ def test_all_reduce(dtype, op):
     assert same(t, want), (t, want)
     rep = inc_torch.last_report()
     assert rep["collective"] == "allreduce" and rep["algorithm"], rep
+    assert rep["bytes_resent"] == 0, rep  # on the hosts: nothing is sent twice
 
 
 @pytest.mark.parametrize("op", list(OPS))

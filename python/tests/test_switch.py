@@ -1,6 +1,9 @@
 """The "inc" backend with a Core-INC switch (python/tests/with_switch.sh starts one and sets
 INC_SWITCH): f32 sums are aggregated in the network, as the group's INC report says."""
 
+import os
+
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -20,6 +23,7 @@ def test_f32_sum_in_network():
     assert same(t, reference([rank_input(q, "sw/f32", torch.float32, "sum", 1000) for q in range(n)],
                              "sum", torch.float32))
     assert rep["in_network"] and rep["algorithm"] == "inc", rep
+    assert 0 <= rep["bytes_resent"] < rep["bytes_sent"], rep
     assert same(pending, reference([rank_input(q, "sw/async", torch.float32, "sum", 4096) for q in range(n)],
                                    "sum", torch.float32))
     assert rep_async["in_network"], rep_async
@@ -42,3 +46,17 @@ def test_other_dtypes_and_groups_say_where_they_ran():
     # saying why (the switch job belongs to the world's communicator).
     assert torch.equal(y, torch.full((8,), float(n)))
     assert not rep_group["in_network"] and rep_group["reason"], rep_group
+
+
+@pytest.mark.skipif(not os.environ.get("INC_FAULT_LOSS"), reason="needs INC_FAULT_LOSS (torch_backend_lossy_switch_n3)")
+def test_bytes_resent_under_loss():
+    """With this rank losing some of its datagrams to the switch, a 1 MiB sum is still right and
+    the report counts what was sent again: part, not all, of bytes_sent."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    t = rank_input(r, "sw/lossy", torch.float32, "sum", 1 << 18)
+    dist.all_reduce(t)
+    rep = inc_torch.last_report()
+    assert same(t, reference([rank_input(q, "sw/lossy", torch.float32, "sum", 1 << 18) for q in range(n)],
+                             "sum", torch.float32))
+    assert rep["in_network"] and rep["retransmissions"] > 0, rep
+    assert 0 < rep["bytes_resent"] < rep["bytes_sent"], rep

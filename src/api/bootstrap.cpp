@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <charconv>
 #include <optional>
 #include <vector>
+
+#include "api/env_number.hpp"
 
 namespace inc::api {
 
@@ -24,13 +25,12 @@ std::optional<std::string> get(const EnvLookup& env, const std::string& name) {
   return v;
 }
 
+// A whole number in [min, max] (0 <= min): digits only, as every integer variable (env_number.hpp).
 long long parse_int(const std::string& name, const std::string& value, long long min, long long max,
                     std::string_view expected) {
-  long long v = 0;
-  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || p != value.data() + value.size() || v < min || v > max)
-    config_error(fmt::format("{}='{}' is not {}", name, value, expected));
-  return v;
+  auto v = parse_uint(value, static_cast<std::uint64_t>(min), static_cast<std::uint64_t>(max));
+  if (!v) config_error(fmt::format("{}='{}' is not {}", name, value, expected));
+  return static_cast<long long>(*v);
 }
 
 int parse_rank(const std::string& name, const std::string& value) {

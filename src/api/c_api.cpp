@@ -290,6 +290,17 @@ inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out) {
   return guarded([&] { fill_report(comm_of(comm).last_report(), *out); });
 }
 
+inc_result_t inc_request_bytes_resent(inc_request_t req, uint64_t* out) {
+  if (!req) return null_arg("inc_request_bytes_resent: req");
+  if (!out) return null_arg("inc_request_bytes_resent: out");
+  return guarded([&] { *out = req->req.report().bytes_resent; });
+}
+
+inc_result_t inc_last_bytes_resent(inc_comm_t comm, uint64_t* out) {
+  if (!out) return null_arg("inc_last_bytes_resent: out");
+  return guarded([&] { *out = comm_of(comm).last_report().bytes_resent; });
+}
+
 inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int* in_network) {
   return guarded([&] {
     auto rep = comm_of(comm).last_report();

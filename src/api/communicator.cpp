@@ -2,7 +2,6 @@
 // call, resolves the algorithm and hands the collective to the executor engine.
 #include <fmt/format.h>
 
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "api/comm_state.hpp"
 #include "api/controller_tree.hpp"
 #include "api/edge_path.hpp"
+#include "api/env_number.hpp"
 #include "api/inc_path.hpp"
 #include "api/rollcall.hpp"
 #include "api/tuning.hpp"
@@ -46,27 +46,15 @@ std::chrono::milliseconds parse_timeout(const transport::EnvLookup& env) {
 }
 
 std::chrono::microseconds parse_spin(const transport::EnvLookup& env) {
-  auto v = env("INC_SPIN_US");
-  if (!v) return std::chrono::microseconds(500);
-  char* end = nullptr;
-  long long us = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || us < 0 || us > 1000000)
-    throw Error(Error::Kind::config,
-                fmt::format("INC_SPIN_US='{}' is not a whole number of microseconds (0 <= t <= 1000000)", *v));
-  return std::chrono::microseconds(us);
+  auto us = api::env_uint(env, "INC_SPIN_US", 0, 1000000, "is not a whole number of microseconds (0 <= t <= 1000000)");
+  return std::chrono::microseconds(us.value_or(500));
 }
 
 // Largest point-to-point message that leaves before its receiver posted the receive
 // (coll::Engine::set_eager_bytes); must be the same on every rank.
 std::uint64_t parse_eager(const transport::EnvLookup& env) {
-  auto v = env("INC_EAGER_BYTES");
-  if (!v) return coll::Engine::kEagerBytes;
-  char* end = nullptr;
-  unsigned long long b = std::strtoull(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(v->front())) || b > (1ull << 62))
-    throw Error(Error::Kind::config,
-                fmt::format("INC_EAGER_BYTES='{}' must be an integer in [0, 2^62]", *v));
-  return b;
+  return api::env_uint(env, "INC_EAGER_BYTES", 0, 1ull << 62, "must be an integer in [0, 2^62]")
+      .value_or(coll::Engine::kEagerBytes);
 }
 
 // INC_TRACE=DIR: the engine records its events (coll/trace.hpp) and writes DIR/rank-N.csv and
@@ -80,13 +68,8 @@ struct TraceSetting {
 
 TraceSetting parse_trace(const transport::EnvLookup& env, int rank) {
   TraceSetting t;
-  if (auto v = env("INC_TRACE_EVENTS")) {
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-    if (v->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(v->front())) || n < 1 || n > (1ull << 28))
-      throw Error(Error::Kind::config, fmt::format("INC_TRACE_EVENTS='{}' must be an integer in [1, 2^28]", *v));
-    t.cap = static_cast<std::size_t>(n);
-  }
+  if (auto n = api::env_uint(env, "INC_TRACE_EVENTS", 1, 1ull << 28, "must be an integer in [1, 2^28]"))
+    t.cap = static_cast<std::size_t>(*n);
   auto v = env("INC_TRACE");
   if (!v || v->empty()) return t;
   if (std::string why = coll::Trace::check_dir(*v); !why.empty()) {
@@ -98,15 +81,10 @@ TraceSetting parse_trace(const transport::EnvLookup& env, int rank) {
   return t;
 }
 
+// Bytes per message or switch operation (coll::CollectiveParams::segment_bytes); 0: the
+// algorithm's default.
 std::uint64_t parse_segment(const transport::EnvLookup& env) {
-  auto v = env("INC_SEGMENT_BYTES");
-  if (!v) return 0;
-  char* end = nullptr;
-  unsigned long long b = std::strtoull(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || b < 64 || b > (1ull << 30))
-    throw Error(Error::Kind::config,
-                fmt::format("INC_SEGMENT_BYTES='{}' must be an integer in [64, 2^30]", *v));
-  return b;
+  return api::env_uint(env, "INC_SEGMENT_BYTES", 64, 1ull << 30, "must be an integer in [64, 2^30]").value_or(0);
 }
 
 }  // namespace

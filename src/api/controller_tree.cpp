@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/env_number.hpp"
 #include "src/control/conn.hpp"
 #include "src/switch/udp.hpp"
 
@@ -50,13 +51,7 @@ ControllerEnv read_env(const transport::EnvLookup& env, int world_rank) {
     c.host = name;
   }
   if (c.host.size() > 255) throw Error(Error::Kind::config, "INC_CONTROL_HOST is longer than 255 bytes");
-  if (auto s = env("INC_CONTROL_SLOTS")) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(s->c_str(), &end, 10);
-    if (s->empty() || *end != '\0' || v == 0 || v > 0xFFFF)
-      throw Error(Error::Kind::config, fmt::format("INC_CONTROL_SLOTS='{}' must be 1..65535", *s));
-    c.slots = std::uint32_t(v);
-  }
+  if (auto s = env_uint(env, "INC_CONTROL_SLOTS", 1, 0xFFFF, "must be 1..65535")) c.slots = std::uint32_t(*s);
   return c;
 }
 

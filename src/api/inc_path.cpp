@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "api/env_number.hpp"
 #include "src/proto/auth.hpp"
 #include "src/proto/packet.hpp"
 #include "src/switch/topology.hpp"
@@ -51,16 +52,9 @@ Accumulate switch_default(Accumulate a) { return a == Accumulate::automatic ? Ac
 std::string common_settings(const transport::EnvLookup& env, int rank, std::uint64_t session,
                             std::chrono::milliseconds timeout, coll::SwitchAttachment& att) {
   sw::WorkerConfig& cfg = att.worker;
-  if (auto w = env("INC_SWITCH_WINDOW")) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(w->c_str(), &end, 10);
-    if (w->empty() || *end != '\0' || v > 0xffff)
-      throw Error(Error::Kind::config,
-                  fmt::format("INC_SWITCH_WINDOW='{}' must be 0 (congestion-controlled) or a number "
-                              "of chunks up to 65535",
-                              *w));
-    cfg.window = static_cast<std::uint32_t>(v);
-  }
+  if (auto w = env_uint(env, "INC_SWITCH_WINDOW", 0, 0xffff,
+                        "must be 0 (congestion-controlled) or a number of chunks up to 65535"))
+    cfg.window = static_cast<std::uint32_t>(*w);
   // Hosts here are often oversubscribed (ranks, switch and other work on few cores): a
   // descheduled switch looks like loss to a 5 ms timer. Start at 20 ms (doubling to 500 ms).
   cfg.rto_initial = 20 * sw::kMillisecond;
@@ -108,7 +102,7 @@ std::string common_settings(const transport::EnvLookup& env, int rank, std::uint
   prob("INC_FAULT_LOSS", faults.loss);
   prob("INC_FAULT_DUP", faults.dup);
   prob("INC_FAULT_REORDER", faults.reorder);
-  if (auto v = env("INC_FAULT_SEED")) faults.seed = std::strtoull(v->c_str(), nullptr, 10);
+  if (auto v = env_uint(env, "INC_FAULT_SEED", 0, ~std::uint64_t{0}, "must be an integer in [0, 2^64-1]")) faults.seed = *v;
   faults.seed = faults.seed * 1000003 + static_cast<std::uint64_t>(rank);
   if (faults.enabled())
     where += fmt::format(", injected faults: loss {} dup {} reorder {} seed {}", faults.loss,
@@ -128,13 +122,8 @@ std::unique_ptr<IncPath> IncPath::from_env(const transport::EnvLookup& env, int 
   coll::SwitchAttachment& att = path->att_;
   sw::WorkerConfig& cfg = att.worker;
   std::uint32_t job = 1;
-  if (auto j = env("INC_SWITCH_JOB")) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(j->c_str(), &end, 10);
-    if (j->empty() || *end != '\0' || v == 0 || v > 0xffffffffu)
-      throw Error(Error::Kind::config, fmt::format("INC_SWITCH_JOB='{}' is not a job id (1..2^32-1)", *j));
-    job = static_cast<std::uint32_t>(v);
-  }
+  if (auto j = env_uint(env, "INC_SWITCH_JOB", 1, 0xffffffffu, "is not a job id (1..2^32-1)"))
+    job = static_cast<std::uint32_t>(*j);
   path->accumulate_ = switch_default(accumulate_setting(env));
   std::string where;
   if (topo_path) {

@@ -268,29 +268,32 @@ class Engine : public transport::MessageSink {
   // Receiver-ready large messages (executor_ready.cpp).
   bool waits_for_receiver(std::uint64_t wire) const { return wire > eager_bytes_; }
   bool send_may_leave(CollOp& op, std::uint32_t i);  // else: parked until the notice comes
-  void post_send(CollOp& op, std::uint32_t i);
   void tell_ready(CollOp& op, std::uint32_t i);
   void forget_ready(const CollOp& op);  // op finished or failed
   void forget_notices(std::uint32_t comm_id, std::uint64_t seq);  // the early notices of one collective
   bool awaits_ready(const CollOp& op, std::uint32_t i) const;
+  // Running ops (executor.cpp).
+  void post_send(CollOp& op, std::uint32_t i);
   void complete(CollOp& op, std::uint32_t i);
   void drain();  // run deferred completions and the ops they make ready
   void finish(CollOp& op);
   std::byte* region_ptr(CollOp& op, const Region& r);
+  // Progress, waits and failures (executor_progress.cpp).
   void fail(CollOp& op, Error e, bool tell_peers);
   void fail_all(const Error& e);
+  std::string describe_blocked(const CollOp& op) const;
+  void progress_once(int timeout_ms);
+  void check_dead_peers();
   // Refusals (executor_refuse.cpp): a start() of a collective that a peer refused fails with it.
   std::optional<Error> take_refusal(std::uint32_t comm_id, Collective coll);
   Error refusal_error(std::uint32_t comm_id, Collective coll, std::uint64_t seq, int wpeer, const std::string& why) const;
   void failed_by_refusal(const Error& e, int wpeer);  // the engine is unusable; tell the refusing rank
   void forget_early(std::pair<std::uint32_t, std::uint64_t> key);
+  // Messages and their collectives (executor.cpp).
   void check_descriptor(const CollOp& op, int peer, const transport::WireHeader& h);
   std::string describe(const CollOp& op) const;
-  std::string describe_blocked(const CollOp& op) const;
-  void progress_once(int timeout_ms);
   std::uint64_t wire_bytes(const CollOp& op, std::uint64_t bytes) const;
   RecvMessage recv_message(CollOp& op, std::uint32_t i);
-  void check_dead_peers();
   // In-network ops (executor_inc.cpp).
   void check_inc_call(const CollOp& op) const;
   sw::WorkerOp make_worker_op(CollOp& op, std::uint32_t i);

@@ -25,10 +25,6 @@ std::vector<RankSchedule> build_schedules(CollectiveParams p) {
 
 namespace {
 
-bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) {
-  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
-}
 constexpr std::uint32_t kNone = ~0u;
 
 class LocalRun {

@@ -73,6 +73,11 @@ enum class OpKind : std::uint8_t {
 };
 inline constexpr int kNumOpKinds = 13;
 std::string_view name(OpKind k) noexcept;
+// Point-to-point receives, and the ops that are one switch operation of the communicator.
+inline constexpr bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+inline constexpr bool is_inc(OpKind k) {
+  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
+}
 
 // The arithmetic of a recv_reduce, reduce or inc_reduce: the call's (dtype, op), the i32
 // phases of a reproducible sum (the exponent pre-pass, the limbs), or the call's op on f32

@@ -38,11 +38,6 @@ bool overlaps(const coll::Region& a, const coll::Region& b) {
   return a.buf == b.buf && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
 }
 
-bool is_recv(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool is_inc(OpKind k) {
-  return k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather;
-}
-
 // Forwarding (docs/EDGE.md, "Memory traffic"): a send every byte of which the receives it
 // depends on wrote, so that an Edge-INC NIC holds the whole message and need not read it from
 // host memory. A message that also carries the rank's own data (its input, or a block it

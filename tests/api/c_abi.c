@@ -1,7 +1,8 @@
 /* The C ABI from a C program: run by `inc launch` (see CMakeLists.txt). Exits non-zero on
  * the first wrong result, printing what went wrong. Every collective is called, blocking and
  * not, and several distinct error codes are checked (invalid argument, config, mismatch or
- * peer failure), on the hosts and through a switch (`c_abi switch`, `c_abi mismatch inc`). */
+ * peer failure), on the hosts and through a switch (`c_abi switch`, `c_abi mismatch inc`, and
+ * `c_abi lossy` while datagrams are lost). */
 #include <inc/inc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,9 @@ static int nonblocking(inc_comm_t comm, int rank, int size) {
       strlen(rep.reason) == 0 || rep.seconds < 0)
     FAIL("iallreduce report: coll %d algorithm '%s' reason '%s'", (int)rep.coll, rep.algorithm, rep.reason);
   if (size > 1 && rep.bytes_sent == 0) FAIL("iallreduce report: no bytes sent");
+  uint64_t resent = 1;
+  CHECK(inc_request_bytes_resent(req[1], &resent));
+  if (resent != 0) FAIL("iallreduce on the hosts: bytes_resent %llu", (unsigned long long)resent);
   CHECK(inc_request_report(req[5], &rep));
   if (rep.coll != INC_BARRIER) FAIL("ibarrier report: coll %d", (int)rep.coll);
   for (int k = 0; k < 6; ++k) CHECK(inc_request_free(req[k]));
@@ -159,6 +163,9 @@ static int errors(inc_comm_t comm, int size) {
   EXPECT_CODE(inc_iallreduce(in, out, 1, INC_I32, INC_SUM, NULL, &r), INC_ERR_INVALID_ARGUMENT, "null");
   if (r != NULL) FAIL("a failed start left a request");
   EXPECT_CODE(inc_wait(NULL), INC_ERR_INVALID_ARGUMENT, "null");
+  EXPECT_CODE(inc_request_bytes_resent(NULL, (uint64_t*)out), INC_ERR_INVALID_ARGUMENT, "req is null");
+  EXPECT_CODE(inc_last_bytes_resent(comm, NULL), INC_ERR_INVALID_ARGUMENT, "out is null");
+  EXPECT_CODE(inc_last_bytes_resent(NULL, (uint64_t*)out), INC_ERR_INVALID_ARGUMENT, "null");
   inc_call_t call;
   memset(&call, 0, sizeof call);
   call.coll = INC_BARRIER;
@@ -170,6 +177,20 @@ static int errors(inc_comm_t comm, int size) {
   return 0;
 }
 
+/* An i32 sum allreduce of `count` elements that names "inc" (the switch). */
+static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) {
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = in;
+  call.recv = out;
+  call.count = count;
+  call.type = INC_I32;
+  call.op = INC_SUM;
+  call.algo = "inc";
+  return call;
+}
+
 /* Through a Core-INC switch (`c_abi switch`, under `inc launch --switch`): calls that name
  * "inc" run in the network, blocking and not (completed by inc_test), with their results and
  * reports; a type the switch cannot add (i64) runs on the hosts saying why; a bad call is
@@ -177,15 +198,7 @@ static int errors(inc_comm_t comm, int size) {
 static int switch_path(inc_comm_t comm, int rank, int size) {
   static int in[N], out[N];
   for (int i = 0; i < N; ++i) in[i] = rank - i;
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = N;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
+  inc_call_t call = i32_sum_through_switch(in, out, N);
   CHECK(inc_run(&call, comm));
   for (int i = 0; i < N; ++i)
     if (out[i] != size * (size - 1) / 2 - size * i) FAIL("switch allreduce: element %d is %d", i, out[i]);
@@ -194,6 +207,11 @@ static int switch_path(inc_comm_t comm, int rank, int size) {
   if (!rep.in_network || strcmp(rep.algorithm, "inc") != 0 || rep.bytes_sent == 0)
     FAIL("switch allreduce report: algorithm '%s' in_network %d bytes %llu reason '%s'", rep.algorithm,
          rep.in_network, (unsigned long long)rep.bytes_sent, rep.reason);
+  uint64_t resent = 0;
+  CHECK(inc_last_bytes_resent(comm, &resent));
+  if (resent >= rep.bytes_sent)
+    FAIL("switch allreduce: bytes_resent %llu of %llu sent", (unsigned long long)resent,
+         (unsigned long long)rep.bytes_sent);
 
   /* reduce_scatter (max) and allgather of f32 at once, non-blocking. */
   float rs_in[MAXR * 3], rs_out[3], ag_in[2] = {rank + 0.5f, (float)-rank}, ag_out[MAXR * 2];
@@ -285,6 +303,38 @@ static int switch_path(inc_comm_t comm, int rank, int size) {
   return 0;
 }
 
+/* Through a switch while this rank loses some of its datagrams (`c_abi lossy`, under
+ * INC_FAULT_LOSS): an in-network allreduce of 1 MiB is right, and part, not all, of what it
+ * sent was sent again, the same count from the request and from the communicator. */
+static int lossy(inc_comm_t comm, int rank, int size) {
+  enum { M = 1 << 18 };
+  static int in[M], out[M];
+  for (int i = 0; i < M; ++i) in[i] = rank + i % 1000;
+  inc_call_t call = i32_sum_through_switch(in, out, M);
+  inc_request_t r;
+  CHECK(inc_start(&call, comm, &r));
+  CHECK(inc_wait(r));
+  for (int i = 0; i < M; ++i)
+    if (out[i] != size * (size - 1) / 2 + size * (i % 1000)) FAIL("lossy allreduce: element %d is %d", i, out[i]);
+  inc_report_t rep;
+  uint64_t resent = 0, last = 0;
+  CHECK(inc_request_report(r, &rep));
+  CHECK(inc_request_bytes_resent(r, &resent));
+  CHECK(inc_last_bytes_resent(comm, &last));
+  CHECK(inc_request_free(r));
+  if (!rep.in_network || rep.retransmissions == 0)
+    FAIL("lossy allreduce: in_network %d retransmissions %llu reason '%s'", rep.in_network,
+         (unsigned long long)rep.retransmissions, rep.reason);
+  if (resent == 0 || resent >= rep.bytes_sent || last != resent)
+    FAIL("lossy allreduce: bytes_resent %llu (last report %llu) of %llu sent, %llu retransmissions",
+         (unsigned long long)resent, (unsigned long long)last, (unsigned long long)rep.bytes_sent,
+         (unsigned long long)rep.retransmissions);
+  if (rank == 0)
+    printf("c_abi lossy: %llu of %llu bytes sent again\n", (unsigned long long)resent,
+           (unsigned long long)rep.bytes_sent);
+  return 0;
+}
+
 static int mismatch_error(inc_result_t rc) {
   if (rc != INC_ERR_MISMATCH && rc != INC_ERR_PEER_FAILURE)
     FAIL("count mismatch gave %d: %s", (int)rc, inc_last_error());
@@ -341,6 +391,7 @@ int main(int argc, char** argv) {
   if (size > MAXR) FAIL("at most %d ranks", MAXR);
   if (collectives(comm, rank, size) || nonblocking(comm, rank, size) || errors(comm, size)) return 1;
   if (argc > 1 && strcmp(argv[1], "switch") == 0 && switch_path(comm, rank, size)) return 1;
+  if (argc > 1 && strcmp(argv[1], "lossy") == 0 && lossy(comm, rank, size)) return 1;
 
   inc_comm_t half = NULL;
   CHECK(inc_comm_split(comm, rank % 2, rank, &half));

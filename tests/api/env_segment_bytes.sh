@@ -75,7 +75,7 @@ done
 echo "switch: 1 MiB allreduce in ${inc_ops[default]} switch operations (default), ${inc_ops[16384]} (16384)"
 
 # Bad values: every rank stops in init() with the variable, the value and the range; none runs.
-for bad in 4K 63 1073741825 -1 abc; do
+for bad in 4K 63 1073741825 -1 abc " 64" +64; do
   if INC_SEGMENT_BYTES=$bad "$inc" launch -n 2 --no-prefix -- \
        "$inc" bench -c allreduce -b 1K -e 1K -n 1 -w 0 --no-progress >"$tmp/bad.out" 2>&1; then
     fail "INC_SEGMENT_BYTES=$bad was accepted: $(tr '\n' ' ' <"$tmp/bad.out")"
@@ -84,7 +84,7 @@ for bad in 4K 63 1073741825 -1 abc; do
     fail "INC_SEGMENT_BYTES=$bad: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
   ! grep -q '^  allreduce' "$tmp/bad.out" || fail "INC_SEGMENT_BYTES=$bad: a collective ran"
 done
-echo "bad values rejected at start-up: 4K 63 1073741825 -1 abc"
+echo "bad values rejected at start-up: 4K 63 1073741825 -1 abc ' 64' +64"
 
 # INC_EAGER_BYTES (largest message sent before its receiver posted the receive), read in init():
 # 0 (every message waits) and a value above every message (all eager) give right results with
@@ -103,17 +103,17 @@ rejected() {
   fi
   grep -qF "$3" "$tmp/bad.out" || fail "$1=$2: no error naming it: $(tr '\n' ' ' <"$tmp/bad.out")"
 }
-for bad in abc -1 4611686018427387905 64K " 5"; do
+for bad in abc -1 4611686018427387905 64K " 5" +5; do
   rejected INC_EAGER_BYTES "$bad" "INC_EAGER_BYTES='$bad' must be an integer in [0, 2^62]"
 done
-echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-up: abc -1 2^62+1 64K ' 5'"
+echo "INC_EAGER_BYTES: 0 and 1073741824 run right, bad values rejected at start-up: abc -1 2^62+1 64K ' 5' +5"
 
 # INC_SPIN_US (wait()'s polling before it sleeps), read in init() like the above: 0 (sleep at
 # once) still gives right results; bad values stop every rank naming the variable.
 INC_SPIN_US=0 "$inc" launch -n 2 --no-prefix -- "$inc" bench -c allreduce -b 1K -e 64K -n 2 -w 1 \
   --no-progress >"$tmp/spin.out" 2>&1 || fail "INC_SPIN_US=0: $(tr '\n' ' ' <"$tmp/spin.out")"
-for bad in abc -1 1000001 5us; do
+for bad in abc -1 1000001 5us " 5" +5; do
   rejected INC_SPIN_US "$bad" "INC_SPIN_US='$bad' is not a whole number of microseconds"
 done
-echo "INC_SPIN_US: 0 runs, bad values rejected at start-up: abc -1 1000001 5us"
+echo "INC_SPIN_US: 0 runs, bad values rejected at start-up: abc -1 1000001 5us ' 5' +5"
 echo OK

@@ -62,10 +62,13 @@ INC_TRACE=/proc/inc-trace-test "$inc" launch -n $p --no-prefix -- \
 grep -q "warning: INC_TRACE=/proc/inc-trace-test: cannot create /proc/inc-trace-test: .*; this rank is not traced" "$tmp/u.err" ||
   fail "no warning: $(cat "$tmp/u.err")"
 
-# A bad cap: every rank stops at start-up naming it.
-if INC_TRACE=$tmp/x INC_TRACE_EVENTS=lots "$inc" launch -n 2 --no-prefix -- \
-  "$inc" bench -c allreduce -a ring -b 1K -e 1K -n 1 --no-progress >/dev/null 2>"$tmp/x.err"; then
-  fail "INC_TRACE_EVENTS=lots was accepted"
-fi
-grep -q "INC_TRACE_EVENTS='lots' must be an integer" "$tmp/x.err" || fail "no error naming INC_TRACE_EVENTS: $(cat "$tmp/x.err")"
+# A bad cap: every rank stops at start-up naming it (digits only, as every integer variable).
+for bad in lots 0 268435457 +40 " 40"; do
+  if INC_TRACE=$tmp/x INC_TRACE_EVENTS=$bad "$inc" launch -n 2 --no-prefix -- \
+    "$inc" bench -c allreduce -a ring -b 1K -e 1K -n 1 --no-progress >/dev/null 2>"$tmp/x.err"; then
+    fail "INC_TRACE_EVENTS=$bad was accepted"
+  fi
+  grep -qF "INC_TRACE_EVENTS='$bad' must be an integer in [1, 2^28]" "$tmp/x.err" ||
+    fail "no error naming INC_TRACE_EVENTS='$bad': $(cat "$tmp/x.err")"
+done
 echo "env_trace: OK"

@@ -54,6 +54,9 @@ TEST(IncPath, EnvironmentBecomesTheWorkersSettings) {
             42 * sw::kSecond);  // never beyond INC_TIMEOUT
   EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}})->accumulate_default(), Accumulate::widen);
   EXPECT_FALSE(a.faults.enabled());
+  // The seed is mixed with the rank (2 here).
+  EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_FAULT_SEED", "7"}})->attachment().faults.seed,
+            7u * 1000003u + 2u);
   EXPECT_NE(a.where.find("127.0.0.1:7710"), std::string::npos) << a.where;
   // INC_SWITCH_NUMERICS=fixed: the deprecated spelling of INC_ACCUMULATE=fixed.
   EXPECT_EQ(path({{"INC_SWITCH", "127.0.0.1:7710"}, {"INC_SWITCH_NUMERICS", "fixed"}})->accumulate_default(),
@@ -75,6 +78,14 @@ TEST(IncPath, BadValuesNameTheVariable) {
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_RTO_MIN_US", "0"}}).find("INC_SWITCH_RTO_MIN_US"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_WINDOW", "-3"}}).find("INC_SWITCH_WINDOW"),
+            std::string::npos);
+  // Integers are digits only (src/api/env_number.hpp): no sign, no blank; the seed too.
+  for (const char* bad : {"+8", " 8", "8 "})
+    EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_WINDOW", bad}}).find("INC_SWITCH_WINDOW='"),
+              std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_JOB", "+9"}}).find("INC_SWITCH_JOB='+9'"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_FAULT_SEED", "seven"}}).find("INC_FAULT_SEED='seven'"),
             std::string::npos);
   EXPECT_NE(config_error({{"INC_SWITCH", "1.2.3.4:1"}, {"INC_SWITCH_NUMERICS", "exact"}}).find("INC_SWITCH_NUMERICS"),
             std::string::npos);

@@ -8,22 +8,12 @@
 #include <vector>
 
 #include "coll/schedule.hpp"
+#include "tests/coll/ops_builder.hpp"
 
 namespace inc::coll {
 namespace {
 
-Region out(std::uint64_t off, std::uint64_t bytes) { return {BufferId::output, off, bytes}; }
-Region in(std::uint64_t off, std::uint64_t bytes) { return {BufferId::input, off, bytes}; }
-Region scr(std::uint64_t off, std::uint64_t bytes) { return {BufferId::scratch, off, bytes}; }
-
-Op mk(OpKind k, Region src, Region dst, int peer = 1) {
-  Op o;
-  o.kind = k;
-  o.peer = peer;
-  o.src = src;
-  o.dst = dst;
-  return o;
-}
+using namespace test;
 
 std::set<std::uint32_t> deps_of(const RankSchedule& s, std::uint32_t i) {
   return {s.deps.begin() + s.dep_begin[i], s.deps.begin() + s.dep_begin[i + 1]};
@@ -32,18 +22,18 @@ std::set<std::uint32_t> deps_of(const RankSchedule& s, std::uint32_t i) {
 TEST(Dependencies, HandMadeHazards) {
   RankSchedule s;
   s.ops = {
-      mk(OpKind::recv, {}, out(0, 100)),                    // 0: writes out[0,100)
-      mk(OpKind::send, out(50, 100), {}),                   // 1: reads out[50,150): RAW on 0
-      mk(OpKind::recv, {}, out(120, 80)),                   // 2: writes out[120,200): WAR on 1
-      mk(OpKind::copy, in(0, 10), out(0, 10)),              // 3: writes out[0,10): WAW on 0 only
-      mk(OpKind::send, scr(0, 8), {}),                      // 4: scratch, untouched: none
-      mk(OpKind::send, in(0, 1000), {}),                    // 5: reads input: none (reads don't conflict)
-      mk(OpKind::recv_reduce, out(0, 200), out(0, 200)),    // 6: RAW 0,2,3; WAR 1
-      mk(OpKind::send, out(0, 0), {}),                      // 7: zero bytes: none
-      mk(OpKind::reduce, scr(0, 8), out(199, 1)),           // 8: reads scr (no writer), r/w out[199]: 6
-      mk(OpKind::recv, {}, scr(4, 8)),                      // 9: WAR on 4 and 8 (readers of scr[4,8))
-      mk(OpKind::send, out(100, 20), {}),                   // 10: RAW on 6 (6 overwrote 0's bytes)
-      mk(OpKind::recv, {}, in(500, 4)),                     // 11: WAR on 5 (hand-made; not a real schedule)
+      recv(1, out(0, 100)),                                       // 0: writes out[0,100)
+      send(1, out(50, 100)),                                      // 1: reads out[50,150): RAW on 0
+      recv(1, out(120, 80)),                                      // 2: writes out[120,200): WAR on 1
+      make_op(OpKind::copy, 1, in(0, 10), out(0, 10)),            // 3: writes out[0,10): WAW on 0 only
+      send(1, scr(0, 8)),                                         // 4: scratch, untouched: none
+      send(1, in(0, 1000)),                                       // 5: reads input: none (reads don't conflict)
+      make_op(OpKind::recv_reduce, 1, out(0, 200), out(0, 200)),  // 6: RAW 0,2,3; WAR 1
+      send(1, out(0, 0)),                                         // 7: zero bytes: none
+      make_op(OpKind::reduce, 1, scr(0, 8), out(199, 1)),         // 8: reads scr (no writer), r/w out[199]: 6
+      recv(1, scr(4, 8)),                                         // 9: WAR on 4 and 8 (readers of scr[4,8))
+      send(1, out(100, 20)),                                      // 10: RAW on 6 (6 overwrote 0's bytes)
+      recv(1, in(500, 4)),                                        // 11: WAR on 5 (hand-made; not a real schedule)
   };
   infer_dependencies(s);
   ASSERT_EQ(s.dep_begin.size(), s.ops.size() + 1);
@@ -64,13 +54,13 @@ TEST(Dependencies, HandMadeHazards) {
 TEST(Dependencies, FenceWaitsForEverythingEarlier) {
   RankSchedule s;
   s.ops = {
-      mk(OpKind::send, out(0, 0), {}),      // 0
-      mk(OpKind::recv, {}, out(0, 0)),      // 1
-      mk(OpKind::recv, {}, out(0, 4)),      // 2
-      mk(OpKind::send, out(0, 4), {}),      // 3: RAW on 2
-      mk(OpKind::send, out(0, 0), {}),      // 4: fence -> 0, 1, 3 (2 is covered by 3)
-      mk(OpKind::recv, {}, out(8, 0)),      // 5: not a fence: nothing
-      mk(OpKind::send, out(0, 0), {}),      // 6: fence -> 4, 5
+      send(1, out(0, 0)),      // 0
+      recv(1, out(0, 0)),      // 1
+      recv(1, out(0, 4)),      // 2
+      send(1, out(0, 4)),      // 3: RAW on 2
+      send(1, out(0, 0)),      // 4: fence -> 0, 1, 3 (2 is covered by 3)
+      recv(1, out(8, 0)),      // 5: not a fence: nothing
+      send(1, out(0, 0)),      // 6: fence -> 4, 5
   };
   s.ops[4].fence = true;
   s.ops[6].fence = true;
@@ -104,7 +94,7 @@ void check_against_quadratic_definition(bool aligned) {
     };
     for (int i = 0; i < N; ++i) {
       const auto k = static_cast<OpKind>(rng() % 5);  // send .. reduce
-      Op o = mk(k, region(), region());
+      Op o = make_op(k, 1, region(), region());
       if (k == OpKind::reduce || k == OpKind::recv_reduce) {
         if (rng() % 2) o.src = o.dst;  // in place
         else o.src.bytes = o.dst.bytes;

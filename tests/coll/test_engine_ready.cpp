@@ -12,23 +12,15 @@
 #include <vector>
 
 #include "coll/executor.hpp"
+#include "tests/coll/engine_mesh.hpp"
 
 using namespace inc;
 using namespace inc::coll;
 
 namespace {
 
-struct Two {
-  std::unique_ptr<Engine> e[2];
-  Two() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    e[0] = std::make_unique<Engine>(std::make_unique<transport::TcpMesh>(0, std::vector<int>{-1, sv[0]}),
-                                    std::chrono::seconds(20));
-    e[1] = std::make_unique<Engine>(std::make_unique<transport::TcpMesh>(1, std::vector<int>{sv[1], -1}),
-                                    std::chrono::seconds(20));
-    for (auto& x : e) x->add_comm(0, {0, 1});
-  }
+struct Two : test::EngineMesh {
+  Two() : EngineMesh(2) {}
 };
 
 CollectiveParams allreduce(int rank, std::uint64_t count) {
@@ -132,10 +124,8 @@ TEST(EngineReady, TimeoutNamesTheReceiverThatNeverPosted) {
 TEST(EngineReady, FloodOfEarlyNoticesFailsNamingThePeerAndKeepsNoMore) {
   // Rank 1 is a hostile process on a raw socket: it sends ready notices that no send op of
   // rank 0 expects (collectives rank 0 has not started), far more than the bound.
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  Engine e(std::make_unique<transport::TcpMesh>(0, std::vector<int>{-1, sv[0]}), std::chrono::seconds(5));
-  e.add_comm(0, {0, 1});
+  test::RawPeer peer(std::chrono::seconds(5));
+  Engine& e = *peer.e;
   constexpr std::size_t kBound = 4096;
   e.set_max_early_notices(kBound);
   // Rank 0 waits in a small Allreduce for rank 1's data, which never comes.
@@ -150,16 +140,8 @@ TEST(EngineReady, FloodOfEarlyNoticesFailsNamingThePeerAndKeepsNoMore) {
   }
   // Write them all, running rank 0's event loop whenever the socket is full: rank 0 must
   // keep reading (a hostile peer does not stall it), past the error too.
-  const auto* bytes = reinterpret_cast<const char*>(notices.data());
   const std::size_t total = notices.size() * sizeof(transport::WireHeader);
-  std::size_t sent = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // a hang, not a speed check
-  while (sent < total && std::chrono::steady_clock::now() < until) {
-    const ssize_t w = ::send(sv[1], bytes + sent, total - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (w > 0) sent += static_cast<std::size_t>(w);
-    e.progress(0);
-    EXPECT_LE(e.early_notices(), kBound);
-  }
+  const std::size_t sent = peer.write(notices.data(), total, [&] { EXPECT_LE(e.early_notices(), kBound); });
   ASSERT_EQ(sent, total) << "rank 0 stopped reading the flood";
   for (int k = 0; k < 100; ++k) e.progress(1);
   EXPECT_EQ(e.early_notices(), kBound);  // the first kBound kept, nothing after
@@ -171,5 +153,4 @@ TEST(EngineReady, FloodOfEarlyNoticesFailsNamingThePeerAndKeepsNoMore) {
     EXPECT_NE(std::string(x.what()).find("world rank 1 sent more than 4096 ready notices"), std::string::npos)
         << x.what();
   }
-  ::close(sv[1]);
 }

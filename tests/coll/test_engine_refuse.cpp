@@ -16,36 +16,14 @@
 #include <vector>
 
 #include "coll/executor.hpp"
+#include "tests/coll/engine_mesh.hpp"
 
 using namespace inc;
 using namespace inc::coll;
 
 namespace {
 
-// `n` engines, fully connected; comm 0 is the world.
-struct Mesh {
-  std::vector<std::unique_ptr<Engine>> e;
-  explicit Mesh(int n) {
-    std::vector<std::vector<int>> fds(n, std::vector<int>(n, -1));
-    for (int a = 0; a < n; ++a)
-      for (int b = a + 1; b < n; ++b) {
-        int sv[2];
-        EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-        fds[a][b] = sv[0];
-        fds[b][a] = sv[1];
-      }
-    std::vector<int> world;
-    for (int r = 0; r < n; ++r) world.push_back(r);
-    for (int r = 0; r < n; ++r) {
-      e.push_back(std::make_unique<Engine>(std::make_unique<transport::TcpMesh>(r, fds[r]), std::chrono::seconds(20)));
-      e.back()->add_comm(0, world);
-    }
-  }
-  void progress(int rounds = 50) {
-    for (int k = 0; k < rounds; ++k)
-      for (auto& x : e) x->progress(0);
-  }
-};
+using test::EngineMesh;
 
 CollectiveParams allreduce(int rank, int n) {
   CollectiveParams p;
@@ -59,7 +37,7 @@ CollectiveParams allreduce(int rank, int n) {
 }
 
 // The error of `op`, driving every engine until it is done (a hang fails by ctest's timeout).
-std::optional<Error> outcome(Mesh& m, Engine& e, CollOp& op) {
+std::optional<Error> outcome(EngineMesh& m, Engine& e, CollOp& op) {
   for (;;) {
     try {
       if (e.test(op)) return std::nullopt;
@@ -75,7 +53,7 @@ bool has(const Error& e, const std::string& s) { return std::string(e.what()).fi
 }  // namespace
 
 TEST(EngineRefuse, PeersFailWithTheRefusalNamingTheRankStartedBeforeOrAfter) {
-  Mesh m(3);
+  EngineMesh m(3);
   std::vector<std::vector<float>> in(3, std::vector<float>(64, 1.0f)), out = in;
   // Rank 1 is waiting in the collective when rank 0's call is refused; rank 2 posts it after.
   auto b = m.e[1]->start(0, allreduce(1, 3), in[1].data(), out[1].data(), "test");
@@ -106,7 +84,7 @@ TEST(EngineRefuse, PeersFailWithTheRefusalNamingTheRankStartedBeforeOrAfter) {
 }
 
 TEST(EngineRefuse, ACallRefusedOnEveryRankLosesNothing) {
-  Mesh m(3);
+  EngineMesh m(3);
   // Ranks refuse the same collective in turn, some after hearing another's refusal, some before.
   m.e[1]->refuse(0, "one");
   m.progress();
@@ -127,17 +105,8 @@ TEST(EngineRefuse, ACallRefusedOnEveryRankLosesNothing) {
 namespace {
 
 // Rank 1 is a raw socket: it writes refusals by hand.
-struct WithRawPeer {
-  int sv[2];
-  std::unique_ptr<Engine> e;
-  WithRawPeer() {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    e = std::make_unique<Engine>(std::make_unique<transport::TcpMesh>(0, std::vector<int>{-1, sv[0]}),
-                                 std::chrono::seconds(20));
-    e->add_comm(0, {0, 1});
-    e->add_comm(5, {0});  // a communicator rank 1 is not part of
-  }
-  ~WithRawPeer() { ::close(sv[1]); }
+struct WithRawPeer : test::RawPeer {
+  WithRawPeer() { e->add_comm(5, {0}); }  // a communicator rank 1 is not part of
   // Rank 0's allreduce, waiting for rank 1 when `send` writes refusals, must fail with a mismatch
   // saying `what`.
   template <class F>
@@ -163,12 +132,7 @@ struct WithRawPeer {
     h.bytes = text.size();
     std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
     bytes += text;
-    std::size_t sent = 0;
-    while (sent < bytes.size()) {
-      const ssize_t w = ::send(sv[1], bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (w > 0) sent += static_cast<std::size_t>(w);
-      e->progress(0);
-    }
+    EXPECT_EQ(write(bytes.data(), bytes.size()), bytes.size());
   }
 };
 

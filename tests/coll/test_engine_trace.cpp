@@ -19,6 +19,7 @@
 
 #include "coll/executor.hpp"
 #include "coll/trace.hpp"
+#include "tests/coll/engine_mesh.hpp"
 
 using namespace inc;
 using namespace inc::coll;
@@ -27,22 +28,11 @@ namespace {
 
 constexpr int kRanks = 3;
 
-struct Mesh {
-  std::unique_ptr<Engine> e[kRanks];
-  explicit Mesh(std::size_t cap) {
-    std::vector<std::vector<int>> fds(kRanks, std::vector<int>(kRanks, -1));
-    for (int a = 0; a < kRanks; ++a)
-      for (int b = a + 1; b < kRanks; ++b) {
-        int sv[2];
-        EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-        fds[a][b] = sv[0];
-        fds[b][a] = sv[1];
-      }
-    for (int r = 0; r < kRanks; ++r) {
-      e[r] = std::make_unique<Engine>(std::make_unique<transport::TcpMesh>(r, fds[r]), std::chrono::seconds(20));
-      e[r]->add_comm(0, {0, 1, 2});
-      if (cap) e[r]->enable_trace(cap);
-    }
+// kRanks engines, each recording up to `cap` events (0: no trace).
+struct Mesh : test::EngineMesh {
+  explicit Mesh(std::size_t cap) : EngineMesh(kRanks) {
+    if (cap)
+      for (auto& x : e) x->enable_trace(cap);
   }
   // One ring Allreduce of `count` floats on every rank; true if every rank got the sum.
   bool allreduce(std::uint64_t count) {

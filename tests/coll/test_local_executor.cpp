@@ -7,20 +7,12 @@
 #include <vector>
 
 #include "coll/local_executor.hpp"
+#include "tests/coll/ops_builder.hpp"
 
 namespace inc::coll {
 namespace {
 
-Region out(std::uint64_t off, std::uint64_t bytes) { return {BufferId::output, off, bytes}; }
-
-Op mk(OpKind k, int peer, Region src, Region dst) {
-  Op o;
-  o.kind = k;
-  o.peer = peer;
-  o.src = src;
-  o.dst = dst;
-  return o;
-}
+using namespace test;
 
 CollectiveParams two_ranks() {
   CollectiveParams p;
@@ -51,7 +43,7 @@ TEST(LocalExecutor, DetectsDeadlockAndNamesTheBlockedOps) {
   // Both ranks receive, then forward what they received: nobody sends first.
   std::vector<RankSchedule> s(2);
   for (int r = 0; r < 2; ++r)
-    s[static_cast<std::size_t>(r)].ops = {mk(OpKind::recv, 1 - r, {}, out(0, 4)), mk(OpKind::send, 1 - r, out(0, 4), {})};
+    s[static_cast<std::size_t>(r)].ops = {recv(1 - r, out(0, 4)), send(1 - r, out(0, 4))};
   auto b = buffers(2, 4);
   const std::string e = error_of(two_ranks(), s, b);
   EXPECT_NE(e.find("deadlock"), std::string::npos) << e;
@@ -65,7 +57,7 @@ TEST(LocalExecutor, RendezvousExposesSendBeforeReceiveOnTheSameBuffer) {
   // eager sends; a deadlock when a send completes only with its receive.
   std::vector<RankSchedule> s(2);
   for (int r = 0; r < 2; ++r)
-    s[static_cast<std::size_t>(r)].ops = {mk(OpKind::send, 1 - r, out(0, 4), {}), mk(OpKind::recv, 1 - r, {}, out(0, 4))};
+    s[static_cast<std::size_t>(r)].ops = {send(1 - r, out(0, 4)), recv(1 - r, out(0, 4))};
   auto b = buffers(2, 4);
   std::int32_t v0 = 11, v1 = 22;
   std::memcpy(b[0].output.data(), &v0, 4);
@@ -87,8 +79,8 @@ TEST(LocalExecutor, OrderedChannelsKeepSendsInProgramOrder) {
   // Rank 0 sends A (which needs rank 1's reply) then B; rank 1 replies only after B.
   // Unordered this completes (B overtakes A); on a stream transport it cannot.
   std::vector<RankSchedule> s(2);
-  s[0].ops = {mk(OpKind::recv, 1, {}, out(0, 4)), mk(OpKind::send, 1, out(0, 4), {}), mk(OpKind::send, 1, out(8, 4), {})};
-  s[1].ops = {mk(OpKind::recv, 0, {}, out(0, 4)), mk(OpKind::recv, 0, {}, out(4, 4)), mk(OpKind::send, 0, out(4, 4), {})};
+  s[0].ops = {recv(1, out(0, 4)), send(1, out(0, 4)), send(1, out(8, 4))};
+  s[1].ops = {recv(0, out(0, 4)), recv(0, out(4, 4)), send(0, out(4, 4))};
   auto b = buffers(2, 12);
   EXPECT_EQ(error_of(two_ranks(), s, b), "");
   LocalRunOptions o;
@@ -100,8 +92,8 @@ TEST(LocalExecutor, OrderedChannelsKeepSendsInProgramOrder) {
 
 TEST(LocalExecutor, DetectsSizeAndCountMismatches) {
   std::vector<RankSchedule> s(2);
-  s[0].ops = {mk(OpKind::send, 1, out(0, 8), {})};
-  s[1].ops = {mk(OpKind::recv, 0, {}, out(0, 4))};
+  s[0].ops = {send(1, out(0, 8))};
+  s[1].ops = {recv(0, out(0, 4))};
   auto b = buffers(2, 8);
   std::string e = error_of(two_ranks(), s, b);
   EXPECT_NE(e.find("sends 8 B"), std::string::npos) << e;
@@ -114,18 +106,18 @@ TEST(LocalExecutor, DetectsSizeAndCountMismatches) {
 
 TEST(LocalExecutor, RejectsBadRegions) {
   std::vector<RankSchedule> s(2);
-  s[0].ops = {mk(OpKind::copy, -1, out(0, 4), out(6, 4))};  // past the 8-byte buffer
+  s[0].ops = {make_op(OpKind::copy, -1, out(0, 4), out(6, 4))};  // past the 8-byte buffer
   auto b = buffers(2, 8);
   EXPECT_NE(error_of(two_ranks(), s, b).find("outside its buffer"), std::string::npos);
-  s[0].ops = {mk(OpKind::copy, -1, out(0, 4), {BufferId::input, 0, 4})};
+  s[0].ops = {make_op(OpKind::copy, -1, out(0, 4), {BufferId::input, 0, 4})};
   for (auto& x : b) x.input.assign(8, std::byte{0});
   EXPECT_NE(error_of(two_ranks(), s, b).find("writes the input"), std::string::npos);
-  s[0].ops = {mk(OpKind::reduce, -1, out(0, 4), out(2, 4))};
+  s[0].ops = {make_op(OpKind::reduce, -1, out(0, 4), out(2, 4))};
   EXPECT_NE(error_of(two_ranks(), s, b).find("not whole i32"), std::string::npos);
-  s[0].ops = {mk(OpKind::send, 5, out(0, 4), {})};
+  s[0].ops = {send(5, out(0, 4))};
   EXPECT_NE(error_of(two_ranks(), s, b).find("peer out of range"), std::string::npos);
-  s[0].ops = {mk(OpKind::send, 1, out(0, 4), {})};
-  s[1].ops = {mk(OpKind::recv, 0, {}, out(0, 4))};
+  s[0].ops = {send(1, out(0, 4))};
+  s[1].ops = {recv(0, out(0, 4))};
   std::vector<RankSchedule> no_deps = s;  // infer_dependencies not run
   try {
     run_local(two_ranks(), no_deps, b);
@@ -147,8 +139,8 @@ TEST(LocalExecutor, EmulatesSwitchOperationsExactly) {
     std::memcpy(b[static_cast<std::size_t>(r)].output.data(), &vals[r], 4);
     // Aggregate into output[4,8) on rank 2 only; then rank 1 broadcasts its value into [4,8)
     // of ranks 0 and 1 (rank 2 keeps the aggregate).
-    s[static_cast<std::size_t>(r)].ops = {mk(OpKind::inc_reduce, -1, out(0, 4), r == 2 ? out(4, 4) : out(0, 0)),
-                                          mk(OpKind::inc_broadcast, 1, r == 1 ? out(0, 4) : out(0, 0),
+    s[static_cast<std::size_t>(r)].ops = {make_op(OpKind::inc_reduce, -1, out(0, 4), r == 2 ? out(4, 4) : out(0, 0)),
+                                          make_op(OpKind::inc_broadcast, 1, r == 1 ? out(0, 4) : out(0, 0),
                                              r == 2 ? out(0, 0) : out(4, 4))};
   }
   ASSERT_EQ(error_of(p, s, b), "");

@@ -1,5 +1,6 @@
 // Hand-written programs for the simulator's tests (test_sim_choices, test_sim_burst): ops on
-// output regions, each rank's dependencies inferred, the ranks linked, run on hosts 0..p-1.
+// output regions (built by tests/coll/ops_builder.hpp), each rank's dependencies inferred, the
+// ranks linked, run on hosts 0..p-1.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "sim/engine.hpp"
 #include "sim/program.hpp"
 #include "sim/topology.hpp"
+#include "tests/coll/ops_builder.hpp"
 
 namespace inc::sim::test {
 
@@ -17,18 +19,10 @@ using coll::BufferId;
 using coll::Op;
 using coll::OpKind;
 using coll::Region;
-
-inline Op make(OpKind k, int peer, Region src, Region dst) {
-  Op o;
-  o.kind = k;
-  o.peer = peer;
-  o.src = src;
-  o.dst = dst;
-  return o;
-}
-inline Region out(std::uint64_t off, std::uint64_t bytes) { return {BufferId::output, off, bytes}; }
-inline Op send(int peer, Region r) { return make(OpKind::send, peer, r, {}); }
-inline Op recv(int peer, Region r) { return make(OpKind::recv, peer, {}, r); }
+using coll::test::make_op;
+using coll::test::out;
+using coll::test::recv;
+using coll::test::send;
 
 inline Program program(std::vector<std::vector<Op>> ops) {
   std::vector<coll::RankSchedule> s(ops.size());

@@ -80,7 +80,7 @@ TEST(Buckets, SecondMessageAfterAnIdleGapGetsRateTimesGapTokensBack) {
     NetParams np = bucket_params(true);
     np.reduce_GBps = static_cast<double>(M) / g / 1e9;
     const SimResult r = bucketed(one_switch(2), np,
-                                 {{send(1, out(0, M)), make(OpKind::reduce, -1, out(0, M), out(0, M)), send(1, out(0, M))},
+                                 {{send(1, out(0, M)), make_op(OpKind::reduce, -1, out(0, M), out(0, M)), send(1, out(0, M))},
                                   {recv(0, out(0, M)), recv(0, out(M, M))}});
     const double expect = one_flow(M, kB) + g + one_flow(M, std::min(kB, kR * g));
     EXPECT_NEAR(r.makespan_s / expect, 1.0, 1e-9) << g;
@@ -203,7 +203,7 @@ TEST(Buckets, AFlowJoiningBringsTheEmptyTimeForward) {
   np.reduce_GBps = static_cast<double>(S) / 1e-4 / 1e9;
   const SimResult r = bucketed(one_switch(4), np,
                                {{send(2, out(0, S)), send(3, out(0, S))},
-                                {make(OpKind::reduce, -1, out(0, S), out(0, S)), send(2, out(0, S))},
+                                {make_op(OpKind::reduce, -1, out(0, S), out(0, S)), send(2, out(0, S))},
                                 {recv(0, out(0, S)), recv(1, out(S, S))},
                                 {recv(0, out(0, S))}});
   EXPECT_NEAR(r.makespan_s / ((2.0 * S - kB) / kR), 1.0, 1e-9);

@@ -158,7 +158,7 @@ SimResult late_receiver(Matching m, std::uint64_t threshold, double M, double S)
   const auto mm = static_cast<std::uint64_t>(M), ss = static_cast<std::uint64_t>(S);
   return on_one_switch(m, threshold,
                        {{send(1, out(0, ss))},
-                        {recv(2, out(0, mm)), make(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
+                        {recv(2, out(0, mm)), make_op(OpKind::copy, -1, out(0, mm), {BufferId::scratch, 0, mm}),
                          recv(0, out(mm, ss))},
                         {send(1, out(0, mm))}});
 }
@@ -166,7 +166,7 @@ SimResult late_receiver(Matching m, std::uint64_t threshold, double M, double S)
 TEST(Matching, StepsOfAHandWrittenProgram) {
   const std::uint64_t m = 1000;
   const Program p = program({{send(1, out(0, m))},
-                             {recv(2, out(0, m)), make(OpKind::copy, -1, out(0, m), {BufferId::scratch, 0, m}),
+                             {recv(2, out(0, m)), make_op(OpKind::copy, -1, out(0, m), {BufferId::scratch, 0, m}),
                               recv(0, out(m, m)), send(2, out(m, m))},
                              {send(1, out(0, m)), recv(1, out(0, m))}});
   const std::vector<std::uint32_t> st = program_steps(p);
@@ -218,7 +218,7 @@ TEST(Matching, ReadyNoticeAheadOfTheSendCostsNothing) {
   for (double notice_us : {5.0, 3000.0}) {
     const SimResult r = on_one_switch(
         Matching::ready, 64 << 10,
-        {{make(OpKind::reduce, -1, out(0, mm), out(0, mm)), send(1, out(0, mm))}, {recv(0, out(0, mm))}}, notice_us, 2);
+        {{make_op(OpKind::reduce, -1, out(0, mm), out(0, mm)), send(1, out(0, mm))}, {recv(0, out(0, mm))}}, notice_us, 2);
     const double notice = kO + notice_us * 1e-6 + 2 * kHop;
     EXPECT_NEAR(r.makespan_s, std::max(M * gamma, notice) + a + M / kBw, 1e-9) << notice_us;
   }

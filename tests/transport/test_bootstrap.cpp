@@ -288,6 +288,8 @@ TEST(Bootstrap, BadValuesNameVariableAndValue) {
   expect_config_error(with(kIncLaunch, {{"INC_RANK", "-1"}}), {"INC_RANK='-1'"});
   expect_config_error(with(kIncLaunch, {{"INC_RANK", "1.0"}}), {"INC_RANK='1.0'"});
   expect_config_error(with(kIncLaunch, {{"INC_RANK", " 1"}}), {"INC_RANK=' 1'"});
+  expect_config_error(with(kIncLaunch, {{"INC_RANK", "+1"}}), {"INC_RANK='+1'"});
+  expect_config_error(with(kIncLaunch, {{"INC_RANK", "-0"}}), {"INC_RANK='-0'"});
   expect_config_error(with(kIncLaunch, {{"INC_RANK", "99999999999999999999"}}), {"INC_RANK"});
   expect_config_error(with(kIncLaunch, {{"INC_RANK", "4"}}), {"INC_RANK=4", "INC_WORLD_SIZE=4"});
   expect_config_error(with(kIncLaunch, {{"INC_WORLD_SIZE", "0"}}), {"INC_WORLD_SIZE='0'"});

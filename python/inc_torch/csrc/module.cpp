@@ -29,6 +29,7 @@ py::dict report_dict(const inc::Report& r) {
   d["seconds"] = r.seconds;
   d["overflow"] = r.overflow;
   d["retransmissions"] = r.retransmissions;
+  d["bytes_resent"] = r.bytes_resent;
   d["messages_sent"] = r.messages_sent;
   d["switch_operations"] = r.switch_operations;
   return d;
