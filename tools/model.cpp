@@ -42,6 +42,9 @@ struct NetOptions {
     g->add_option("--host-mem-GBps", np.host_mem_GBps, "host memory bus GB/s (0 = unlimited)")->capture_default_str();
     g->add_option("--switch-reduce-GBps", np.switch_reduce_GBps, "switch ALU rate GB/s (0 = line rate)")->capture_default_str();
     g->add_option("--tree-levels", np.inc_tree_levels, "Core-INC: links from a host to the tree root")->capture_default_str();
+    g->add_option("--tree-leaf-fan-in", np.inc_leaf_fan_in,
+                  "Core-INC: members under one switch above the hosts, the levels above balanced (0 = a balanced tree)")
+        ->capture_default_str();
     g->add_option("--inc-chunk", inc_chunk, "Core-INC: payload of one aggregation slot (e.g. 8KiB) [256KiB]");
     g->add_option("--switch-memory", switch_memory, "Core-INC: aggregation memory per switch [8MiB]");
   }
@@ -62,6 +65,7 @@ struct NetOptions {
       if (given("--host-mem-GBps")) out.host_mem_GBps = cli.host_mem_GBps;
       if (given("--switch-reduce-GBps")) out.switch_reduce_GBps = cli.switch_reduce_GBps;
       if (given("--tree-levels")) out.inc_tree_levels = cli.inc_tree_levels;
+      if (given("--tree-leaf-fan-in")) out.inc_leaf_fan_in = cli.inc_leaf_fan_in;
       np = out;
     }
     if (!inc_chunk.empty()) np.inc_chunk_bytes = static_cast<double>(sim::parse_size(inc_chunk));

@@ -72,6 +72,10 @@ double model_time(const JobSpec& j, const Topology& topo, const NetParams& base,
   const AggTree t = topo.build_tree(j.hosts, 0);
   np.path_hops = 2 * t.depth;
   np.inc_tree_levels = t.depth;
+  np.inc_leaf_fan_in = 0;  // the most members under one switch (the switches above the hosts)
+  for (const auto& node : t.nodes)
+    if (!node.children.empty() && t.nodes[node.children.front()].member >= 0)
+      np.inc_leaf_fan_in = std::max(np.inc_leaf_fan_in, static_cast<int>(node.children.size()));
   const double n = static_cast<double>(input_bytes(j.params) > output_bytes(j.params)
                                            ? coll::input_bytes(j.params)
                                            : coll::output_bytes(j.params));

@@ -191,12 +191,14 @@ class Sim:
         return self.memo[key]
 
     def model(self, point, net):
-        """`inc model cost` for the same point with the same file (hops and tree levels of the shape)."""
+        """`inc model cost` for the same point with the same file (hops, tree levels and the leaves'
+        fan-in of the shape)."""
         leaves, hosts = point["shape"]
         path = os.path.join(self.work, "model.csv")
         run([self.args.inc, "model", "cost", "-c", "allreduce", "-n", str(hosts), "-b", f"{point['bytes']}B",
              "--link-gbps", f"{point['rate_gbps']:g}", "--net", net, "--hops", "2" if leaves == 1 else "4",
-             "--tree-levels", "1" if leaves == 1 else "2", "--csv", path], "inc model", 120)
+             "--tree-levels", "1" if leaves == 1 else "2", "--tree-leaf-fan-in", str(hosts // leaves),
+             "--csv", path], "inc model", 120)
         with open(path) as f:
             for r in csv.DictReader(f):
                 if r["algorithm"] == point["algo"]:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,7 @@ std::string validate(const NetParams& p) {
   if (!(p.switch_memory_bytes >= p.inc_chunk_bytes))
     return "switch_memory_bytes: must hold at least one chunk (inc_chunk_bytes)";
   if (p.inc_tree_levels < 1) return "inc_tree_levels: must be >= 1";
+  if (p.inc_leaf_fan_in < 0) return "inc_leaf_fan_in: must be >= 0 (0 = a balanced tree)";
   if (!(p.switch_packet_us >= 0)) return "switch_packet_us: must be >= 0 (0 = not modelled)";
   if (!(p.host_packet_us >= 0)) return "host_packet_us: must be >= 0 (0 = not modelled)";
   if (p.cpu_cores < 0) return "cpu_cores: must be >= 0 (0 = every host and switch has its own CPU)";
@@ -43,9 +45,24 @@ std::string validate(const NetParams& p) {
 
 // ---- Costs ---------------------------------------------------------------------------------
 
-Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in) {
+Cost inc_pass_cost(double bytes, const NetParams& np, int members) {
   Cost c;
   const int h = np.inc_tree_levels;  // links from a host up to the root switch
+  // The tree: per level (h: above the hosts, 1: the root) its switches and their children.
+  const double n = std::max(1, members);
+  const double leaf_k = h == 1 ? n
+                        : np.inc_leaf_fan_in > 0 ? std::min(n, static_cast<double>(np.inc_leaf_fan_in))
+                                                 : std::ceil(std::pow(n, 1.0 / h) - 1e-9);
+  std::vector<double> switches(static_cast<std::size_t>(h) + 1), children(switches.size());
+  switches[h] = std::ceil(n / leaf_k - 1e-9);
+  children[h] = n;  // children of the whole level
+  const double upper_k = h > 1 ? std::ceil(std::pow(switches[h], 1.0 / (h - 1)) - 1e-9) : 1;
+  for (int level = h - 1; level >= 1; --level) {
+    children[level] = switches[level + 1];
+    switches[level] = level == 1 ? 1 : std::ceil(children[level] / upper_k - 1e-9);
+  }
+  double fan_in = 1;  // the most children of one switch
+  for (int level = 1; level <= h; ++level) fan_in = std::max(fan_in, std::ceil(children[level] / switches[level] - 1e-9));
   const double beta = np.beta();
   const double chunk = std::min(bytes, np.inc_chunk_bytes);
   // Latency: overhead, up and down the tree, and store-and-forward of one chunk per switch.
@@ -53,19 +70,19 @@ Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in) {
   double rate = 1.0 / beta;
   if (np.switch_reduce_GBps > 0) rate = std::min(rate, np.switch_reduce_GBps * 1e9 / std::max(1.0, fan_in));
   // CPU per datagram (one per inc_chunk) of software switches and hosts, as the simulator
-  // charges it: a balanced tree of fan_in^h members; per chunk a switch handles fan_in in, 2 with
-  // its parent (not the root) and the results out (once to hosts with switch_multicast); a host
-  // sends one and receives one. On their own CPUs the busiest sets the pace; on cpu_cores shared
-  // cores (emulated testbed) the sum of all of them over the cores does.
+  // charges it: per chunk a switch handles one in per child, 2 with its parent (not the root)
+  // and the results out (once to hosts with switch_multicast, else one per child); a host sends
+  // one and receives one. On their own CPUs the busiest sets the pace; on cpu_cores shared cores
+  // (emulated testbed) the sum of all of them over the cores does.
   if (np.switch_packet_us > 0 || np.host_packet_us > 0) {
-    const double k = std::max(1.0, fan_in);
     const double p_us = np.switch_packet_us, hp_us = np.host_packet_us;
-    double busiest = 2 * hp_us, total = 2 * hp_us * std::pow(k, h);
-    for (int level = 1; level <= h; ++level) {  // level 1: the root; level h: above the hosts
-      const double out = level == h && np.switch_multicast ? 1 : k;
-      const double per_switch = (k + (level > 1 ? 2 : 0) + out) * p_us;
-      busiest = std::max(busiest, per_switch);
-      total += std::pow(k, level - 1) * per_switch;
+    double busiest = 2 * hp_us, total = 2 * hp_us * n;
+    for (int level = 1; level <= h; ++level) {
+      const double k = std::ceil(children[level] / switches[level] - 1e-9);  // the fullest switch
+      const bool multicast = level == h && np.switch_multicast;
+      const double parent = level > 1 ? 2 : 0;
+      busiest = std::max(busiest, (k + parent + (multicast ? 1 : k)) * p_us);
+      total += (children[level] + switches[level] * parent + (multicast ? switches[level] : children[level])) * p_us;
     }
     const double per_chunk_s = 1e-6 * (np.cpu_cores > 0 ? total / np.cpu_cores : busiest);
     if (per_chunk_s > 0) rate = std::min(rate, np.inc_chunk_bytes / per_chunk_s);
@@ -93,10 +110,7 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
   c.bandwidth_s = bw;
   c.reduce_s = s.bytes_reduced * np.gamma();
   if (s.inc_rounds > 0) {
-    // A balanced tree of inc_tree_levels switch levels over the members: fan-in members^(1/levels).
-    const double fan_in =
-        s.inc_members > 1 ? std::ceil(std::pow(s.inc_members, 1.0 / std::max(1, np.inc_tree_levels)) - 1e-9) : 1;
-    const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np, fan_in);
+    const Cost one = inc_pass_cost(s.inc_bytes / s.inc_rounds, np, static_cast<int>(s.inc_members));
     c.latency_s += s.inc_rounds * one.latency_s;
     double bw_inc = s.inc_rounds * one.bandwidth_s;
     // The NIC reads the contribution from host memory and writes the result back.
@@ -298,6 +312,7 @@ void read_net(TableReader& t, NetParams& np) {
   np.inc_chunk_bytes =
       static_cast<double>(t.get_size("inc_chunk", static_cast<std::uint64_t>(np.inc_chunk_bytes), 1));
   np.inc_tree_levels = static_cast<int>(t.get_int("inc_tree_levels", np.inc_tree_levels, 1, 8));
+  np.inc_leaf_fan_in = static_cast<int>(t.get_int("inc_leaf_fan_in", np.inc_leaf_fan_in, 0, 1 << 20));
   np.switch_packet_us = t.get_double("switch_packet_us", np.switch_packet_us, 0, kInf);
   np.host_packet_us = t.get_double("host_packet_us", np.host_packet_us, 0, kInf);
   np.switch_multicast = t.get_bool("switch_multicast", np.switch_multicast);

@@ -62,10 +62,13 @@ enum class Offload { host, edge };  // who drives host algorithms: host software
 Cost cost(const StepCounts& c, const NetParams& np, Offload off = Offload::host);
 // The bytes through host memory of `c` when `off` drives the algorithm (mem_host or mem_edge).
 double host_memory_bytes(const StepCounts& c, Offload off);
-// Time of one Core-INC tree pass of `bytes` (latency + pipelined bandwidth with slot window).
-// `fan_in`: children per switch; a switch's ALU (switch_reduce_GBps, input bytes/s as in the
-// simulator) aggregates every child's chunk, so it passes switch_reduce_GBps / fan_in per tree.
-Cost inc_pass_cost(double bytes, const NetParams& np, double fan_in = 1);
+// Time of one Core-INC tree pass of `bytes` over `members` hosts (latency + pipelined bandwidth
+// with slot window). The tree has inc_tree_levels switch levels: inc_leaf_fan_in members under
+// each switch above the hosts (0: ceil(members^(1/levels))), the levels above balanced over those
+// switches. A switch's ALU (switch_reduce_GBps, input bytes/s as in the simulator) aggregates
+// every child's chunk, so the switch with the most children passes switch_reduce_GBps / children
+// per tree; the CPU terms count every switch's and host's datagrams per chunk.
+Cost inc_pass_cost(double bytes, const NetParams& np, int members = 1);
 
 // Convenience: closed-form time of one collective.
 Cost collective_cost(Collective c, coll::Algorithm a, int p, double n, const NetParams& np,

@@ -36,6 +36,9 @@ struct NetParams {
   double switch_memory_bytes = 8.0 * 1024 * 1024;  // aggregation memory per switch
   double inc_chunk_bytes = 256.0 * 1024;          // payload of one aggregation slot
   int inc_tree_levels = 2;  // switch levels from a host up to the tree root (1: one switch)
+  // Core-INC model: members under one switch of the level above the hosts (0: a balanced tree,
+  // fan-in ceil(members^(1/levels)) at every level). The emulated testbed's 2 leaves of 4: 4.
+  int inc_leaf_fan_in = 0;
   // Software switches and hosts: CPU per Core-INC datagram (one per inc_chunk_bytes of a chunk).
   // 0 = not modelled (an ASIC; hosts whose NIC does the work). docs/SIMULATOR.md, "CPU of a
   // software switch and of the hosts".

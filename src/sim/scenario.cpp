@@ -55,7 +55,7 @@ Scenario parse_scenario(std::string_view text, const std::string& file) {
   s.opt.np.hop_latency_us = s.topo.hop_latency_us;
   if (top.sub("network", t)) {
     TableReader r(*t, file, "network");
-    for (const char* k : {"link_gbps", "hop_latency_us", "path_hops", "inc_tree_levels"})
+    for (const char* k : {"link_gbps", "hop_latency_us", "path_hops", "inc_tree_levels", "inc_leaf_fan_in"})
       if (r.has(k)) r.fail(k, "set by the topology in a scenario; remove it from [network]");
     read_net_params(r, s.opt.np);
     r.finish();

@@ -127,5 +127,42 @@ TEST(SimCpu, ModelPredictsTheSameCpuBoundsOnOneSwitch) {
   EXPECT_NEAR(model(np) / (kDatagrams * 100e-6), 1.0, 0.01);
 }
 
+TEST(SimCpu, ModelCountsTheTestbedsTwoLeavesOfFour) {
+  // inc model's closed form on two levels against the simulator's two leaves of 4 under a spine
+  // (inc_leaf_fan_in = 4, the testbed's shape): 20 us per switch datagram with multicast, 50 us
+  // per host datagram, 2 shared cores: per chunk (2 x 7 + 4) x 20 + 16 x 50 = 1160 us of CPU, 580
+  // us on 2 cores. A balanced tree (fan-in ceil(8^(1/2)) = 3: 3 leaves of 3, 3, 2 under a root
+  // of 3) counts 8 + 3 x 2 + 3 + (3 + 3) = 23 switch datagrams: 1260 us, 630 on 2 cores.
+  auto model = [](NetParams np) {
+    np.link_gbps = 1;
+    np.hop_latency_us = 0;
+    np.host_overhead_us = 0;
+    np.inc_chunk_bytes = 8192;
+    np.switch_memory_bytes = 512 << 10;
+    np.inc_tree_levels = 2;
+    np.path_hops = 4;
+    return collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, kBytes, np).total_s;
+  };
+  NetParams np;
+  np.switch_packet_us = 20;
+  np.host_packet_us = 50;
+  np.switch_multicast = true;
+  np.cpu_cores = 2;
+  np.inc_leaf_fan_in = 4;
+  EXPECT_NEAR(model(np) / (kDatagrams * 580e-6), 1.0, 0.01) << model(np);
+  EXPECT_NEAR(model(np) / inc_time(np, true), 1.0, 0.02) << model(np) << " " << inc_time(np, true);
+  np.cpu_cores = 0;  // own CPUs: the busiest is a leaf, 7 x 20 = 140 us per chunk (a host: 100 us)
+  EXPECT_NEAR(model(np) / (kDatagrams * 140e-6), 1.0, 0.01) << model(np);
+  np.cpu_cores = 2;
+  np.inc_leaf_fan_in = 0;
+  EXPECT_NEAR(model(np) / (kDatagrams * 630e-6), 1.0, 0.01) << model(np);
+  // The switch ALU: a leaf of 4 children passes switch_reduce_GBps / 4 per tree, at 0.2 GB/s
+  // 50 MB/s: 2.5x the time of the link's 125 MB/s.
+  NetParams alu;
+  alu.switch_reduce_GBps = 0.2;
+  alu.inc_leaf_fan_in = 4;
+  EXPECT_NEAR(model(alu) / (kBytes / 0.05e9), 1.0, 0.02) << model(alu);
+}
+
 }  // namespace
 }  // namespace inc::sim
