@@ -142,7 +142,7 @@ void rank_actor(int r) {
         const std::uint32_t pr = P.pair_of[op];
         out[pr].waiting[P.pair_seq[op]] = op;
         pump_send(pr);
-      } else if (k == OpKind::recv || k == OpKind::recv_reduce) {
+      } else if (inc::coll::is_recv(k)) {
         const std::uint32_t pr = P.pair_of[P.match[op]];
         in[pr].waiting[P.pair_seq[op]] = op;
         pump_recv(pr);

@@ -8,7 +8,7 @@ namespace inc::coll {
 
 namespace {
 constexpr std::uint8_t kUnknown = 0xff;
-bool point_to_point(OpKind k) { return k == OpKind::send || k == OpKind::recv || k == OpKind::recv_reduce; }
+bool point_to_point(OpKind k) { return k == OpKind::send || is_recv(k); }
 TraceRecord of_call(TraceEvent e, std::uint32_t comm, std::uint64_t seq, const CollectiveParams& p) {
   TraceRecord r{};
   r.t_ns = Trace::now_ns();

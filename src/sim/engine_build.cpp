@@ -78,8 +78,8 @@ void Simulator::Impl::add_symmetric(JobSpec spec, int p, Program T) {
   for (std::uint32_t i = 0; i < n; ++i) {
     const OpKind k = T.ops[i].kind;
     if (k == OpKind::send) sends_to[T.ops[i].peer].push_back(i);
-    if (k == OpKind::recv || k == OpKind::recv_reduce) recvs_from[T.ops[i].peer].push_back(i);
-    if (k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather)
+    if (coll::is_recv(k)) recvs_from[T.ops[i].peer].push_back(i);
+    if (coll::is_inc(k))
       throw Error(Error::Kind::internal, "symmetric job with Core-INC ops");
   }
   std::uint32_t npeers = 0, matched = 0;
@@ -213,8 +213,7 @@ void Simulator::Impl::add(JobSpec spec, Program prog) {
     for (std::uint32_t i = J.prog.rank_begin[r]; i < J.prog.rank_begin[r + 1]; ++i) {
       EngOp& x = J.E[perm[i]];
       x.op = J.prog.ops[i];
-      const bool inc = x.op.kind == OpKind::inc_reduce || x.op.kind == OpKind::inc_broadcast ||
-                       x.op.kind == OpKind::inc_gather;
+      const bool inc = coll::is_inc(x.op.kind);
       x.match = inc || J.prog.match[i] == ~0u ? J.prog.match[i] : perm[J.prog.match[i]];  // inc: group id
       x.pair_of = J.prog.pair_of[i];
       x.pair_seq = J.prog.pair_seq[i];

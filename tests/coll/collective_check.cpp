@@ -172,7 +172,7 @@ std::string barrier_causality(const std::vector<RankSchedule>& s, int P) {
     for (std::uint32_t i = 0; i < s[r].ops.size(); ++i) {
       past[r][i][r] = true;
       const OpKind k = s[r].ops[i].kind;
-      if (k == OpKind::inc_reduce || k == OpKind::inc_broadcast || k == OpKind::inc_gather) incs[r].push_back(i);
+      if (is_inc(k)) incs[r].push_back(i);
     }
   }
   for (std::size_t a = 0; a < Pu; ++a) {
@@ -184,7 +184,7 @@ std::string barrier_causality(const std::vector<RankSchedule>& s, int P) {
       std::uint32_t k = nsend[b]++, seen = 0;
       for (std::uint32_t j = 0; j < s[b].ops.size(); ++j) {
         const Op& q = s[b].ops[j];
-        if ((q.kind == OpKind::recv || q.kind == OpKind::recv_reduce) && q.peer == static_cast<int>(a) && seen++ == k) {
+        if (is_recv(q.kind) && q.peer == static_cast<int>(a) && seen++ == k) {
           from[b][j] = {static_cast<int>(a), i};
           break;
         }
