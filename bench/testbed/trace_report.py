@@ -191,15 +191,19 @@ def start_skew(paths, skip=0, min_bytes=0):
     """The start skew of one or more trace directories as inc sim takes it: S = a + b x MiB, fitted
     by least squares to every (algorithm, size) group's uniform width (uniform_width); one size
     gives b = 0. Returns (a_us, b_us_per_MiB, [(algo, bytes, S_us, calls)])."""
+    return fit_start_skew([analyse(read_dir(path)[0], skip, min_bytes) for path in paths], ", ".join(paths))
+
+
+def fit_start_skew(summaries, where):
+    """start_skew's fit over analyse() summaries already made (`where` names them in the error)."""
     pts = []
-    for path in paths:
-        rows, _ = read_dir(path)
-        for (coll, algo, nbytes), g in analyse(rows, skip, min_bytes).items():
+    for summary in summaries:
+        for (coll, algo, nbytes), g in summary.items():
             w = uniform_width(g)
             if w is not None and coll != "barrier":
                 pts.append((algo, nbytes, w, g["start_range_us"]["n"]))
     if not pts:
-        raise SystemExit(f"trace_report.py: no collective call of two ranks or more in {', '.join(paths)}")
+        raise SystemExit(f"trace_report.py: no collective call of two ranks or more in {where}")
     x = [b / (1 << 20) for _, b, _, _ in pts]
     y = [w for _, _, w, _ in pts]
     mx, my = sum(x) / len(x), sum(y) / len(y)
@@ -251,7 +255,7 @@ def main():
     rows, dropped = read_dir(args.dir)
     summary = analyse(rows, args.skip, args.min_bytes)
     report(summary, dropped)
-    a, b, pts = start_skew([args.dir], args.skip, args.min_bytes)
+    a, b, pts = fit_start_skew([summary], args.dir)  # the summary just printed, not a second reading
     print(f"# start skew for inc sim (uniform [0, S] per rank, fitted on {len(pts)} groups): "
           f"--start-skew-us {a:.1f} --start-skew-us-per-MiB {b:.1f}")
     if args.json:
