@@ -49,6 +49,19 @@ double inc_time(const NetParams& base, bool two_levels) {
   return sim.run().makespan_s;
 }
 
+// inc model's closed form for the same Allreduce as inc_time: one switch (1 level, 2 hops) or
+// two levels (4 hops).
+double model_time(NetParams np, bool two_levels) {
+  np.link_gbps = 1;
+  np.hop_latency_us = 0;
+  np.host_overhead_us = 0;
+  np.inc_chunk_bytes = 8192;
+  np.switch_memory_bytes = 512 << 10;
+  np.inc_tree_levels = two_levels ? 2 : 1;
+  np.path_hops = two_levels ? 4 : 2;
+  return collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, kBytes, np).total_s;
+}
+
 TEST(SimCpu, SoftwareSwitchCpuPerDatagramSetsThePace) {
   // One switch, 20 us per datagram: per 8 KiB chunk 8 in and 8 results out (unicast) = 320 us,
   // ten times the link's 65.5 us; with multicast 8 in and 1 out = 180 us. The link's share is
@@ -103,16 +116,7 @@ TEST(SimCpu, HostCpuPerDatagramAndSharedCores) {
 TEST(SimCpu, ModelPredictsTheSameCpuBoundsOnOneSwitch) {
   // inc model's closed form against the simulator on one switch of 8 hosts: the switch's CPU
   // (unicast 16, multicast 9 datagrams per chunk) and the hosts' on 2 shared cores.
-  auto model = [](NetParams np) {
-    np.link_gbps = 1;
-    np.hop_latency_us = 0;
-    np.host_overhead_us = 0;
-    np.inc_chunk_bytes = 8192;
-    np.switch_memory_bytes = 512 << 10;
-    np.inc_tree_levels = 1;
-    np.path_hops = 2;
-    return collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, kBytes, np).total_s;
-  };
+  auto model = [](const NetParams& np) { return model_time(np, false); };
   NetParams np;
   np.switch_packet_us = 20;
   EXPECT_NEAR(model(np) / inc_time(np, false), 1.0, 0.01);
@@ -133,16 +137,7 @@ TEST(SimCpu, ModelCountsTheTestbedsTwoLeavesOfFour) {
   // per host datagram, 2 shared cores: per chunk (2 x 7 + 4) x 20 + 16 x 50 = 1160 us of CPU, 580
   // us on 2 cores. A balanced tree (fan-in ceil(8^(1/2)) = 3: 3 leaves of 3, 3, 2 under a root
   // of 3) counts 8 + 3 x 2 + 3 + (3 + 3) = 23 switch datagrams: 1260 us, 630 on 2 cores.
-  auto model = [](NetParams np) {
-    np.link_gbps = 1;
-    np.hop_latency_us = 0;
-    np.host_overhead_us = 0;
-    np.inc_chunk_bytes = 8192;
-    np.switch_memory_bytes = 512 << 10;
-    np.inc_tree_levels = 2;
-    np.path_hops = 4;
-    return collective_cost(Collective::allreduce, coll::Algorithm::inc, 8, kBytes, np).total_s;
-  };
+  auto model = [](const NetParams& np) { return model_time(np, true); };
   NetParams np;
   np.switch_packet_us = 20;
   np.host_packet_us = 50;
