@@ -48,21 +48,26 @@ std::string validate(const NetParams& p) {
 Cost inc_pass_cost(double bytes, const NetParams& np, int members) {
   Cost c;
   const int h = np.inc_tree_levels;  // links from a host up to the root switch
-  // The tree: per level (h: above the hosts, 1: the root) its switches and their children.
+  // The tree: per level (h: above the hosts, 1: the root) its switches, the children of the
+  // whole level and of its fullest switch.
+  auto up = [](double x) { return std::ceil(x - 1e-9); };
   const double n = std::max(1, members);
   const double leaf_k = h == 1 ? n
                         : np.inc_leaf_fan_in > 0 ? std::min(n, static_cast<double>(np.inc_leaf_fan_in))
-                                                 : std::ceil(std::pow(n, 1.0 / h) - 1e-9);
-  std::vector<double> switches(static_cast<std::size_t>(h) + 1), children(switches.size());
-  switches[h] = std::ceil(n / leaf_k - 1e-9);
-  children[h] = n;  // children of the whole level
-  const double upper_k = h > 1 ? std::ceil(std::pow(switches[h], 1.0 / (h - 1)) - 1e-9) : 1;
+                                                 : up(std::pow(n, 1.0 / h));
+  std::vector<double> switches(static_cast<std::size_t>(h) + 1), children(switches.size()), fullest(switches.size());
+  switches[h] = up(n / leaf_k);
+  children[h] = n;
+  const double upper_k = h > 1 ? up(std::pow(switches[h], 1.0 / (h - 1))) : 1;
   for (int level = h - 1; level >= 1; --level) {
     children[level] = switches[level + 1];
-    switches[level] = level == 1 ? 1 : std::ceil(children[level] / upper_k - 1e-9);
+    switches[level] = level == 1 ? 1 : up(children[level] / upper_k);
   }
   double fan_in = 1;  // the most children of one switch
-  for (int level = 1; level <= h; ++level) fan_in = std::max(fan_in, std::ceil(children[level] / switches[level] - 1e-9));
+  for (int level = 1; level <= h; ++level) {
+    fullest[level] = up(children[level] / switches[level]);
+    fan_in = std::max(fan_in, fullest[level]);
+  }
   const double beta = np.beta();
   const double chunk = std::min(bytes, np.inc_chunk_bytes);
   // Latency: overhead, up and down the tree, and store-and-forward of one chunk per switch.
@@ -78,7 +83,7 @@ Cost inc_pass_cost(double bytes, const NetParams& np, int members) {
     const double p_us = np.switch_packet_us, hp_us = np.host_packet_us;
     double busiest = 2 * hp_us, total = 2 * hp_us * n;
     for (int level = 1; level <= h; ++level) {
-      const double k = std::ceil(children[level] / switches[level] - 1e-9);  // the fullest switch
+      const double k = fullest[level];
       const bool multicast = level == h && np.switch_multicast;
       const double parent = level > 1 ? 2 : 0;
       busiest = std::max(busiest, (k + parent + (multicast ? 1 : k)) * p_us);
