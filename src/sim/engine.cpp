@@ -382,10 +382,8 @@ SimResult Simulator::Impl::run() {
         constexpr std::uint32_t kBlock = 1u << 16;
         for (auto hi = static_cast<std::uint32_t>(J.num_ops()); hi > 0;) {
           const std::uint32_t lo = hi > kBlock ? hi - kBlock : 0;
-          for (std::uint32_t i = lo; i < hi; ++i) {
-            const std::uint8_t st = J.state(i);
-            if (J.ready(i) && (st == 0 || st == 4 || st == 5)) work.emplace_back(e.a, i);
-          }
+          for (std::uint32_t i = lo; i < hi; ++i)
+            if (J.startable(i)) work.emplace_back(e.a, i);
           drain();
           hi = lo;
         }

@@ -52,10 +52,9 @@ void Simulator::Impl::schedule_rank_starts(std::uint32_t ji) {
 
 void Simulator::Impl::start_rank(std::uint32_t ji, std::uint32_t r) {
   Job& J = jobs[ji];
-  // As at a job's start: ops not yet posted (0, or 4-5: an eager message for one is on its way).
+  // As at a job's start (Job::startable).
   const auto take = [&](std::uint32_t i) {
-    const std::uint8_t st = J.state(i);
-    if (J.ready(i) && (st == 0 || st == 4 || st == 5)) work.emplace_back(ji, i);
+    if (J.startable(i)) work.emplace_back(ji, i);
   };
   if (J.sym) {
     for (std::uint32_t t = 0; t < J.T.ops.size(); ++t) take(t * J.T.S + r);

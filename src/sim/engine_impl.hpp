@@ -190,6 +190,12 @@ struct Simulator::Impl {
         E[i].state = s;
     }
     bool ready(std::uint32_t i) const { return sym ? (dyn[i] >> kPendShift) == 0 : E[i].pending == 0; }
+    // Op i is posted at its rank's start: no dependency left and not yet posted (state 0, or 4-5:
+    // an eager message for it is on its way); one another op released meanwhile (1-3, 6) is not.
+    bool startable(std::uint32_t i) const {
+      const std::uint8_t st = state(i);
+      return ready(i) && (st == 0 || st == 4 || st == 5);
+    }
     // One dependency of op i is done; true when it was the last.
     bool release(std::uint32_t i) {
       if (!sym) return --E[i].pending == 0;
