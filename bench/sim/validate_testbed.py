@@ -427,15 +427,15 @@ def calibrate(args, sim, measured):
     inc = [p for p in measured if p["algo"] == "inc"]
     if len(host) < 2:
         raise SystemExit("validate_testbed.py: the calibration needs at least two host-algorithm points")
-    theta = fit_host(sim, host, host_start(args))
     fit_inc = None
-    if args.cores > 0:
+    if args.cores > 0:  # before the host fit: the host algorithms' work shares the cores too
         sim.cpu = (switch_packet_us(args, measured), 0.0)
         fit_inc = fit_cpu
         h = host_packet_us(args, measured)
         if h is not None:  # both CPU costs measured: nothing of Core-INC is fitted
             sim.cpu = (sim.cpu[0], h)
             fit_inc = keep_cpu
+    theta = fit_host(sim, host, host_start(args))
     if inc:
         theta = (fit_inc or fit_switch)(sim, inc, theta)
     pts = host + inc

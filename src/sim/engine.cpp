@@ -81,7 +81,13 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
         J.set_state(op, 2);
         finish_recv(ji, op);
       } else if (needs_notice(o.bytes)) {
-        push(now + notice_delay(J, op), kNotice, ji, op);  // the sender may move once it arrives
+        // The sender may move once it arrives. On shared cores (cpu_cores) the receiver's wake-up
+        // and notice are work on its host's CPU, in line with every other host's: the notices
+        // of a step leave one after another, as far apart as the cores are busy.
+        if (opt.np.cpu_cores > 0)
+          cpu_submit(static_cast<std::uint32_t>(J.spec.hosts[J.rank(op)]), opt.np.ready_notice_us * 1e-6, kNoticeSent, ji, op);
+        else
+          push(now + notice_delay(J, op), kNotice, ji, op);
       } else {
         const std::uint32_t m = J.match(op);
         if (J.state(m) == 1) start_p2p(ji, m, op);
@@ -109,7 +115,7 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
   }
 }
 
-double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv) {
+double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv, bool queued) {
   // The notice goes from the receiver's host back to the sender's, as a header-only message.
   const int hr = J.spec.hosts[J.rank(recv)], hs = J.spec.hosts[J.op(recv).peer];
   notice_path.clear();
@@ -117,7 +123,7 @@ double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv) {
     throw Error(Error::Kind::config,
                 fmt::format("job '{}': no path from host {} to host {} avoids the failed links",
                             J.spec.name, hr, hs));
-  return (opt.np.host_overhead_us + opt.np.ready_notice_us) * 1e-6 + topo.path_latency(notice_path);
+  return (opt.np.host_overhead_us + (queued ? 0 : opt.np.ready_notice_us)) * 1e-6 + topo.path_latency(notice_path);
 }
 
 void Simulator::Impl::notice_arrived(std::uint32_t ji, std::uint32_t recv) {
@@ -135,6 +141,11 @@ void Simulator::Impl::compute(std::uint32_t ji, std::uint32_t op, double dur) {
     return;
   }
   const int r = J.rank(op);
+  if (opt.np.cpu_cores > 0) {  // on the shared cores, in line with every host's work
+    J.set_state(op, 2);
+    cpu_submit(static_cast<std::uint32_t>(J.spec.hosts[r]), dur, kOpDone, ji, op);
+    return;
+  }
   const double t0 = std::max(now, J.rank_busy[r]);
   J.rank_busy[r] = t0 + dur;
   J.set_state(op, 2);
@@ -350,7 +361,8 @@ SimResult Simulator::Impl::run() {
   for (auto& J : jobs)
     if (J.sym) {
       // Ranks that start apart are not images of each other: no fold.
-      const bool fold_ok = opt.fold_symmetric && jobs.size() == 1 && J.spec.rank_start_s.empty();
+      // Nor do ranks whose hosts share cores (cpu_cores): their work waits in one line.
+      const bool fold_ok = opt.fold_symmetric && jobs.size() == 1 && J.spec.rank_start_s.empty() && opt.np.cpu_cores == 0;
       const std::uint32_t S = fold_ok ? fold_period(J) : J.T.P;
       fold = J.T.P / S;
       layout_symmetric(J, S);
@@ -432,6 +444,9 @@ SimResult Simulator::Impl::run() {
         break;
       case kNotice:
         notice_arrived(e.a, e.b);
+        break;
+      case kNoticeSent:
+        push(now + notice_delay(jobs[e.a], e.b, true), kNotice, e.a, e.b);
         break;
       case kHostSent:
         host_sent(e.a, e.b);

@@ -19,7 +19,7 @@ namespace inc::sim {
 
 namespace engine_detail {
 
-enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone, kBucketEmpty, kRankStart };
+enum EvType : std::uint8_t { kFlowDone, kXferStart, kOpDone, kJobStart, kAluDone, kIncHostReady, kNotice, kHostSent, kHostRecvd, kCpuDone, kBucketEmpty, kRankStart, kNoticeSent };
 
 struct Event {
   double t;
@@ -380,7 +380,9 @@ struct Simulator::Impl {
   bool stepped() const { return opt.matching == Matching::rendezvous || opt.matching == Matching::eager; }
   std::vector<std::uint32_t> notice_path;  // scratch of notice_delay
   // When a posted receive's ready notice reaches its sender: o + ready_notice_us + latency back.
-  double notice_delay(const Job& J, std::uint32_t recv);
+  // From the receiver's host to the sender's: host overhead and path latency, and the ready
+  // notice's own delay unless the host's CPU paid it on the shared cores (`queued`).
+  double notice_delay(const Job& J, std::uint32_t recv, bool queued = false);
   void notice_arrived(std::uint32_t ji, std::uint32_t recv);
   // Slot memory is shared by the trees crossing a switch; the job's window is its smallest share.
   void setup_inc();

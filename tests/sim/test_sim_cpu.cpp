@@ -159,5 +159,81 @@ TEST(SimCpu, ModelCountsTheTestbedsTwoLeavesOfFour) {
   EXPECT_NEAR(model(alu) / (kBytes / 0.05e9), 1.0, 0.02) << model(alu);
 }
 
+// ---- host algorithms on the shared cores (cpu_cores): reductions and ready notices -------------
+
+// Allreduce of n bytes by `algo` on p hosts of one switch whose links are so fast (1 Pb/s) that
+// only the hosts' CPU counts: each reduction takes n / reduce_GBps, each ready notice
+// ready_notice_us of its receiver's CPU (Matching::ready, every message above the threshold).
+double host_cpu_time(NetParams np, coll::Algorithm algo, int p, double n, Matching m = Matching::dataflow) {
+  TopoSpec ts;
+  ts.kind = TopoKind::single_switch;
+  ts.hosts = p;
+  ts.link_gbps = 1e6;
+  ts.hop_latency_us = 0;
+  const Topology topo(ts);
+  SimOptions opt;
+  np.link_gbps = 1e6;
+  np.hop_latency_us = 0;
+  np.host_overhead_us = 0;
+  opt.np = np;
+  opt.matching = m;
+  opt.eager_threshold = 0;
+  Simulator sim(topo, opt);
+  JobSpec j;
+  j.name = "host";
+  j.params.coll = Collective::allreduce;
+  j.params.algo = algo;
+  j.params.nranks = p;
+  j.params.count = static_cast<std::uint64_t>(n / 4);
+  j.params.segment_bytes = static_cast<std::uint64_t>(n);
+  for (int h = 0; h < p; ++h) j.hosts.push_back(h);
+  sim.add_job(j);
+  return sim.run().makespan_s;
+}
+
+TEST(SimCpu, HostReductionsWaitForTheSharedCores) {
+  // Recursive doubling on 4 hosts: 2 steps, each rank reduces the whole 4 MiB once per step,
+  // 4.19 ms at 1 GB/s (the 1 Pb/s links add 0.07 us). On their own CPUs the steps take 2 x 4.19
+  // ms; on c shared cores the 8 reductions queue: 8 x 4.19 / c (the cores never idle: a rank's
+  // next reduction is ready once its partner's previous one is done, and the line is FIFO).
+  NetParams np;
+  np.reduce_GBps = 1;
+  const double r = kBytes / 1e9;
+  const auto algo = coll::Algorithm::recursive_doubling;
+  EXPECT_NEAR(host_cpu_time(np, algo, 4, kBytes) / (2 * r), 1.0, 1e-3);
+  for (int c : {1, 2, 4}) {
+    np.cpu_cores = c;
+    EXPECT_NEAR(host_cpu_time(np, algo, 4, kBytes) / (8 * r / c), 1.0, 1e-3) << c << " cores";
+  }
+  // A ring on 4 hosts (one schedule for every rank: the simulator would fold it on its own
+  // CPUs): 3 reduce-scatter steps of n/4 each, 3 r / 4 on own CPUs, 4 x 3 r / 4 / c shared.
+  const auto ring = coll::Algorithm::ring;
+  np.cpu_cores = 0;
+  EXPECT_NEAR(host_cpu_time(np, ring, 4, kBytes) / (0.75 * r), 1.0, 1e-3);
+  for (int c : {1, 2}) {
+    np.cpu_cores = c;
+    EXPECT_NEAR(host_cpu_time(np, ring, 4, kBytes) / (3 * r / c), 1.0, 1e-3) << c << " cores";
+  }
+}
+
+TEST(SimCpu, ReadyNoticesWaitForTheSharedCores) {
+  // Two hosts exchange 4 MiB once (recursive doubling, p = 2) under Matching::ready: each
+  // receiver's notice costs 300 us of its CPU; nothing is reduced (reduce_GBps 0). On their own
+  // CPUs both notices are sent at once (300 us), on one shared core one after the other (600 us),
+  // and the later sender's message leaves then.
+  NetParams np;
+  np.ready_notice_us = 300;
+  const auto algo = coll::Algorithm::recursive_doubling;
+  EXPECT_NEAR(host_cpu_time(np, algo, 2, kBytes, Matching::ready) / 300e-6, 1.0, 1e-3);
+  np.cpu_cores = 1;
+  EXPECT_NEAR(host_cpu_time(np, algo, 2, kBytes, Matching::ready) / 600e-6, 1.0, 1e-3);
+  np.cpu_cores = 2;
+  EXPECT_NEAR(host_cpu_time(np, algo, 2, kBytes, Matching::ready) / 300e-6, 1.0, 1e-3);
+  // The notice and a reduction share the core: 2 x 300 us, then the two 4.19 ms reductions.
+  np.cpu_cores = 1;
+  np.reduce_GBps = 1;
+  EXPECT_NEAR(host_cpu_time(np, algo, 2, kBytes, Matching::ready) / (600e-6 + 2 * kBytes / 1e9), 1.0, 1e-3);
+}
+
 }  // namespace
 }  // namespace inc::sim
