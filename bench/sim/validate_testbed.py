@@ -161,6 +161,10 @@ class Sim:
         self.memo = {}
 
     def time(self, point, net=None, theta=None):
+        return float(self.row(point, net, theta)["time_s"])
+
+    def row(self, point, net=None, theta=None):
+        """The `inc sim run --csv` row of one point (memoised)."""
         a = self.args
         path = os.path.join(self.work, "sim.csv")
         cmd = [a.inc, "sim", "run", "-c", "allreduce", "-a", point["algo"], "-b", f"{point['bytes']}B",
@@ -187,23 +191,15 @@ class Sim:
             run(cmd, "inc sim", 600)
             self.runs += 1
             with open(path) as f:
-                self.memo[key] = float(next(csv.DictReader(f))["time_s"])
+                self.memo[key] = next(csv.DictReader(f))
         return self.memo[key]
 
     def model(self, point, net):
-        """`inc model cost` for the same point with the same file (hops, tree levels and the leaves'
-        fan-in of the shape)."""
-        leaves, hosts = point["shape"]
-        path = os.path.join(self.work, "model.csv")
-        run([self.args.inc, "model", "cost", "-c", "allreduce", "-n", str(hosts), "-b", f"{point['bytes']}B",
-             "--link-gbps", f"{point['rate_gbps']:g}", "--net", net, "--hops", "2" if leaves == 1 else "4",
-             "--tree-levels", "1" if leaves == 1 else "2", "--tree-leaf-fan-in", str(hosts // leaves),
-             "--csv", path], "inc model", 120)
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                if r["algorithm"] == point["algo"]:
-                    return float(r["total_s"])
-        return float("nan")
+        """inc model's figure for the same point with the same file: the `model_s` of the same `inc
+        sim run` (the alpha-beta-gamma closed form of `inc model cost` on the job's own topology:
+        hops, the tree's levels and leaves' fan-in, and for host algorithms the per-step most
+        loaded link of the oversubscribed tree, docs/MODEL.md "Oversubscription and contention")."""
+        return float(self.row(point, net)["model_s"])
 
 
 def skew_flags(args):
