@@ -2,38 +2,15 @@
  * the first wrong result, printing what went wrong. Every collective is called, blocking and
  * not, and several distinct error codes are checked (invalid argument, config, mismatch or
  * peer failure), on the hosts and through a switch (`c_abi switch`, `c_abi mismatch inc`, and
- * `c_abi lossy` while datagrams are lost). */
+ * `c_abi lossy` while datagrams are lost). The extended report's checks are c_abi_report.c's
+ * (also `c_abi tuning` under INC_TUNING and `c_abi edge [HANDLER]` under `inc launch --edge`). */
 #include <inc/inc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    inc_result_t rc_ = (call);                                                   \
-    if (rc_ != INC_SUCCESS) {                                                    \
-      fprintf(stderr, "%s failed (%d): %s\n", #call, (int)rc_, inc_last_error()); \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
-
-#define EXPECT_CODE(call, code, text)                                                       \
-  do {                                                                                      \
-    inc_result_t rc_ = (call);                                                              \
-    if (rc_ != (code) || strstr(inc_last_error(), (text)) == NULL) {                        \
-      fprintf(stderr, "%s gave %d (%s), expected %d mentioning '%s'\n", #call, (int)rc_,    \
-              inc_last_error(), (int)(code), (text));                                       \
-      return 1;                                                                             \
-    }                                                                                       \
-  } while (0)
-
-#define FAIL(...)                 \
-  do {                            \
-    fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr);          \
-    return 1;                     \
-  } while (0)
+#include "c_abi_check.h"
 
 enum { N = 1001, MAXR = 64 };
 
@@ -321,6 +298,7 @@ static int lossy(inc_comm_t comm, int rank, int size) {
   CHECK(inc_request_report(r, &rep));
   CHECK(inc_request_bytes_resent(r, &resent));
   CHECK(inc_last_bytes_resent(comm, &last));
+  if (report_ex_lossy(comm, r)) return 1;
   CHECK(inc_request_free(r));
   if (!rep.in_network || rep.retransmissions == 0)
     FAIL("lossy allreduce: in_network %d retransmissions %llu reason '%s'", rep.in_network,
@@ -389,8 +367,14 @@ int main(int argc, char** argv) {
   CHECK(inc_comm_size(comm, &size));
   if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch(comm, rank, size, argc > 2 ? argv[2] : NULL);
   if (size > MAXR) FAIL("at most %d ranks", MAXR);
+  /* Jobs of their own for the extended report's tuning and Edge-INC fields (c_abi_report.c). */
+  if (argc > 1 && strcmp(argv[1], "tuning") == 0) return report_ex_tuning(comm, rank, size) || inc_comm_free(comm);
+  if (argc > 1 && strcmp(argv[1], "edge") == 0)
+    return report_ex_edge(comm, rank, argc > 2 ? argv[2] : "") || inc_comm_free(comm);
   if (collectives(comm, rank, size) || nonblocking(comm, rank, size) || errors(comm, size)) return 1;
-  if (argc > 1 && strcmp(argv[1], "switch") == 0 && switch_path(comm, rank, size)) return 1;
+  if (report_ex_hosts(comm, rank, size)) return 1;
+  if (argc > 1 && strcmp(argv[1], "switch") == 0 && (switch_path(comm, rank, size) || report_ex_switch(comm, rank, size)))
+    return 1;
   if (argc > 1 && strcmp(argv[1], "lossy") == 0 && lossy(comm, rank, size)) return 1;
 
   inc_comm_t half = NULL;
