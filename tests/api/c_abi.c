@@ -154,20 +154,6 @@ static int errors(inc_comm_t comm, int size) {
   return 0;
 }
 
-/* An i32 sum allreduce of `count` elements that names "inc" (the switch). */
-static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) {
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = count;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
-  return call;
-}
-
 /* Through a Core-INC switch (`c_abi switch`, under `inc launch --switch`): calls that name
  * "inc" run in the network, blocking and not (completed by inc_test), with their results and
  * reports; a type the switch cannot add (i64) runs on the hosts saying why; a bad call is
@@ -175,7 +161,7 @@ static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) 
 static int switch_path(inc_comm_t comm, int rank, int size) {
   static int in[N], out[N];
   for (int i = 0; i < N; ++i) in[i] = rank - i;
-  inc_call_t call = i32_sum_through_switch(in, out, N);
+  inc_call_t call = allreduce_call(in, out, N, INC_I32, INC_SUM, "inc");
   CHECK(inc_run(&call, comm));
   for (int i = 0; i < N; ++i)
     if (out[i] != size * (size - 1) / 2 - size * i) FAIL("switch allreduce: element %d is %d", i, out[i]);
@@ -240,15 +226,8 @@ static int switch_path(inc_comm_t comm, int rank, int size) {
   {
     static float f_in[N], f_sw[N], f_ring[N];
     for (int i = 0; i < N; ++i) f_in[i] = (float)((rank + 1) * 0.1 + i * 1e-3);
-    memset(&call, 0, sizeof call);
-    call.coll = INC_ALLREDUCE;
-    call.send = f_in;
-    call.count = N;
-    call.type = INC_F32;
-    call.op = INC_SUM;
+    call = allreduce_call(f_in, f_sw, N, INC_F32, INC_SUM, "inc");
     call.accumulate = 4;
-    call.algo = "inc";
-    call.recv = f_sw;
     CHECK(inc_run(&call, comm));
     CHECK(inc_last_report(comm, &rep));
     if (!rep.in_network || rep.accumulate != 4 || rep.link_bytes_per_element != 8 || rep.inexact_blocks != 0 ||
@@ -287,7 +266,7 @@ static int lossy(inc_comm_t comm, int rank, int size) {
   enum { M = 1 << 18 };
   static int in[M], out[M];
   for (int i = 0; i < M; ++i) in[i] = rank + i % 1000;
-  inc_call_t call = i32_sum_through_switch(in, out, M);
+  inc_call_t call = allreduce_call(in, out, M, INC_I32, INC_SUM, "inc");
   inc_request_t r;
   CHECK(inc_start(&call, comm, &r));
   CHECK(inc_wait(r));
@@ -326,15 +305,7 @@ static int mismatch_error(inc_result_t rc) {
 static int mismatch(inc_comm_t comm, int rank, int size, const char* algo) {
   if (size < 2) return 0;
   int v[3] = {1, 2, 3}, w[3];
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = v;
-  call.recv = w;
-  call.count = rank == 0 ? 2 : 3;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = algo;
+  inc_call_t call = allreduce_call(v, w, rank == 0 ? 2 : 3, INC_I32, INC_SUM, algo);
   inc_result_t rc = inc_run(&call, comm);
   if (mismatch_error(rc)) return 1;
   CHECK(inc_comm_free(comm));

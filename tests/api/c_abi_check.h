@@ -1,5 +1,5 @@
 /* The checks of the C ABI's test programs (c_abi.c, c_abi_report.c): each returns 1 from the
- * calling function after printing what went wrong. */
+ * calling function after printing what went wrong; and the call they build most. */
 #ifndef INC_TESTS_C_ABI_CHECK_H
 #define INC_TESTS_C_ABI_CHECK_H
 
@@ -32,6 +32,22 @@
     fputc('\n', stderr);          \
     return 1;                     \
   } while (0)
+
+/* An allreduce as inc_start / inc_run take it, with a per-call algorithm (NULL: the
+ * communicator's). */
+static inline inc_call_t allreduce_call(const void* send, void* recv, size_t count, inc_datatype_t type, inc_op_t op,
+                                        const char* algo) {
+  inc_call_t call;
+  memset(&call, 0, sizeof call);
+  call.coll = INC_ALLREDUCE;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.algo = algo;
+  return call;
+}
 
 /* c_abi_report.c: the extended report (inc_report_ex_t) on each path c_abi runs. */
 int report_ex_hosts(inc_comm_t comm, int rank, int size);

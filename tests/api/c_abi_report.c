@@ -98,15 +98,7 @@ static int versions_and_errors(inc_comm_t comm, const inc_report_ex_t* full) {
 int report_ex_hosts(inc_comm_t comm, int rank, int size) {
   static int in[RING_N], out[RING_N];
   for (int i = 0; i < RING_N; ++i) in[i] = rank * i;
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = RING_N;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "ring";
+  inc_call_t call = allreduce_call(in, out, RING_N, INC_I32, INC_SUM, "ring");
   CHECK(inc_run(&call, comm));
   for (int i = 0; i < RING_N; ++i)
     if (out[i] != i * (size * (size - 1) / 2)) FAIL("ex ring allreduce: element %d is %d", i, out[i]);
@@ -160,15 +152,7 @@ int report_ex_switch(inc_comm_t comm, int rank, int size) {
   enum { M = 3 * 16384 + 1 };
   static int in[M], out[M];
   for (int i = 0; i < M; ++i) in[i] = rank + i % 7;
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = M;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
+  inc_call_t call = allreduce_call(in, out, M, INC_I32, INC_SUM, "inc");
   inc_request_t req;
   CHECK(inc_start(&call, comm, &req));
   CHECK(inc_wait(req));
@@ -250,15 +234,7 @@ int report_ex_tuning(inc_comm_t comm, int rank, int size) {
   if (rank == 0)
     printf("c_abi tuning: %s predicted %.1f us, the first of %u\n", ex.predicted[0].name, ex.predicted[0].us,
            ex.predicted_count);
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = 16;
-  call.type = INC_F32;
-  call.op = INC_SUM;
-  call.algo = "ring";
+  inc_call_t call = allreduce_call(in, out, 16, INC_F32, INC_SUM, "ring");
   CHECK(inc_run(&call, comm));
   if (last_both(comm, &ex, "ex tuning, ring")) return 1;
   if (ex.predicted_count != 0) FAIL("ex tuning, ring given: predicted_count %u", ex.predicted_count);
