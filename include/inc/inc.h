@@ -120,7 +120,9 @@ typedef struct {
 inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* req);
 inc_result_t inc_run(const inc_call_t* call, inc_comm_t comm);
 
-/* How a collective ran (inc::Report): strings are NUL-terminated and cut to fit. */
+/* How a collective ran (inc::Report): strings are NUL-terminated and cut to fit. The layout is
+ * fixed for programs built against earlier headers: inc::Report's other fields, and those it
+ * gains later, are in inc_report_ex_t (below), the form to use for new fields. */
 typedef struct {
   inc_collective_t coll;
   uint64_t seq;              /* per-communicator sequence number */
@@ -145,8 +147,6 @@ typedef struct {
 inc_result_t inc_request_report(inc_request_t req, inc_report_t* out);
 /* The report of whichever collective of this communicator completed last on this rank. */
 inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out);
-/* inc_report_t keeps its layout for programs built against earlier headers; inc::Report's other
- * fields, and those it gains later, reach C through the extended report below. */
 /* The last collective's algorithm name and whether it ran in the network (1) or on hosts. */
 inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int* in_network);
 /* Of a report's bytes_sent, the bytes that were not first transmissions (inc::Report::
@@ -199,8 +199,8 @@ typedef struct {
    * algorithm was given or no tuning applied. */
   uint32_t predicted_count;
   inc_report_prediction_t predicted[INC_REPORT_PREDICTED_MAX];
-  /* Sums: the numerics of each hop (docs/NUMERICS.md, "Per-hop numerics"): how many hops, and
-   * the first INC_REPORT_HOPS_MAX of them; 0 for other collectives and operations. */
+  /* Reductions: the numerics of each hop (docs/NUMERICS.md, "Per-hop numerics"): how many hops,
+   * and the first INC_REPORT_HOPS_MAX of them; 0 for collectives that add nothing. */
   uint32_t hop_count;
   inc_report_hop_t hops[INC_REPORT_HOPS_MAX];
 } inc_report_ex_t;
