@@ -120,7 +120,9 @@ typedef struct {
 inc_result_t inc_start(const inc_call_t* call, inc_comm_t comm, inc_request_t* req);
 inc_result_t inc_run(const inc_call_t* call, inc_comm_t comm);
 
-/* How a collective ran (inc::Report): strings are NUL-terminated and cut to fit. */
+/* How a collective ran (inc::Report): strings are NUL-terminated and cut to fit. The layout is
+ * fixed for programs built against earlier headers: inc::Report's other fields, and those it
+ * gains later, are in inc_report_ex_t (below), the form to use for new fields. */
 typedef struct {
   inc_collective_t coll;
   uint64_t seq;              /* per-communicator sequence number */
@@ -152,9 +154,74 @@ inc_result_t inc_last_algorithm(inc_comm_t comm, char* buf, size_t buf_len, int*
  * probes; 0 on the hosts), so that bytes_sent - bytes_resent is what the protocol sends when
  * nothing is lost or late: of this request's report, and of the communicator's last one.
  * Accessors rather than a field, so that inc_report_t keeps the size that programs built
- * against earlier headers pass to inc_request_report and inc_last_report. */
+ * against earlier headers pass to inc_request_report and inc_last_report; equivalent to
+ * inc_report_ex_t's bytes_resent (below), which new programs should read instead. */
 inc_result_t inc_request_bytes_resent(inc_request_t req, uint64_t* out);
 inc_result_t inc_last_bytes_resent(inc_comm_t comm, uint64_t* out);
+
+/* The extended, versioned report: every field of inc::Report, the form to use for new fields.
+ * The caller sets struct_size to sizeof(inc_report_ex_t) (inc_report_ex_init() does), and the
+ * library fills the first min(struct_size, its own sizeof(inc_report_ex_t)) bytes and sets
+ * struct_size to that count: fields are only ever appended, so a program built against an
+ * earlier header gets the prefix it knows, and one built against a later header than the
+ * library's gets the library's fields with its own later ones left as they were (zero them, as
+ * inc_report_ex_init() does, and read struct_size back to see which were filled). A struct_size
+ * below INC_REPORT_EX_V1_SIZE (the first version: struct_size and `report`) and a NULL out are
+ * INC_ERR_INVALID_ARGUMENT with inc_last_error() naming the problem; nothing is written.
+ * Lists are bounded: a count of all entries, and the first ones up to the array's length.
+ * Strings are NUL-terminated and cut to fit, as in inc_report_t. */
+#define INC_REPORT_PREDICTED_MAX 8
+#define INC_REPORT_HOPS_MAX 8
+
+typedef struct {
+  char name[32];  /* a path automatic selection weighed: "inc", "ring", ... */
+  double us;      /* its predicted time in microseconds */
+} inc_report_prediction_t;
+
+typedef struct {
+  char hop[32];              /* "host->switch", "leaf->spine", "switch->hosts", "host->host", ... */
+  uint32_t accumulator_bits; /* the width of what the hop carries: inputs, partial sums or result */
+  double bytes_per_element;  /* payload bytes per element on the hop's links */
+  char carries[96];          /* "f16 inputs", "f32 partial sums", "f16 result", ... */
+} inc_report_hop_t;
+
+typedef struct {
+  uint32_t struct_size;  /* in: the caller's sizeof(inc_report_ex_t); out: the bytes filled */
+  inc_report_t report;   /* what inc_request_report / inc_last_report give */
+  /* Appended after the first version: */
+  uint64_t bytes_resent;      /* as inc_request_bytes_resent / inc_last_bytes_resent */
+  uint64_t messages_sent;     /* point-to-point messages this rank sent (the segmentation used) */
+  uint64_t switch_operations; /* switch operations this rank took part in (0 on the hosts) */
+  char offload[16];           /* "edge" when this host's Edge-INC engine ran the call, else "" */
+  char wire_handler[32];      /* with offload "edge": the engine's conversion handler, "" for none */
+  /* Automatic selection with a tuning file (INC_TUNING): how many paths it weighed, and the
+   * first INC_REPORT_PREDICTED_MAX of them, cheapest (the chosen one) first; 0 when the
+   * algorithm was given or no tuning applied. */
+  uint32_t predicted_count;
+  inc_report_prediction_t predicted[INC_REPORT_PREDICTED_MAX];
+  /* Reductions: the numerics of each hop (docs/NUMERICS.md, "Per-hop numerics"): how many hops,
+   * and the first INC_REPORT_HOPS_MAX of them; 0 for collectives that add nothing. */
+  uint32_t hop_count;
+  inc_report_hop_t hops[INC_REPORT_HOPS_MAX];
+} inc_report_ex_t;
+
+#define INC_REPORT_EX_V1_SIZE offsetof(inc_report_ex_t, bytes_resent)
+
+/* inc_report_ex_t rep = inc_report_ex_init(); zeroed, struct_size set to this header's size. */
+static inline inc_report_ex_t inc_report_ex_init(void) {
+#ifdef __cplusplus
+  inc_report_ex_t r{};
+#else
+  inc_report_ex_t r = {0};
+#endif
+  r.struct_size = (uint32_t)sizeof r;
+  return r;
+}
+
+/* This request's own extended report, and the communicator's last one (as inc_request_report
+ * and inc_last_report). */
+inc_result_t inc_request_report_ex(inc_request_t req, inc_report_ex_t* out);
+inc_result_t inc_last_report_ex(inc_comm_t comm, inc_report_ex_t* out);
 
 const char* inc_last_error(void);
 const char* inc_version(void);

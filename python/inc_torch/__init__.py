@@ -69,7 +69,9 @@ def _backend(group):
 def last_report(group=None):
     """The INC report of the group's last completed collective, as a dict (algorithm,
     in_network, reason, bytes_sent, bytes_received, seconds, retransmissions, bytes_resent: of
-    bytes_sent, what was not a first transmission, ...)."""
+    bytes_sent, what was not a first transmission, messages_sent, switch_operations, accumulate,
+    hops: a list of dicts, predicted_us: a list of (path, microseconds), offload, wire_handler,
+    ...; inc::Report's fields)."""
     return _C.last_report(_backend(group))
 
 

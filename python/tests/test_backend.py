@@ -29,6 +29,11 @@ def test_all_reduce(dtype, op):
     rep = inc_torch.last_report()
     assert rep["collective"] == "allreduce" and rep["algorithm"], rep
     assert rep["bytes_resent"] == 0, rep  # on the hosts: nothing is sent twice
+    # Point-to-point messages, no switch operation; one host->host hop (three when a narrow sum
+    # widens); no tuning file, no Edge-INC engine.
+    assert rep["messages_sent"] > 0 and rep["switch_operations"] == 0, rep
+    assert rep["hops"] and all(h["hop"].startswith("host->host") for h in rep["hops"]), rep
+    assert rep["predicted_us"] == [] and rep["offload"] == "" and rep["wire_handler"] == "", rep
 
 
 @pytest.mark.parametrize("op", list(OPS))

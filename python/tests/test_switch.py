@@ -24,6 +24,10 @@ def test_f32_sum_in_network():
                              "sum", torch.float32))
     assert rep["in_network"] and rep["algorithm"] == "inc", rep
     assert 0 <= rep["bytes_resent"] < rep["bytes_sent"], rep
+    # 4000 B in one switch operation (the default INC_SEGMENT_BYTES of `inc` is 64 KiB), no
+    # point-to-point message, over host->switch and switch->hosts.
+    assert rep["switch_operations"] == 1 and rep["messages_sent"] == 0, rep
+    assert [h["hop"] for h in rep["hops"]] == ["host->switch", "switch->hosts"], rep
     assert same(pending, reference([rank_input(q, "sw/async", torch.float32, "sum", 4096) for q in range(n)],
                                    "sum", torch.float32))
     assert rep_async["in_network"], rep_async
@@ -60,3 +64,4 @@ def test_bytes_resent_under_loss():
                              "sum", torch.float32))
     assert rep["in_network"] and rep["retransmissions"] > 0, rep
     assert 0 < rep["bytes_resent"] < rep["bytes_sent"], rep
+    assert rep["switch_operations"] == 16, rep  # 1 MiB in operations of 64 KiB

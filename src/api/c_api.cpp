@@ -109,6 +109,40 @@ void fill_report(const inc::Report& r, inc_report_t& out) {
   out.nonfinite_inputs = r.nonfinite_inputs;
 }
 
+// The extended report (inc.h): the whole of it built here, then the prefix the caller's
+// struct_size covers copied out, so that every version of the struct is filled by one code path.
+void fill_report_ex(const inc::Report& r, inc_report_ex_t& out, const char* fn) {
+  const std::uint32_t size = out.struct_size;
+  if (size < INC_REPORT_EX_V1_SIZE)
+    throw inc::Error(inc::Error::Kind::invalid_argument,
+                     std::string(fn) + ": inc_report_ex_t.struct_size is " + std::to_string(size) +
+                         ", below the first version's " + std::to_string(INC_REPORT_EX_V1_SIZE) +
+                         " (set it to sizeof(inc_report_ex_t): inc_report_ex_init())");
+  inc_report_ex_t ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.struct_size = static_cast<std::uint32_t>(std::min<std::size_t>(size, sizeof ex));
+  fill_report(r, ex.report);
+  ex.bytes_resent = r.bytes_resent;
+  ex.messages_sent = r.messages_sent;
+  ex.switch_operations = r.switch_operations;
+  copy_string(r.offload, ex.offload, sizeof ex.offload);
+  copy_string(r.wire_handler, ex.wire_handler, sizeof ex.wire_handler);
+  ex.predicted_count = static_cast<std::uint32_t>(r.predicted_us.size());
+  for (std::size_t i = 0; i < std::min<std::size_t>(r.predicted_us.size(), INC_REPORT_PREDICTED_MAX); ++i) {
+    copy_string(r.predicted_us[i].first, ex.predicted[i].name, sizeof ex.predicted[i].name);
+    ex.predicted[i].us = r.predicted_us[i].second;
+  }
+  ex.hop_count = static_cast<std::uint32_t>(r.hops.size());
+  for (std::size_t i = 0; i < std::min<std::size_t>(r.hops.size(), INC_REPORT_HOPS_MAX); ++i) {
+    auto& h = ex.hops[i];
+    copy_string(r.hops[i].hop, h.hop, sizeof h.hop);
+    h.accumulator_bits = r.hops[i].accumulator_bits;
+    h.bytes_per_element = r.hops[i].bytes_per_element;
+    copy_string(r.hops[i].carries, h.carries, sizeof h.carries);
+  }
+  std::memcpy(&out, &ex, ex.struct_size);
+}
+
 inc::Request start_request(const inc_call_t& c, inc_comm_t comm, const char* fn) {
   auto& cm = comm_of(comm);
   inc::CallOptions o;
@@ -288,6 +322,17 @@ inc_result_t inc_request_report(inc_request_t req, inc_report_t* out) {
 inc_result_t inc_last_report(inc_comm_t comm, inc_report_t* out) {
   if (!out) return null_arg("inc_last_report: out");
   return guarded([&] { fill_report(comm_of(comm).last_report(), *out); });
+}
+
+inc_result_t inc_request_report_ex(inc_request_t req, inc_report_ex_t* out) {
+  if (!req) return null_arg("inc_request_report_ex: req");
+  if (!out) return null_arg("inc_request_report_ex: out");
+  return guarded([&] { fill_report_ex(req->req.report(), *out, "inc_request_report_ex"); });
+}
+
+inc_result_t inc_last_report_ex(inc_comm_t comm, inc_report_ex_t* out) {
+  if (!out) return null_arg("inc_last_report_ex: out");
+  return guarded([&] { fill_report_ex(comm_of(comm).last_report(), *out, "inc_last_report_ex"); });
 }
 
 inc_result_t inc_request_bytes_resent(inc_request_t req, uint64_t* out) {

@@ -2,38 +2,15 @@
  * the first wrong result, printing what went wrong. Every collective is called, blocking and
  * not, and several distinct error codes are checked (invalid argument, config, mismatch or
  * peer failure), on the hosts and through a switch (`c_abi switch`, `c_abi mismatch inc`, and
- * `c_abi lossy` while datagrams are lost). */
+ * `c_abi lossy` while datagrams are lost). The extended report's checks are c_abi_report.c's
+ * (also `c_abi tuning` under INC_TUNING and `c_abi edge [HANDLER]` under `inc launch --edge`). */
 #include <inc/inc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    inc_result_t rc_ = (call);                                                   \
-    if (rc_ != INC_SUCCESS) {                                                    \
-      fprintf(stderr, "%s failed (%d): %s\n", #call, (int)rc_, inc_last_error()); \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
-
-#define EXPECT_CODE(call, code, text)                                                       \
-  do {                                                                                      \
-    inc_result_t rc_ = (call);                                                              \
-    if (rc_ != (code) || strstr(inc_last_error(), (text)) == NULL) {                        \
-      fprintf(stderr, "%s gave %d (%s), expected %d mentioning '%s'\n", #call, (int)rc_,    \
-              inc_last_error(), (int)(code), (text));                                       \
-      return 1;                                                                             \
-    }                                                                                       \
-  } while (0)
-
-#define FAIL(...)                 \
-  do {                            \
-    fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr);          \
-    return 1;                     \
-  } while (0)
+#include "c_abi_check.h"
 
 enum { N = 1001, MAXR = 64 };
 
@@ -177,20 +154,6 @@ static int errors(inc_comm_t comm, int size) {
   return 0;
 }
 
-/* An i32 sum allreduce of `count` elements that names "inc" (the switch). */
-static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) {
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = in;
-  call.recv = out;
-  call.count = count;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = "inc";
-  return call;
-}
-
 /* Through a Core-INC switch (`c_abi switch`, under `inc launch --switch`): calls that name
  * "inc" run in the network, blocking and not (completed by inc_test), with their results and
  * reports; a type the switch cannot add (i64) runs on the hosts saying why; a bad call is
@@ -198,7 +161,7 @@ static inc_call_t i32_sum_through_switch(const int* in, int* out, size_t count) 
 static int switch_path(inc_comm_t comm, int rank, int size) {
   static int in[N], out[N];
   for (int i = 0; i < N; ++i) in[i] = rank - i;
-  inc_call_t call = i32_sum_through_switch(in, out, N);
+  inc_call_t call = allreduce_call(in, out, N, INC_I32, INC_SUM, "inc");
   CHECK(inc_run(&call, comm));
   for (int i = 0; i < N; ++i)
     if (out[i] != size * (size - 1) / 2 - size * i) FAIL("switch allreduce: element %d is %d", i, out[i]);
@@ -263,15 +226,8 @@ static int switch_path(inc_comm_t comm, int rank, int size) {
   {
     static float f_in[N], f_sw[N], f_ring[N];
     for (int i = 0; i < N; ++i) f_in[i] = (float)((rank + 1) * 0.1 + i * 1e-3);
-    memset(&call, 0, sizeof call);
-    call.coll = INC_ALLREDUCE;
-    call.send = f_in;
-    call.count = N;
-    call.type = INC_F32;
-    call.op = INC_SUM;
+    call = allreduce_call(f_in, f_sw, N, INC_F32, INC_SUM, "inc");
     call.accumulate = 4;
-    call.algo = "inc";
-    call.recv = f_sw;
     CHECK(inc_run(&call, comm));
     CHECK(inc_last_report(comm, &rep));
     if (!rep.in_network || rep.accumulate != 4 || rep.link_bytes_per_element != 8 || rep.inexact_blocks != 0 ||
@@ -310,7 +266,7 @@ static int lossy(inc_comm_t comm, int rank, int size) {
   enum { M = 1 << 18 };
   static int in[M], out[M];
   for (int i = 0; i < M; ++i) in[i] = rank + i % 1000;
-  inc_call_t call = i32_sum_through_switch(in, out, M);
+  inc_call_t call = allreduce_call(in, out, M, INC_I32, INC_SUM, "inc");
   inc_request_t r;
   CHECK(inc_start(&call, comm, &r));
   CHECK(inc_wait(r));
@@ -321,6 +277,7 @@ static int lossy(inc_comm_t comm, int rank, int size) {
   CHECK(inc_request_report(r, &rep));
   CHECK(inc_request_bytes_resent(r, &resent));
   CHECK(inc_last_bytes_resent(comm, &last));
+  if (report_ex_lossy(comm, r)) return 1;
   CHECK(inc_request_free(r));
   if (!rep.in_network || rep.retransmissions == 0)
     FAIL("lossy allreduce: in_network %d retransmissions %llu reason '%s'", rep.in_network,
@@ -348,15 +305,7 @@ static int mismatch_error(inc_result_t rc) {
 static int mismatch(inc_comm_t comm, int rank, int size, const char* algo) {
   if (size < 2) return 0;
   int v[3] = {1, 2, 3}, w[3];
-  inc_call_t call;
-  memset(&call, 0, sizeof call);
-  call.coll = INC_ALLREDUCE;
-  call.send = v;
-  call.recv = w;
-  call.count = rank == 0 ? 2 : 3;
-  call.type = INC_I32;
-  call.op = INC_SUM;
-  call.algo = algo;
+  inc_call_t call = allreduce_call(v, w, rank == 0 ? 2 : 3, INC_I32, INC_SUM, algo);
   inc_result_t rc = inc_run(&call, comm);
   if (mismatch_error(rc)) return 1;
   CHECK(inc_comm_free(comm));
@@ -389,8 +338,14 @@ int main(int argc, char** argv) {
   CHECK(inc_comm_size(comm, &size));
   if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch(comm, rank, size, argc > 2 ? argv[2] : NULL);
   if (size > MAXR) FAIL("at most %d ranks", MAXR);
+  /* Jobs of their own for the extended report's tuning and Edge-INC fields (c_abi_report.c). */
+  if (argc > 1 && strcmp(argv[1], "tuning") == 0) return report_ex_tuning(comm, rank, size) || inc_comm_free(comm);
+  if (argc > 1 && strcmp(argv[1], "edge") == 0)
+    return report_ex_edge(comm, rank, argc > 2 ? argv[2] : "") || inc_comm_free(comm);
   if (collectives(comm, rank, size) || nonblocking(comm, rank, size) || errors(comm, size)) return 1;
-  if (argc > 1 && strcmp(argv[1], "switch") == 0 && switch_path(comm, rank, size)) return 1;
+  if (report_ex_hosts(comm, rank, size)) return 1;
+  if (argc > 1 && strcmp(argv[1], "switch") == 0 && (switch_path(comm, rank, size) || report_ex_switch(comm, rank, size)))
+    return 1;
   if (argc > 1 && strcmp(argv[1], "lossy") == 0 && lossy(comm, rank, size)) return 1;
 
   inc_comm_t half = NULL;

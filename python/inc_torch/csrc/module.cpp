@@ -32,6 +32,28 @@ py::dict report_dict(const inc::Report& r) {
   d["bytes_resent"] = r.bytes_resent;
   d["messages_sent"] = r.messages_sent;
   d["switch_operations"] = r.switch_operations;
+  d["accumulate"] = std::string(inc::name(r.accumulate));
+  d["link_bytes_per_element"] = r.link_bytes_per_element;
+  d["inexact_blocks"] = r.inexact_blocks;
+  d["nonfinite_blocks"] = r.nonfinite_blocks;
+  d["overflow_events"] = r.overflow_events;
+  d["events_counted"] = r.events_counted;
+  d["nonfinite_inputs"] = r.nonfinite_inputs;
+  py::list hops;
+  for (const auto& h : r.hops) {
+    py::dict hd;
+    hd["hop"] = h.hop;
+    hd["accumulator_bits"] = h.accumulator_bits;
+    hd["bytes_per_element"] = h.bytes_per_element;
+    hd["carries"] = h.carries;
+    hops.append(hd);
+  }
+  d["hops"] = hops;
+  py::list predicted;  // (path, microseconds), cheapest first
+  for (const auto& [path, us] : r.predicted_us) predicted.append(py::make_tuple(path, us));
+  d["predicted_us"] = predicted;
+  d["offload"] = r.offload;
+  d["wire_handler"] = r.wire_handler;
   return d;
 }
 
