@@ -24,7 +24,8 @@ double ideal_wait(int p, int draws, double width, std::uint64_t seed, int first 
   for (int d = first; d < first + draws; ++d) {
     const auto o = draw_start_offsets(p, width, seed, d, 0);
     latest += *std::max_element(o.begin(), o.end()) / draws;
-    for (int k = 0; k < p; ++k) mean[static_cast<std::size_t>(k)] += o[static_cast<std::size_t>(k)] / draws;
+    for (int k = 0; k < p; ++k)
+      mean[static_cast<std::size_t>(k)] += o[static_cast<std::size_t>(k)] / draws;
   }
   return latest - *std::min_element(mean.begin(), mean.end());
 }
@@ -51,7 +52,8 @@ Sample sample_wait(int p, int draws, int reps) {
 // so the wait is 2/3 - 1/2 + 7/60 = 17/60. Many draws: the means all tend to 1/2, the wait to
 // p/(p+1) - 1/2 = (p - 1)/(2(p + 1)), from above and falling with the draws.
 TEST(ModelSkew, WaitIsTheRangeForOneDrawAndHalfOfItForMany) {
-  for (int p : {2, 3, 8, 100}) EXPECT_NEAR(start_skew_wait(p, 1), (p - 1.0) / (p + 1.0), 1e-15) << p;
+  for (int p : {2, 3, 8, 100})
+    EXPECT_NEAR(start_skew_wait(p, 1), (p - 1.0) / (p + 1.0), 1e-15) << p;
   EXPECT_NEAR(start_skew_wait(2, 2), 17.0 / 60.0, 1e-9);
   EXPECT_EQ(start_skew_wait(1, 16), 0.0);
   for (int p : {2, 8, 64}) {
@@ -75,10 +77,12 @@ TEST(ModelSkew, WaitIsTheMeanOfTheStatisticOverDrawnOffsets) {
   struct Case {
     int p, K, reps;
   };
-  for (const Case& k : {Case{2, 1, 2000}, Case{2, 4, 2000}, Case{2, 16, 2000}, Case{8, 1, 2000}, Case{8, 4, 2000},
-                        Case{8, 16, 2000}, Case{16, 4, 2000}, Case{16, 16, 2000}, Case{8, 300, 400}}) {
+  for (const Case& k :
+       {Case{2, 1, 2000}, Case{2, 4, 2000}, Case{2, 16, 2000}, Case{8, 1, 2000}, Case{8, 4, 2000},
+        Case{8, 16, 2000}, Case{16, 4, 2000}, Case{16, 16, 2000}, Case{8, 300, 400}}) {
     const Sample s = sample_wait(k.p, k.K, k.reps);
-    EXPECT_NEAR(start_skew_wait(k.p, k.K), s.mean, 4 * s.sd / std::sqrt(k.reps)) << k.p << " ranks, " << k.K << " draws";
+    EXPECT_NEAR(start_skew_wait(k.p, k.K), s.mean, 4 * s.sd / std::sqrt(k.reps))
+        << k.p << " ranks, " << k.K << " draws";
   }
 }
 
@@ -88,7 +92,8 @@ TEST(ModelSkew, ChargedOnlyWhenOnAndEveryRankWaitsForTheLatest) {
   EXPECT_EQ(kStartSkewDraws, SimOptions{}.start_skew_draws);
   NetParams np;
   const double n = 4 << 20;
-  const auto plain = cost(closed_form_counts(Collective::allreduce, coll::Algorithm::ring, 8, n), np);
+  const auto plain =
+      cost(closed_form_counts(Collective::allreduce, coll::Algorithm::ring, 8, n), np);
   const auto off = collective_cost(Collective::allreduce, coll::Algorithm::ring, 8, n, np);
   EXPECT_EQ(off.skew_s, 0.0);
   EXPECT_EQ(off.total_s, plain.total_s);
@@ -100,12 +105,17 @@ TEST(ModelSkew, ChargedOnlyWhenOnAndEveryRankWaitsForTheLatest) {
     A a;
     bool charged;
   };
-  for (const Case& k : {Case{Collective::allreduce, A::ring, true}, Case{Collective::allreduce, A::rabenseifner, true},
-                        Case{Collective::allreduce, A::recursive_doubling, true}, Case{Collective::allreduce, A::inc, true},
-                        Case{Collective::reduce_scatter, A::inc, true}, Case{Collective::allgather, A::ring, true},
-                        Case{Collective::alltoall, A::pairwise, true}, Case{Collective::barrier, A::dissemination, true},
-                        Case{Collective::allgather, A::inc, false}, Case{Collective::broadcast, A::binomial_tree, false},
-                        Case{Collective::broadcast, A::pipelined_chain, false}, Case{Collective::broadcast, A::inc, false}}) {
+  for (const Case& k :
+       {Case{Collective::allreduce, A::ring, true},
+        Case{Collective::allreduce, A::rabenseifner, true},
+        Case{Collective::allreduce, A::recursive_doubling, true},
+        Case{Collective::allreduce, A::inc, true}, Case{Collective::reduce_scatter, A::inc, true},
+        Case{Collective::allgather, A::ring, true}, Case{Collective::alltoall, A::pairwise, true},
+        Case{Collective::barrier, A::dissemination, true},
+        Case{Collective::allgather, A::inc, false},
+        Case{Collective::broadcast, A::binomial_tree, false},
+        Case{Collective::broadcast, A::pipelined_chain, false},
+        Case{Collective::broadcast, A::inc, false}}) {
     const double want = k.charged ? 1.5e-3 * start_skew_wait(8, 5) : 0.0;
     const auto c = collective_cost(k.c, k.a, 8, n, np, Offload::host, 5);
     EXPECT_NEAR(c.skew_s, want, 1e-15) << name(k.c) << " " << coll::name(k.a);
@@ -119,8 +129,9 @@ TEST(ModelSkew, ChargedOnlyWhenOnAndEveryRankWaitsForTheLatest) {
 // less the lock-step run's is the model's skew term. Two checks: (1) on the same draws, every rank
 // ends together T after the latest start: the simulator's excess equals the ideal statistic of
 // those offsets within 1% of S (the ring's excess is 0.5% of S short of it: a late rank's ring
-// neighbours have done a little before it starts; Core-INC's is equal); (2) the model's expectation equals that statistic within 4 of its standard
-// deviations over sets of 256 draws (measured here from 400 other sets of the same draws).
+// neighbours have done a little before it starts; Core-INC's is equal); (2) the model's
+// expectation equals that statistic within 4 of its standard deviations over sets of 256 draws
+// (measured here from 400 other sets of the same draws).
 TEST(ModelSkew, SimulatedRingAndCoreIncWaitAsTheModelSays) {
   TopoSpec ts;
   ts.kind = TopoKind::single_switch;
@@ -136,13 +147,15 @@ TEST(ModelSkew, SimulatedRingAndCoreIncWaitAsTheModelSays) {
   double sum = 0, sum2 = 0;
   const int reps = 400;
   for (int r = 0; r < reps; ++r) {
-    const double z = ideal_wait(p, K, 1.0, opt.start_skew_seed, K * (r + 1));  // draws after the simulated ones
+    const double z =
+        ideal_wait(p, K, 1.0, opt.start_skew_seed, K * (r + 1));  // draws after the simulated ones
     sum += z;
     sum2 += z * z;
   }
   const double sd = S * std::sqrt(sum2 / reps - (sum / reps) * (sum / reps));
   const double same_draws = ideal_wait(p, K, S, opt.start_skew_seed);
-  const double model = start_skew_cost(Collective::allreduce, coll::Algorithm::ring, p, n, opt.np, K);
+  const double model =
+      start_skew_cost(Collective::allreduce, coll::Algorithm::ring, p, n, opt.np, K);
   EXPECT_NEAR(model, S * start_skew_wait(p, K), 1e-15);
   EXPECT_NEAR(same_draws, model, 4 * sd) << "sd " << sd;
   for (coll::Algorithm a : {coll::Algorithm::ring, coll::Algorithm::inc}) {
