@@ -228,7 +228,7 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
              "bisection's and the per-step most-loaded link's (contention), see --json model_full_bisection_s\n");
   if (skewed)
     fmt::print("model: with the start skew it adds S x (p/(p+1) - E[least of p means of {} uniforms]), the expected "
-               "wait of inc bench's figure over the draws (none for broadcasts; docs/MODEL.md, Start skew)\n",
+               "wait of inc bench's figure over the draws (none for broadcasts and the Core-INC allgather; docs/MODEL.md, Start skew)\n",
                sc.opt.start_skew_draws);
   const double coll_pct = r.routed_flows ? 100.0 * r.collided_flows / r.routed_flows : 0;
   fmt::print("routing {}: {} messages crossed switch-to-switch links, {} ({:.1f}%) found one already carrying a "

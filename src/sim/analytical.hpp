@@ -80,15 +80,14 @@ Cost inc_pass_cost(double bytes, const NetParams& np, int members = 1);
 inline constexpr int kStartSkewDraws = 16;
 // Whether the model charges `a` the skew: every rank's last op waits for the latest rank, which
 // still has the whole collective's work ahead of it when it starts (allreduce, reduce-scatter,
-// host allgathers, alltoall, barrier). Not broadcasts (a rank waits only for its path from the
-// root, and data sent to it before its start is waiting for it) nor the Core-INC allgather (the
-// latest rank adds only its own block).
+// host allgathers, alltoall, barrier). Not broadcasts (a rank waits only for the ranks on its
+// path from the root) nor the Core-INC allgather (the latest rank adds only its own block).
 bool start_skew_couples(Collective c, coll::Algorithm a);
 // E[the most over p ranks of a rank's mean wait over `draws` draws] for offsets uniform in [0, 1]
 // when every rank ends together, T after the latest start: E[mean of the maxima] - E[the least
 // of p means of `draws` uniforms] = p/(p+1) - E[min]; (p-1)/(p+1) for one draw, tending to
 // (p-1)/(2(p+1)) for many. E[min] is integrated from the Irwin-Hall distribution (exact up to
-// 256 draws; its normal limit beyond, within 1e-4 of exact at 256).
+// 256 draws; beyond, its normal limit, which agrees with it to 4 digits at 256).
 double start_skew_wait(int p, int draws);
 // The skew term of one collective of n bytes: S(n) x start_skew_wait(p, draws) when the skew is
 // on and `a` couples every rank (start_skew_couples), else 0.
