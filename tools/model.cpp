@@ -47,6 +47,14 @@ struct NetOptions {
         ->capture_default_str();
     g->add_option("--inc-chunk", inc_chunk, "Core-INC: payload of one aggregation slot (e.g. 8KiB) [256KiB]");
     g->add_option("--switch-memory", switch_memory, "Core-INC: aggregation memory per switch [8MiB]");
+    g->add_option("--start-skew-us", np.start_skew_us,
+                  "emulated testbed: ranks start uniform in [0, S], S = this + --start-skew-us-per-MiB x MiB; adds "
+                  "the skew term (0 = off; docs/MODEL.md)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    g->add_option("--start-skew-us-per-MiB", np.start_skew_us_per_MiB, "emulated testbed: S's growth per MiB of the collective")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
   }
   // Applies the file first, then re-applies nothing: CLI values given explicitly win because
   // the file is read into a copy and only fields left at their defaults are taken from it.
@@ -66,6 +74,8 @@ struct NetOptions {
       if (given("--switch-reduce-GBps")) out.switch_reduce_GBps = cli.switch_reduce_GBps;
       if (given("--tree-levels")) out.inc_tree_levels = cli.inc_tree_levels;
       if (given("--tree-leaf-fan-in")) out.inc_leaf_fan_in = cli.inc_leaf_fan_in;
+      if (given("--start-skew-us")) out.start_skew_us = cli.start_skew_us;
+      if (given("--start-skew-us-per-MiB")) out.start_skew_us_per_MiB = cli.start_skew_us_per_MiB;
       np = out;
     }
     if (!inc_chunk.empty()) np.inc_chunk_bytes = static_cast<double>(sim::parse_size(inc_chunk));
@@ -91,7 +101,7 @@ std::vector<coll::Algorithm> algorithms_for(Collective c) {
 }
 
 int run_cost(const std::string& coll_name, int ranks, const std::string& size, std::string algo_name,
-             bool from_schedules, bool edge, const NetParams& np, const std::string& csv_path,
+             bool from_schedules, bool edge, const NetParams& np, int skew_draws, const std::string& csv_path,
              const std::string& json_path) {
   auto c = parse_collective(coll_name);
   if (!c) throw Error(Error::Kind::invalid_argument, "unknown collective '" + coll_name + "'");
@@ -108,11 +118,16 @@ int run_cost(const std::string& coll_name, int ranks, const std::string& size, s
   fmt::print("{} of {} on {} ranks; link {} Gb/s, alpha {:.2f} us/step, {}\n\n", name(*c),
              sim::format_size(n), ranks, np.link_gbps, np.alpha() * 1e6,
              edge ? "Edge-INC (NIC-driven) host algorithms" : "host-driven");
-  fmt::print("{:<20} {:>8} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>9}{}\n", "algorithm", "rounds",
-             "sent/rank", "reduced", "latency", "bandwidth", "reduction", "total", "busbw",
-             from_schedules ? "  schedule check" : "");
+  // The start skew (emulated testbed) adds a column, CSV columns and JSON keys only when on.
+  const bool skewed = np.start_skew() && ranks > 1;
+  const double skew_width = np.start_skew_s(n), skew_wait = skewed ? sim::start_skew_wait(ranks, skew_draws) : 0;
+  fmt::print("{:<20} {:>8} {:>12} {:>12} {:>11} {:>11} {:>11}{} {:>11} {:>9}{}\n", "algorithm", "rounds",
+             "sent/rank", "reduced", "latency", "bandwidth", "reduction", skewed ? fmt::format(" {:>11}", "skew") : "",
+             "total", "busbw", from_schedules ? "  schedule check" : "");
+  bool uncharged = false;  // an algorithm of the table gets no skew term
   json out = json::array();
-  std::string csv = "collective,algorithm,ranks,bytes,rounds,bytes_sent,bytes_reduced,inc_bytes,latency_s,bandwidth_s,reduce_s,total_s,busbw_GBps,schedule_check\n";
+  std::string csv = "collective,algorithm,ranks,bytes,rounds,bytes_sent,bytes_reduced,inc_bytes,latency_s,bandwidth_s,reduce_s,total_s,busbw_GBps,schedule_check";
+  csv += skewed ? ",start_skew_s,skew_s\n" : "\n";
   for (auto a : algos) {
     sim::StepCounts cf;
     try {
@@ -132,16 +147,21 @@ int run_cost(const std::string& coll_name, int ranks, const std::string& size, s
         check = std::string("n/a: ") + e.what();
       }
     }
-    const sim::Cost k = sim::cost(cf, np, edge ? sim::Offload::edge : sim::Offload::host);
+    sim::Cost k = sim::cost(cf, np, edge ? sim::Offload::edge : sim::Offload::host);
+    k.skew_s = sim::start_skew_cost(*c, a, ranks, n, np, skew_draws);
+    k.total_s += k.skew_s;
+    const bool charged = skewed && sim::start_skew_couples(*c, a);
+    uncharged = uncharged || (skewed && !charged);
     // nccl-tests bus bandwidth factor: what a bandwidth-optimal host algorithm moves per rank.
     double factor = 1;
     if (*c == Collective::allreduce) factor = 2.0 * (ranks - 1) / ranks;
     if (*c == Collective::reduce_scatter || *c == Collective::allgather || *c == Collective::alltoall)
       factor = double(ranks - 1) / ranks;
     const double busbw = k.total_s > 0 ? n * factor / k.total_s / 1e9 : 0;
-    fmt::print("{:<20} {:>8} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7.1f}GB/s{}\n", coll::name(a), cf.rounds,
+    fmt::print("{:<20} {:>8} {:>12} {:>12} {:>11} {:>11} {:>11}{} {:>11} {:>7.1f}GB/s{}\n", coll::name(a), cf.rounds,
                sim::format_size(cf.bytes_sent + cf.inc_bytes), sim::format_size(cf.bytes_reduced),
-               tstr(k.latency_s), tstr(k.bandwidth_s), tstr(k.reduce_s), tstr(k.total_s), busbw,
+               tstr(k.latency_s), tstr(k.bandwidth_s), tstr(k.reduce_s),
+               skewed ? fmt::format(" {:>11}", charged ? tstr(k.skew_s) : "-") : "", tstr(k.total_s), busbw,
                check.empty() ? "" : "  " + check);
     out.push_back({{"collective", std::string(name(*c))}, {"algorithm", std::string(coll::name(a))},
                    {"ranks", ranks}, {"bytes", n}, {"rounds", cf.rounds}, {"bytes_sent", cf.bytes_sent},
@@ -149,10 +169,25 @@ int run_cost(const std::string& coll_name, int ranks, const std::string& size, s
                    {"latency_s", k.latency_s}, {"bandwidth_s", k.bandwidth_s}, {"reduce_s", k.reduce_s},
                    {"total_s", k.total_s}, {"busbw_GBps", busbw}, {"schedule_check", check},
                    {"host_mem_bytes", sim::host_memory_bytes(cf, edge ? sim::Offload::edge : sim::Offload::host)}});
-    csv += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.4f},{}\n", name(*c), coll::name(a), ranks,
+    if (skewed)
+      out.back().update({{"skew_s", k.skew_s},
+                         {"start_skew", {{"width_s", skew_width}, {"draws", skew_draws}, {"wait_fraction", skew_wait},
+                                         {"charged", charged}}}});
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.4f},{}", name(*c), coll::name(a), ranks,
                        n, cf.rounds, cf.bytes_sent, cf.bytes_reduced, cf.inc_bytes, k.latency_s,
                        k.bandwidth_s, k.reduce_s, k.total_s, busbw, check);
+    csv += skewed ? fmt::format(",{:.9g},{:.9g}\n", skew_width, k.skew_s) : "\n";
   }
+  if (skewed)
+    fmt::print("\nStart skew (emulated testbed): the ranks start uniform in [0, S], S = {} us + {} us per MiB = {},\n"
+               "independently in each of {} draws (--start-skew-draws; inc sim's default 16), and the times are inc\n"
+               "bench's figure, the most over ranks of a rank's mean time from its own start. Every rank ends after\n"
+               "the latest one starts, so the skew column is S x (p/(p+1) - E[least of p means of {} uniforms]) =\n"
+               "S x {:.4f} (docs/MODEL.md, Start skew).{}\n",
+               np.start_skew_us, np.start_skew_us_per_MiB, tstr(skew_width), skew_draws, skew_draws, skew_wait,
+               uncharged ? "\n'-': no term: a broadcast's rank waits only for its path from the root, and the latest\n"
+                           "rank of a Core-INC allgather adds only its own block."
+                         : "");
   fmt::print("\nThese figures assume full bisection (every message at link rate). On an oversubscribed or\n"
              "unevenly routed fabric use `inc sim run`: its model column charges each step its most-loaded\n"
              "link (docs/MODEL.md, Oversubscription and contention).\n");
@@ -306,6 +341,7 @@ int cmd_model(int argc, char** argv) {
   std::string coll_name = "allreduce", size = "8GiB", algo = "all", csv, json_out;
   int ranks = 1024;
   bool from_sched = false, edge = false;
+  int skew_draws = sim::kStartSkewDraws;
   cost->add_option("-c,--collective", coll_name, "allreduce, reduce_scatter, allgather, broadcast, alltoall, barrier")->capture_default_str();
   cost->add_option("-n,--ranks", ranks, "ranks")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   cost->add_option("-b,--bytes", size, "collective size (8GiB, 1MB, ...; see MODEL.md)")->capture_default_str();
@@ -314,6 +350,10 @@ int cmd_model(int argc, char** argv) {
   cost->add_flag("--edge", edge, "host algorithms driven by the NIC (Edge-INC)");
   cost->add_option("--csv", csv, "write CSV here");
   cost->add_option("--json", json_out, "write JSON here");
+  cost->add_option("--start-skew-draws", skew_draws,
+                   "start skew: draws (inc bench's calls) its figure is the most over ranks of the mean over")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   netopt.add(*cost, np);
 
   auto* iter = app.add_subcommand("iteration", "training-iteration time, host vs Core-INC collectives");
@@ -342,7 +382,8 @@ int cmd_model(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (*cost) return run_cost(coll_name, ranks, size, algo, from_sched, edge, netopt.resolve(np, *cost), csv, json_out);
+    if (*cost) return run_cost(coll_name, ranks, size, algo, from_sched, edge, netopt.resolve(np, *cost), skew_draws, csv,
+                                json_out);
     if (*fig) {
       NetParams p = netopt.resolve(np, *fig);
       return run_figure5(p, out_dir, !no_plot);

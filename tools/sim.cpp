@@ -66,8 +66,9 @@ void apply_net_file(const std::string& path, const CLI::App& run, Scenario& sc) 
 // The analytical model's prediction for a job, with alpha from the job's own placement and,
 // when `contended_bw_s` (the per-step most-loaded link, sim/contention.hpp) exceeds the closed
 // form's full-bisection bandwidth term, that term instead. full_bisection receives the other.
+// With a start skew (base.start_skew()) both include the model's skew term over `skew_draws`.
 double model_time(const JobSpec& j, const Topology& topo, const NetParams& base, double contended_bw_s,
-                  double* full_bisection) {
+                  double* full_bisection, int skew_draws) {
   NetParams np = base;
   const AggTree t = topo.build_tree(j.hosts, 0);
   np.path_hops = 2 * t.depth;
@@ -81,7 +82,7 @@ double model_time(const JobSpec& j, const Topology& topo, const NetParams& base,
                                            : coll::output_bytes(j.params));
   try {
     const Cost c = collective_cost(j.params.coll, j.params.algo, j.params.nranks, n, np,
-                                   j.edge_offload ? Offload::edge : Offload::host);
+                                   j.edge_offload ? Offload::edge : Offload::host, skew_draws);
     *full_bisection = c.total_s;
     return c.total_s + std::max(0.0, contended_bw_s - c.bandwidth_s);
   } catch (const std::exception&) {
@@ -173,7 +174,7 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
     const double algbw = t > 0 ? n / t / 1e9 : 0;
     const double busbw = algbw * bus_factor(j.params.coll, j.params.nranks);
     double m_full = 0;
-    const double m = model_time(j, topo, sc.opt.np, jr.contended_bandwidth_s, &m_full);
+    const double m = model_time(j, topo, sc.opt.np, jr.contended_bandwidth_s, &m_full, sc.opt.start_skew_draws);
     const int lsw = jr.links_touched[1] + jr.links_touched[2];
     const std::string algo = std::string(coll::name(j.params.algo)) + (j.edge_offload ? "+edge" : "");
     fmt::print("{:<12} {:<15} {:<18} {:>6} {:>11} {:>12} {:>6.1f}GB/s {:>6.1f}GB/s {:>11} {:>7.3f}  {}/{}\n", j.name,
@@ -225,6 +226,10 @@ int run_scenario(Scenario sc, bool progress, const std::string& csv_path, const 
                  r.jobs[i].fold);
   fmt::print("model: alpha-beta-gamma closed form; for host algorithms its bandwidth term is the larger of full "
              "bisection's and the per-step most-loaded link's (contention), see --json model_full_bisection_s\n");
+  if (skewed)
+    fmt::print("model: with the start skew it adds S x (p/(p+1) - E[least of p means of {} uniforms]), the expected "
+               "wait of inc bench's figure over the draws (none for broadcasts and the Core-INC allgather; docs/MODEL.md, Start skew)\n",
+               sc.opt.start_skew_draws);
   const double coll_pct = r.routed_flows ? 100.0 * r.collided_flows / r.routed_flows : 0;
   fmt::print("routing {}: {} messages crossed switch-to-switch links, {} ({:.1f}%) found one already carrying a "
              "flow; at most {} flows at once on one such link\n",

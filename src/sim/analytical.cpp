@@ -128,8 +128,100 @@ Cost cost(const StepCounts& s, const NetParams& np, Offload off) {
 
 double host_memory_bytes(const StepCounts& c, Offload off) { return off == Offload::edge ? c.mem_edge : c.mem_host; }
 
-Cost collective_cost(Collective c, Algorithm a, int p, double n, const NetParams& np, Offload off) {
-  return cost(closed_form_counts(c, a, p, n), np, off);
+Cost collective_cost(Collective c, Algorithm a, int p, double n, const NetParams& np, Offload off, int skew_draws) {
+  Cost k = cost(closed_form_counts(c, a, p, n), np, off);
+  k.skew_s = start_skew_cost(c, a, p, n, np, skew_draws);
+  k.total_s += k.skew_s;
+  return k;
+}
+
+// ---- Start skew ----------------------------------------------------------------------------
+
+bool start_skew_couples(Collective c, Algorithm a) {
+  return c != Collective::broadcast && !(c == Collective::allgather && a == Algorithm::inc);
+}
+
+namespace {
+// Gauss-Legendre rule of kNodes nodes on [0, 1] (Newton on the Legendre polynomial's roots).
+constexpr int kNodes = 32;
+struct GaussLegendre {
+  double t[kNodes], w[kNodes];
+  GaussLegendre() {
+    const double pi = std::acos(-1.0);
+    for (int i = 0; i < kNodes; ++i) {
+      double x = std::cos(pi * (i + 0.75) / (kNodes + 0.5)), dp = 1;
+      for (int it = 0; it < 100; ++it) {
+        double p0 = 1, p1 = x;  // P_0, P_1, then up to P_kNodes by Bonnet's recursion
+        for (int k = 2; k <= kNodes; ++k) {
+          const double p2 = ((2 * k - 1) * x * p1 - (k - 1) * p0) / k;
+          p0 = p1;
+          p1 = p2;
+        }
+        dp = kNodes * (x * p1 - p0) / (x * x - 1);
+        const double dx = p1 / dp;
+        x -= dx;
+        if (std::fabs(dx) < 1e-15) break;
+      }
+      t[i] = (1 - x) / 2;
+      w[i] = 1 / ((1 - x * x) * dp * dp);  // 2 / ((1 - x^2) P'^2), halved for [0, 1]
+    }
+  }
+};
+const GaussLegendre& gauss_legendre() {
+  static const GaussLegendre g;
+  return g;
+}
+
+// E[the least of p means of K uniforms on [0, 1]] = the integral over [0, 1] of (1 - B(x))^p,
+// B the CDF of such a mean (Bates). K <= 256: B(x) = F_K(K x), F_K the Irwin-Hall CDF of the
+// sum, from the recursion F_n(y) = (y F_{n-1}(y) + (n - y) F_{n-1}(y - 1)) / n (non-negative
+// weights on [0, n], so no cancellation), at the same fractional points of every unit of y, each
+// unit cut in q pieces fine enough for the steepest part, where F_K(y) ~ y^K / K! meets 1/p.
+// Beyond, B is taken as its normal limit, mean 1/2 and variance 1/(12K).
+double least_mean_of_uniforms(int p, int K) {
+  const GaussLegendre& g = gauss_legendre();
+  const double P = p;
+  double sum = 0;
+  if (K > 256) {
+    const double sd = std::sqrt(1.0 / (12.0 * K)), lo = 0.5 - 10 * sd, hi = 0.5 + 10 * sd;
+    const int pieces = 64;
+    const double h = (hi - lo) / pieces;
+    for (int i = 0; i < pieces; ++i)
+      for (int k = 0; k < kNodes; ++k) {
+        const double x = lo + (i + g.t[k]) * h;
+        sum += g.w[k] * h * std::pow(0.5 * std::erfc((x - 0.5) / (sd * std::sqrt(2.0))), P);
+      }
+    return lo + sum;  // below lo every mean is above x with probability 1 - 1e-23
+  }
+  const double y_star = std::exp((std::lgamma(K + 1.0) - std::log(P)) / K);
+  const int q = static_cast<int>(std::clamp(std::ceil(2.0 * K / y_star), 1.0, 16384.0));
+  std::vector<double> F(static_cast<std::size_t>(K) + 1), G(F.size());
+  for (int i = 0; i < q; ++i)
+    for (int k = 0; k < kNodes; ++k) {
+      const double t = (i + g.t[k]) / q;  // y = j + t in unit j
+      F[0] = t;
+      for (int j = 1; j <= K; ++j) F[j] = 1;
+      for (int n = 2; n <= K; ++n) {
+        for (int j = 0; j < n; ++j) G[j] = ((j + t) * F[j] + (n - j - t) * (j > 0 ? F[j - 1] : 0.0)) / n;
+        for (int j = 0; j < n; ++j) F[j] = G[j];
+      }
+      for (int j = 0; j < K; ++j) sum += g.w[k] / q * std::pow(1 - F[j], P);
+    }
+  return sum / K;
+}
+}  // namespace
+
+double start_skew_wait(int p, int draws) {
+  if (p <= 1) return 0;
+  if (draws < 1) throw Error(Error::Kind::invalid_argument, fmt::format("start skew: {} draws (at least 1)", draws));
+  const double P = p;
+  if (draws == 1) return (P - 1) / (P + 1);  // E[max - min] of p uniforms
+  return P / (P + 1) - least_mean_of_uniforms(p, draws);
+}
+
+double start_skew_cost(Collective c, Algorithm a, int p, double n, const NetParams& np, int draws) {
+  if (!np.start_skew() || p <= 1 || !start_skew_couples(c, a)) return 0;
+  return np.start_skew_s(n) * start_skew_wait(p, draws);
 }
 
 // ---- Paper Figure 5 ------------------------------------------------------------------------

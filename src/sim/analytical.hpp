@@ -54,6 +54,7 @@ struct Cost {
   double latency_s = 0;    // rounds x alpha (+ tree latency)
   double bandwidth_s = 0;  // bytes x beta (or the host memory / switch ALU bound)
   double reduce_s = 0;     // bytes reduced x gamma
+  double skew_s = 0;       // the ranks' start skew (emulated testbed; 0 when off): start_skew_cost
   double total_s = 0;
 };
 
@@ -70,9 +71,32 @@ double host_memory_bytes(const StepCounts& c, Offload off);
 // per tree; the CPU terms count every switch's and host's datagrams per chunk.
 Cost inc_pass_cost(double bytes, const NetParams& np, int members = 1);
 
-// Convenience: closed-form time of one collective.
+// ---- Start skew (NetParams::start_skew, the emulated testbed; docs/MODEL.md "Start skew") ------
+// The ranks start at offsets s_k uniform in [0, S] (S = np.start_skew_s(n)), independently in
+// each of K draws (inc bench's calls, inc sim's start_skew_draws), and the figure reported is
+// inc bench's: the most over ranks of the rank's mean, over the draws, of (its end - s_k).
+
+// inc sim's default number of draws (SimOptions::start_skew_draws), the model's too.
+inline constexpr int kStartSkewDraws = 16;
+// Whether the model charges `a` the skew: every rank's last op waits for the latest rank, which
+// still has the whole collective's work ahead of it when it starts (allreduce, reduce-scatter,
+// host allgathers, alltoall, barrier). Not broadcasts (a rank waits only for the ranks on its
+// path from the root) nor the Core-INC allgather (the latest rank adds only its own block).
+bool start_skew_couples(Collective c, coll::Algorithm a);
+// E[the most over p ranks of a rank's mean wait over `draws` draws] for offsets uniform in [0, 1]
+// when every rank ends together, T after the latest start: E[mean of the maxima] - E[the least
+// of p means of `draws` uniforms] = p/(p+1) - E[min]; (p-1)/(p+1) for one draw, tending to
+// (p-1)/(2(p+1)) for many. E[min] is integrated from the Irwin-Hall distribution (exact up to
+// 256 draws; beyond, its normal limit, which agrees with it to 4 digits at 256).
+double start_skew_wait(int p, int draws);
+// The skew term of one collective of n bytes: S(n) x start_skew_wait(p, draws) when the skew is
+// on and `a` couples every rank (start_skew_couples), else 0.
+double start_skew_cost(Collective c, coll::Algorithm a, int p, double n, const NetParams& np,
+                       int draws = kStartSkewDraws);
+
+// Convenience: closed-form time of one collective (with start_skew_cost when np's skew is on).
 Cost collective_cost(Collective c, coll::Algorithm a, int p, double n, const NetParams& np,
-                     Offload off = Offload::host);
+                     Offload off = Offload::host, int skew_draws = kStartSkewDraws);
 
 // The paper's Figure 5 scenario and our reproduction of it.
 struct PaperFigure5 {

@@ -207,10 +207,23 @@ StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n) {
   if (p < 1) throw Error(Error::Kind::invalid_argument, "model: ranks must be >= 1");
   if (p == 1) return s;
   s.inc_members = p;
+  // Core-INC: one switch operation on the whole vector (a barrier's carries none); an alltoall
+  // has nothing for a switch to combine or replicate.
+  if (a == Algorithm::inc) {
+    if (c == Collective::alltoall) unsupported(c, a);
+    s.rounds = s.inc_rounds = 1;
+    if (c != Collective::barrier) s.inc_bytes = n;
+    return s;
+  }
   const double P = p, f = (P - 1) / P;
   const bool pow2 = (p & (p - 1)) == 0;
   const int lg = floor_log2(p);
   const double extra = pow2 ? 0 : 1;  // non-powers of two: fold the excess ranks in and out
+  // p - 1 steps, each sending one block of n/p and receiving another (ring, pairwise).
+  auto block_steps = [&] {
+    s.rounds = s.messages = P - 1;
+    s.bytes_sent = s.bytes_recv = f * n;
+  };
   switch (c) {
     case Collective::allreduce:
       switch (a) {
@@ -246,32 +259,19 @@ StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n) {
           s.mem_edge = (2 * fq + (pow2 ? 0.5 : 1.0)) * n;
           return s;
         }
-        case Algorithm::inc:
-          s.rounds = s.inc_rounds = 1;
-          s.inc_bytes = n;
-          return s;
         default:
           unsupported(c, a);
       }
     case Collective::reduce_scatter:
-      switch (a) {
-        case Algorithm::ring:
-          s.rounds = s.messages = P - 1;
-          s.bytes_sent = s.bytes_recv = s.bytes_reduced = f * n;
-          s.bytes_forwarded = (P - 2) / P * n;  // every partial sum but the first
-          return s;
-        case Algorithm::inc:
-          s.rounds = s.inc_rounds = 1;
-          s.inc_bytes = n;
-          return s;
-        default:
-          unsupported(c, a);
-      }
+      if (a != Algorithm::ring) unsupported(c, a);
+      block_steps();
+      s.bytes_reduced = f * n;
+      s.bytes_forwarded = (P - 2) / P * n;  // every partial sum but the first
+      return s;
     case Collective::allgather:
       switch (a) {
         case Algorithm::ring:
-          s.rounds = s.messages = P - 1;
-          s.bytes_sent = s.bytes_recv = f * n;
+          block_steps();
           s.bytes_forwarded = (P - 2) / P * n;
           return s;
         case Algorithm::recursive_doubling:
@@ -288,10 +288,6 @@ StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n) {
           if (!pow2)
             for (int d = 2; d < p; d <<= 1) s.bytes_forwarded += (std::min(d, p - d) - 1) * n / P;
           s.mem_host = s.mem_edge = 2 * f * n;
-          return s;
-        case Algorithm::inc:
-          s.rounds = s.inc_rounds = 1;
-          s.inc_bytes = n;
           return s;
         default:
           unsupported(c, a);
@@ -315,23 +311,14 @@ StepCounts closed_form_steps(Collective c, Algorithm a, int p, double n) {
           s.mem_host = p > 2 ? 2 * n : n;
           s.mem_edge = n;
           return s;
-        case Algorithm::inc:
-          s.rounds = s.inc_rounds = 1;
-          s.inc_bytes = n;
-          return s;
         default:
           unsupported(c, a);
       }
     case Collective::alltoall:
       if (a != Algorithm::pairwise) unsupported(c, a);
-      s.rounds = s.messages = P - 1;
-      s.bytes_sent = s.bytes_recv = f * n;
+      block_steps();
       return s;
     case Collective::barrier:
-      if (a == Algorithm::inc) {  // one empty switch operation
-        s.rounds = s.inc_rounds = 1;
-        return s;
-      }
       if (a != Algorithm::dissemination) unsupported(c, a);
       s.rounds = s.messages = ceil_log2(p);
       return s;
