@@ -45,8 +45,9 @@ struct NetParams {
   double switch_packet_us = 0.0;  // a switch's CPU per datagram it receives or sends
   double host_packet_us = 0.0;    // a host's CPU per Core-INC datagram it sends or receives
   bool switch_multicast = false;  // a switch sends each result once to all of its host children
-  // Emulated testbed only: every host's and switch's packet CPU above runs on this many shared
-  // cores (inc testbed: all processes on one machine). 0 = each host and switch has its own.
+  // Emulated testbed only: every host's and switch's packet CPU above, and the host algorithms'
+  // reductions and ready notices, run on this many shared cores (inc testbed: all processes on
+  // one machine). 0 = each host and switch has its own.
   int cpu_cores = 0;
   // Emulated testbed only: its links' shapers (tbf token buckets; docs/SIMULATOR.md, "Token-bucket
   // links"). Each direction of every link slower than burst_peak_gbps has a bucket of
