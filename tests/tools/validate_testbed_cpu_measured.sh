@@ -54,6 +54,11 @@ for k, v in want.items():
         sys.exit(f"FAIL: {k} = {n.get(k)} in the file, want {v}")
 if "measured: the ranks' process CPU" not in open(sys.argv[1]).read():
     sys.exit("FAIL: the file does not say host_packet_us was measured")
+# The host terms are fitted under the same shared cores as the "measurements" (the ring's
+# reductions wait for them): the fit must find the costs they were made with.
+for k, v in {"host_overhead_us": 40, "reduce_GBps": 2}.items():
+    if abs(n.get(k, 0) / v - 1) > 0.02:
+        sys.exit(f"FAIL: {k} = {n.get(k)} fitted, the measurements were made with {v}")
 PY
 
 errors() {  # validate's Core-INC errors, "shape:size:error%" per point
