@@ -56,6 +56,18 @@ out=$(python3 "$script" --inc "$inc" validate --measured "$tmp/measured.json" --
       --sizes 1M,4M,16M -o "$tmp/rows.json") || fail "validate exited $?"$'\n'"$out"
 grep -q '^# from 1 MiB up: 18 of 18 points within 10%' <<<"$out" || fail "validation"$'\n'"$out"
 
+# The inc model column is the model of the same inc sim run: on a 2:1 tree it counts the
+# crossing steps' shared up-links (contention), which a full-bisection closed form does not.
+python3 "$script" --inc "$inc" validate --measured "$tmp/measured.json" --net "$tmp/cal.toml" --sizes 16M \
+  --algos rabenseifner --shapes 1x8,2x8 --oversubscription 2 -o "$tmp/over.json" >/dev/null || fail "validate 2:1"
+python3 - "$tmp/over.json" <<'PY' || exit 1
+import json, sys
+m = {tuple(r["shape"]): r["model_s"] for r in json.load(open(sys.argv[1]))}
+if not m[(2, 8)] > 1.2 * m[(1, 8)]:
+    sys.exit(f"FAIL: the model column on a 2:1 tree ({m[(2, 8)]} s) does not count its up-links against one switch ({m[(1, 8)]} s)")
+print(f"model on 2:1 / one switch: {m[(2, 8)] / m[(1, 8)]:.3f}")
+PY
+
 # A disturbed point (ring, 1 MiB, one switch, 30% slower) shows in the residuals.
 python3 - "$tmp/measured.json" "$tmp/noisy.json" <<'PY'
 import json, sys
