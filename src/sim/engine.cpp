@@ -87,7 +87,7 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
         if (opt.np.cpu_cores > 0)
           cpu_submit(static_cast<std::uint32_t>(J.spec.hosts[J.rank(op)]), opt.np.ready_notice_us * 1e-6, kNoticeSent, ji, op);
         else
-          push(now + notice_delay(J, op), kNotice, ji, op);
+          push(now + opt.np.ready_notice_us * 1e-6 + notice_flight(J, op), kNotice, ji, op);
       } else {
         const std::uint32_t m = J.match(op);
         if (J.state(m) == 1) start_p2p(ji, m, op);
@@ -115,7 +115,7 @@ void Simulator::Impl::op_ready(std::uint32_t ji, std::uint32_t op) {
   }
 }
 
-double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv, bool queued) {
+double Simulator::Impl::notice_flight(const Job& J, std::uint32_t recv) {
   // The notice goes from the receiver's host back to the sender's, as a header-only message.
   const int hr = J.spec.hosts[J.rank(recv)], hs = J.spec.hosts[J.op(recv).peer];
   notice_path.clear();
@@ -123,7 +123,7 @@ double Simulator::Impl::notice_delay(const Job& J, std::uint32_t recv, bool queu
     throw Error(Error::Kind::config,
                 fmt::format("job '{}': no path from host {} to host {} avoids the failed links",
                             J.spec.name, hr, hs));
-  return (opt.np.host_overhead_us + (queued ? 0 : opt.np.ready_notice_us)) * 1e-6 + topo.path_latency(notice_path);
+  return opt.np.host_overhead_us * 1e-6 + topo.path_latency(notice_path);
 }
 
 void Simulator::Impl::notice_arrived(std::uint32_t ji, std::uint32_t recv) {
@@ -446,7 +446,7 @@ SimResult Simulator::Impl::run() {
         notice_arrived(e.a, e.b);
         break;
       case kNoticeSent:
-        push(now + notice_delay(jobs[e.a], e.b, true), kNotice, e.a, e.b);
+        push(now + notice_flight(jobs[e.a], e.b), kNotice, e.a, e.b);
         break;
       case kHostSent:
         host_sent(e.a, e.b);

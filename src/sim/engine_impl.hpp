@@ -378,11 +378,11 @@ struct Simulator::Impl {
   }
   // Rendezvous and eager post ops one step at a time (step gates); dataflow and ready do not.
   bool stepped() const { return opt.matching == Matching::rendezvous || opt.matching == Matching::eager; }
-  std::vector<std::uint32_t> notice_path;  // scratch of notice_delay
-  // When a posted receive's ready notice reaches its sender: o + ready_notice_us + latency back.
-  // From the receiver's host to the sender's: host overhead and path latency, and the ready
-  // notice's own delay unless the host's CPU paid it on the shared cores (`queued`).
-  double notice_delay(const Job& J, std::uint32_t recv, bool queued = false);
+  std::vector<std::uint32_t> notice_path;  // scratch of notice_flight
+  // A posted receive's ready notice, once sent, reaches its sender after o + the path's latency
+  // back; the sending itself costs ready_notice_us (a fixed delay, or with cpu_cores work on
+  // the receiver's host's CPU).
+  double notice_flight(const Job& J, std::uint32_t recv);
   void notice_arrived(std::uint32_t ji, std::uint32_t recv);
   // Slot memory is shared by the trees crossing a switch; the job's window is its smallest share.
   void setup_inc();
